@@ -1,0 +1,41 @@
+# Quick start (README): `make plan STACK=dev` and `make test`. Each target creates .venv when needed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STACK ?= dev
+STAMP := $(VENV)/.installed
+
+.PHONY: venv plan plan-all capacity test test-unit integration integration-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+plan: $(STAMP)
+	$(PY) -m infra.cli plan --stack $(STACK)
+
+plan-all: $(STAMP)
+	for s in dev staging prod; do $(PY) -m infra.cli plan --stack $$s || exit 1; done
+
+capacity: $(STAMP)
+	$(PY) -m infra.cli capacity --stack $(STACK)
+
+# The full suite: unit tier, then the integration tier against the real vLLM / Prometheus.
+test: test-unit integration
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -n 2
+
+integration: $(STAMP) integration-deps
+	$(PY) -m pytest -q -m integration tests/integration
+
+clean:
+	rm -rf build
+-include mk/*.mk
+
+# Extended by mk/*.mk (each adds its own `integration-deps::` recipe: real vLLM venv, Prometheus, ...).
+integration-deps:: $(STAMP)

@@ -1,0 +1,149 @@
+"""``llm-serving`` command line: offline plan, capacity table (and, as they land, policy and diff).
+
+    llm-serving plan --stack dev [--out DIR]     run the real program under mocks; write inventory,
+                                                 manifests and capacity; print a summary
+    llm-serving capacity --stack prod            the planner's table alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from .config import ConfigError, StackConfig, load_stack_config
+from .sizing import CapacityPlan, plan_stack, render_table
+from .stackfile import ROOT, StackFile, StackFileError, read_stack_file
+
+EXIT_CONFIG = 2
+PROJECT = "llm-serving"
+
+
+def load(stack: str) -> tuple[StackFile, StackConfig]:
+    sf = read_stack_file(stack)
+    cfg = load_stack_config(sf.values, ROOT)
+    return sf, cfg
+
+
+# ---- manifests ----------------------------------------------------------------------------------------
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-")
+
+
+def manifest_objects(inventory: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Kubernetes objects the program registers, keyed by a stable file name."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in inventory["resources"]:
+        inputs = r["inputs"]
+        if not (r["custom"] and r["type"].startswith("kubernetes:") and "kind" in inputs and "apiVersion" in inputs):
+            continue
+        meta = inputs.get("metadata") or {}
+        ns = meta.get("namespace") or "_cluster"
+        fname = f"{_slug(inputs['kind'])}--{_slug(ns)}--{_slug(meta.get('name') or r['name'])}.yaml"
+        if fname in out:
+            raise RuntimeError(f"two Kubernetes objects map to {fname}: names must be unique per kind/namespace")
+        out[fname] = inputs
+    return dict(sorted(out.items()))
+
+
+def write_plan(run_inventory: dict[str, Any], plan: CapacityPlan, out: Path) -> dict[str, dict[str, Any]]:
+    """Write inventory.json, capacity.json and manifests/ — replacing earlier output so reruns are identical."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("inventory.json", "capacity.json"):
+        (out / stale).unlink(missing_ok=True)
+    shutil.rmtree(out / "manifests", ignore_errors=True)
+    (out / "inventory.json").write_text(json.dumps(run_inventory, indent=2, sort_keys=True) + "\n")
+    (out / "capacity.json").write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
+    manifests = manifest_objects(run_inventory)
+    mdir = out / "manifests"
+    mdir.mkdir()
+    for fname, obj in manifests.items():
+        (mdir / fname).write_text(yaml.safe_dump(obj, sort_keys=True, default_flow_style=False))
+    return manifests
+
+
+def run_plan(stack: str) -> tuple[StackConfig, CapacityPlan, dict[str, Any]]:
+    """Validate config, then run the real program offline; returns (config, capacity plan, inventory)."""
+    from .entry import main as program_main
+    from .offline import run_offline
+
+    sf, cfg = load(stack)
+    run = run_offline(program_main, project=PROJECT, stack=stack, config=sf.config, secret_keys=sf.secret_keys)
+    return cfg, plan_stack(cfg), run.inventory()
+
+
+def summary(cfg: StackConfig, plan: CapacityPlan, inventory: dict[str, Any], manifests: dict[str, Any]) -> str:
+    lines = [f"stack {inventory['stack']} ({cfg.environment}) — project {cfg.project}, region {cfg.region}", ""]
+    counts = Counter(r["type"] for r in inventory["resources"])
+    lines.append(f"resources: {sum(counts.values())}")
+    for typ, n in sorted(counts.items()):
+        lines.append(f"  {n:4d}  {typ}")
+    lines += ["", "releases:"]
+    for role, pool in cfg.pools():
+        r = cfg.release(pool.release)
+        lines.append(f"  {role:7s} {r.release}  weight {pool.weight}%  image …@{r.digest[:19]}…  "
+                     f"model {r.model_revision[:12]}  tokenizer {r.tokenizer_revision[:12]}  "
+                     f"{r.quantization}/{r.dtype}  vLLM {r.vllm_version}  TP {r.tensor_parallel_size}  "
+                     f"max_model_len {r.max_model_len}  sampling v{r.sampling_defaults_version}")
+    lines += ["", "capacity:", *("  " + x for x in render_table(plan).splitlines())]
+    lines += ["", f"kubernetes manifests: {len(manifests)}"]
+    protected = sorted(r["name"] for r in inventory["resources"] if r["options"].get("protect"))
+    if protected:
+        lines.append(f"protected: {', '.join(protected)}")
+    return "\n".join(lines)
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    cfg, plan, inventory = run_plan(args.stack)
+    out = Path(args.out) if args.out else ROOT / "build" / "plan" / args.stack
+    manifests = write_plan(inventory, plan, out)
+    print(summary(cfg, plan, inventory, manifests))
+    print(f"\nwrote {out}/inventory.json, {out}/capacity.json, {out}/manifests/ ({len(manifests)} objects)")
+    return 0
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    _, cfg = load(args.stack)
+    print(render_table(plan_stack(cfg)))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llm-serving", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    sp = sub.add_parser("plan", help="run the program offline under mocks and write what it would create")
+    sp.add_argument("--stack", required=True)
+    sp.add_argument("--out", help="output directory (default build/plan/<stack>)")
+    sp.set_defaults(fn=cmd_plan)
+    sc = sub.add_parser("capacity", help="print the capacity planner's table for a stack")
+    sc.add_argument("--stack", required=True)
+    sc.set_defaults(fn=cmd_capacity)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except StackFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        print("nothing was registered.", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

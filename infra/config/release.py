@@ -1,0 +1,146 @@
+"""The immutable model release (seed 000, "The Serving Architecture"): one identity that names the model
+revision, tokenizer revision, serving-image digest, weights manifest, precision and serving limits.
+
+The release is target-neutral: the same identity can be served by the GKE path, Cloud Run GPU or Vertex AI.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..catalogue import CATALOGUE
+from .base import Strict, check
+
+#: vLLM minor series the serving image must run; every rendered flag is validated against it.
+SUPPORTED_VLLM_SERIES = "0.32"
+
+IMAGE_DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/-]*[a-z0-9])@(?P<digest>sha256:[0-9a-f]{64})$")
+RELEASE_ID_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
+REVISION_PATTERN = r"^[0-9a-f]{40}$"
+MANIFEST_RE = re.compile(r"^gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,61}[a-z0-9])/(?P<prefix>[A-Za-z0-9._/-]+)/manifest\.json$")
+
+Quantization = Literal["none", "fp8", "awq", "gptq", "compressed-tensors"]
+#: Bytes per stored weight implied by each quantization when the release does not state it explicitly.
+#: 'none' uses the dtype width; fp8 is one byte (scales are small); AWQ/GPTQ are 4-bit (0.5 byte).
+QUANT_BYTES: dict[str, float] = {"fp8": 1.0, "awq": 0.5, "gptq": 0.5}
+DTYPE_BYTES: dict[str, float] = {"bfloat16": 2.0, "float16": 2.0}
+
+
+class ModelGeometry(Strict):
+    """Model shape for the memory formulas: from the built-in catalogue (``catalogue``) or explicit.
+
+    Exactly one source: either ``catalogue`` alone, or all of ``parameters``, ``layers``, ``kv_heads``,
+    ``head_dim``. ``bytes_per_weight`` / ``bytes_per_kv_element`` override what the release's
+    quantization / kv-cache dtype imply.
+    """
+
+    catalogue: str | None = None
+    parameters: Annotated[int, Field(gt=0)] | None = None
+    layers: Annotated[int, Field(gt=0)] | None = None
+    kv_heads: Annotated[int, Field(gt=0)] | None = None
+    head_dim: Annotated[int, Field(gt=0)] | None = None
+    bytes_per_weight: Annotated[float, Field(gt=0, le=4)] | None = None
+    bytes_per_kv_element: Annotated[float, Field(gt=0, le=4)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelGeometry":
+        explicit = {"parameters": self.parameters, "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim}
+        given = [k for k, v in explicit.items() if v is not None]
+        problems = []
+        if self.catalogue is not None:
+            if self.catalogue not in CATALOGUE:
+                problems.append(("catalogue", f"unknown model {self.catalogue!r}; known: {', '.join(sorted(CATALOGUE))}"))
+            for k in given:
+                problems.append((k, "give either catalogue or explicit geometry, not both"))
+        else:
+            for k, v in explicit.items():
+                if v is None:
+                    problems.append((k, "required when catalogue is not set"))
+        check(problems)
+        return self
+
+    def resolved(self) -> tuple[int, int, int, int]:
+        """(parameters, layers, kv_heads, head_dim)."""
+        if self.catalogue is not None:
+            e = CATALOGUE[self.catalogue]
+            return e.parameters, e.layers, e.kv_heads, e.head_dim
+        assert self.parameters and self.layers and self.kv_heads and self.head_dim
+        return self.parameters, self.layers, self.kv_heads, self.head_dim
+
+
+class ReleaseIdentity(Strict):
+    """One immutable release, with the field names of seed 000's release JSON plus precision and engine."""
+
+    release: Annotated[str, Field(pattern=RELEASE_ID_PATTERN)]
+    model_revision: Annotated[str, Field(pattern=REVISION_PATTERN)]
+    tokenizer_revision: Annotated[str, Field(pattern=REVISION_PATTERN)]
+    #: Full image reference pinned by digest: ``<registry>/<path>@sha256:<64 hex>``; tags are refused.
+    image: str
+    #: Optional copy of the digest as in seed 000's JSON; when given it must equal the digest in ``image``.
+    image_digest: str | None = None
+    weight_manifest: str
+    max_model_len: Annotated[int, Field(gt=0)]
+    tensor_parallel_size: Annotated[int, Field(gt=0, le=16)]
+    sampling_defaults_version: Annotated[int, Field(ge=0)]
+    quantization: Quantization
+    dtype: Literal["bfloat16", "float16"]
+    kv_cache_dtype: Literal["auto", "fp8"]
+    vllm_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")]
+    model: ModelGeometry
+
+    @model_validator(mode="after")
+    def _checks(self) -> "ReleaseIdentity":
+        problems = []
+        m = IMAGE_DIGEST_RE.match(self.image)
+        if not m:
+            problems.append(("image", f"must be pinned by digest as <repository>@sha256:<64 hex>, got {self.image!r}"))
+        elif self.image_digest is not None and self.image_digest != m.group("digest"):
+            problems.append(("image_digest", f"{self.image_digest!r} differs from the digest in image ({m.group('digest')})"))
+        if not MANIFEST_RE.match(self.weight_manifest):
+            problems.append(("weight_manifest", f"must be gs://<bucket>/<model>/<revision>/manifest.json, got {self.weight_manifest!r}"))
+        series = ".".join(self.vllm_version.split(".")[:2])
+        if series != SUPPORTED_VLLM_SERIES:
+            problems.append(("vllm_version", f"this program renders flags for vLLM {SUPPORTED_VLLM_SERIES}.x, got {self.vllm_version}"))
+        if self.quantization == "none" and self.model.bytes_per_weight is None and self.dtype not in DTYPE_BYTES:
+            problems.append(("model.bytes_per_weight", "required for this dtype"))
+        check(problems)
+        return self
+
+    # ---- derived values -------------------------------------------------------------------------
+    @property
+    def digest(self) -> str:
+        m = IMAGE_DIGEST_RE.match(self.image)
+        assert m
+        return m.group("digest")
+
+    @property
+    def weights_uri(self) -> str:
+        """``gs://<bucket>/<model>/<revision>/``: the immutable folder the manifest sits in."""
+        return self.weight_manifest.rsplit("/", 1)[0] + "/"
+
+    @property
+    def weights_bucket(self) -> str:
+        m = MANIFEST_RE.match(self.weight_manifest)
+        assert m
+        return m.group("bucket")
+
+    @property
+    def weights_prefix(self) -> str:
+        m = MANIFEST_RE.match(self.weight_manifest)
+        assert m
+        return m.group("prefix")
+
+    @property
+    def bytes_per_weight(self) -> float:
+        if self.model.bytes_per_weight is not None:
+            return self.model.bytes_per_weight
+        return QUANT_BYTES.get(self.quantization, DTYPE_BYTES[self.dtype])
+
+    @property
+    def bytes_per_kv_element(self) -> float:
+        if self.model.bytes_per_kv_element is not None:
+            return self.model.bytes_per_kv_element
+        return 1.0 if self.kv_cache_dtype == "fp8" else DTYPE_BYTES[self.dtype]

@@ -1,0 +1,82 @@
+"""Serving pools: which release runs where, with what share of traffic and what replica bounds.
+
+Stable and canary are separate pools (seed 000, "Rollouts Without Corrupting the Cache Boundary"): each
+names one immutable release, an accelerator topology, a traffic weight and replica bounds. Target-neutral
+except ``loading``, which names the weight-loading path used by the GKE target.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .base import Strict, check
+
+LoadingPath = Literal["gcs_streaming", "hyperdisk_ml", "gcs_fuse"]
+
+
+class WeightLoading(Strict):
+    """How a replica gets its weights, and the sustained read throughput the cold-load estimate uses.
+
+    ``throughput_mib_s`` is a stated (ideally measured) number for this path and weight layout; the planner
+    divides the weight bytes by it. ``engine_init_seconds`` covers what is not weight I/O (process start,
+    KV-cache allocation, CUDA graph capture / compilation) and is also stated, not guessed by the planner.
+    """
+
+    path: LoadingPath
+    throughput_mib_s: Annotated[float, Field(gt=0)]
+    engine_init_seconds: Annotated[int, Field(ge=0)]
+    #: Run:ai streamer reader threads per process (``--model-loader-extra-config {"concurrency": N}``).
+    streamer_concurrency: Annotated[int, Field(ge=1, le=256)] = 16
+
+
+class MeasuredThroughput(Strict):
+    """Per-replica throughput measured at the SLO (TTFT/ITL objectives met) with this release and topology."""
+
+    output_tokens_per_s: Annotated[float, Field(gt=0)]
+    input_tokens_per_s: Annotated[float, Field(gt=0)]
+    #: Where the number comes from (benchmark run id, date): a number without a source is not a measurement.
+    source: Annotated[str, Field(min_length=3)]
+
+
+class ServingPool(Strict):
+    release: str
+    accelerator: str
+    #: Percent of traffic routed to this pool by the HTTPRoute weight split (stable + canary = 100).
+    weight: Annotated[int, Field(ge=0, le=100)]
+    min_replicas: Annotated[int, Field(ge=1)]
+    max_replicas: Annotated[int, Field(ge=1)]
+    loading: WeightLoading
+    #: Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90.
+    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = 0.90
+    #: Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB).
+    #: 2 GiB is the planner's documented default for dense models at <= 8K batched tokens; raise it for
+    #: large ``max_num_batched_tokens`` or multimodal models.
+    runtime_overhead_gib: Annotated[float, Field(ge=0)] = 2.0
+    measured: MeasuredThroughput | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "ServingPool":
+        check([("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
+              if self.max_replicas < self.min_replicas else [])
+        return self
+
+
+class ServingPools(Strict):
+    stable: ServingPool
+    canary: ServingPool | None = None
+    #: Allow a weight split between pools of different base models / serving configurations. Off by default:
+    #: KV caches and adapters belong to one base model and configuration (seed 000, cache compatibility).
+    allow_mixed_split: bool = False
+
+    @model_validator(mode="after")
+    def _weights(self) -> "ServingPools":
+        total = self.stable.weight + (self.canary.weight if self.canary else 0)
+        path = "canary.weight" if self.canary else "stable.weight"
+        check([(path, f"stable + canary weights must sum to 100, got {total}")] if total != 100 else [])
+        return self
+
+    def items(self) -> list[tuple[str, ServingPool]]:
+        """(role, pool) for every configured pool, stable first."""
+        return [("stable", self.stable)] + ([("canary", self.canary)] if self.canary else [])
