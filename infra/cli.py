@@ -20,14 +20,14 @@ import yaml
 
 from .config import ConfigError, StackConfig, load_stack_config
 from .sizing import CapacityPlan, plan_stack, render_table
-from .stackfile import ROOT, StackFile, StackFileError, read_stack_file
+from .stackfile import ROOT, STACKS_DIR, StackFile, StackFileError, read_stack_file
 
 EXIT_CONFIG = 2
 PROJECT = "llm-serving"
 
 
-def load(stack: str) -> tuple[StackFile, StackConfig]:
-    sf = read_stack_file(stack)
+def load(stack: str, stacks_dir: Path | None = None) -> tuple[StackFile, StackConfig]:
+    sf = read_stack_file(stack, stacks_dir or STACKS_DIR)
     cfg = load_stack_config(sf.values, ROOT)
     return sf, cfg
 
@@ -70,12 +70,12 @@ def write_plan(run_inventory: dict[str, Any], plan: CapacityPlan, out: Path) -> 
     return manifests
 
 
-def run_plan(stack: str) -> tuple[StackConfig, CapacityPlan, dict[str, Any]]:
+def run_plan(stack: str, stacks_dir: Path | None = None) -> tuple[StackConfig, CapacityPlan, dict[str, Any]]:
     """Validate config, then run the real program offline; returns (config, capacity plan, inventory)."""
     from .entry import main as program_main
     from .offline import run_offline
 
-    sf, cfg = load(stack)
+    sf, cfg = load(stack, stacks_dir)
     run = run_offline(program_main, project=PROJECT, stack=stack, config=sf.config, secret_keys=sf.secret_keys)
     return cfg, plan_stack(cfg), run.inventory()
 
@@ -104,7 +104,7 @@ def summary(cfg: StackConfig, plan: CapacityPlan, inventory: dict[str, Any], man
 # ---- commands -------------------------------------------------------------------------------------
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    cfg, plan, inventory = run_plan(args.stack)
+    cfg, plan, inventory = run_plan(args.stack, args.stacks_dir)
     out = Path(args.out) if args.out else ROOT / "build" / "plan" / args.stack
     manifests = write_plan(inventory, plan, out)
     print(summary(cfg, plan, inventory, manifests))
@@ -113,7 +113,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
-    _, cfg = load(args.stack)
+    _, cfg = load(args.stack, args.stacks_dir)
     print(render_table(plan_stack(cfg)))
     return 0
 
@@ -121,13 +121,14 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm-serving", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--stack", required=True, help="stack name: reads <stacks-dir>/Pulumi.<stack>.yaml")
+    common.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default stacks/)")
     sub = p.add_subparsers(dest="command", required=True)
-    sp = sub.add_parser("plan", help="run the program offline under mocks and write what it would create")
-    sp.add_argument("--stack", required=True)
+    sp = sub.add_parser("plan", parents=[common], help="run the program offline under mocks and write what it would create")
     sp.add_argument("--out", help="output directory (default build/plan/<stack>)")
     sp.set_defaults(fn=cmd_plan)
-    sc = sub.add_parser("capacity", help="print the capacity planner's table for a stack")
-    sc.add_argument("--stack", required=True)
+    sc = sub.add_parser("capacity", parents=[common], help="print the capacity planner's table for a stack")
     sc.set_defaults(fn=cmd_capacity)
     return p
 

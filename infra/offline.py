@@ -167,12 +167,16 @@ class UnexpectedInvoke(RuntimeError):
 
 
 def run_offline(program: Callable[[], None], *, project: str, stack: str, config: dict[str, str],
-                secret_keys: list[str]) -> OfflineRun:
-    """Run ``program`` as the Pulumi engine would, with mocks, and return what it registered."""
-    return contextvars.Context().run(_run, program, project, stack, config, secret_keys)
+                secret_keys: list[str], sink: OfflineRun | None = None) -> OfflineRun:
+    """Run ``program`` as the Pulumi engine would, with mocks, and return what it registered.
+
+    ``sink`` receives registrations as they happen, so a caller can inspect what was registered even
+    when the program raises (e.g. to prove that bad config registers nothing)."""
+    result = sink if sink is not None else OfflineRun(project=project, stack=stack)
+    return contextvars.Context().run(_run, program, result, config, secret_keys)
 
 
-def _run(program: Callable[[], None], project: str, stack: str, config: dict[str, str],
+def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str],
          secret_keys: list[str]) -> OfflineRun:
     import pulumi
     from pulumi.runtime import mocks as pmocks
@@ -180,7 +184,7 @@ def _run(program: Callable[[], None], project: str, stack: str, config: dict[str
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    result = OfflineRun(project=project, stack=stack)
+    project, stack = result.project, result.stack
     gcp_project = config.get("gcp:project", project)
 
     class PlanMocks(pmocks.Mocks):

@@ -1,0 +1,107 @@
+"""The offline plan: every stack plans, output is byte-identical across runs, and the summary is derived."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import cli
+from infra.offline import PLACEHOLDER
+
+from .conftest import REPO, STACKS
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_exits_zero_and_is_byte_identical(stack, tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli.main(["plan", "--stack", stack, "--out", str(a)]) == 0
+    assert cli.main(["plan", "--stack", stack, "--out", str(b)]) == 0
+    out = capsys.readouterr().out
+    assert f"stack {stack} ({stack})" in out
+    ta, tb = _tree(a), _tree(b)
+    assert ta.keys() == tb.keys()
+    assert ta == tb
+    assert {"inventory.json", "capacity.json"} <= set(ta)
+
+
+def test_plan_in_a_fresh_process_matches(tmp_path):
+    """A separate interpreter (hash seed, import order) produces the same bytes."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli.main(["plan", "--stack", "prod", "--out", str(a)]) == 0
+    env = {"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--stack", "prod", "--out", str(b)],
+                   cwd=REPO, env=env, check=True, capture_output=True)
+    cmp = filecmp.dircmp(a, b)
+    assert not cmp.diff_files and not cmp.left_only and not cmp.right_only
+    assert (a / "inventory.json").read_bytes() == (b / "inventory.json").read_bytes()
+
+
+def test_rerun_into_same_dir_removes_stale_manifests(tmp_path):
+    out = tmp_path / "p"
+    cli.main(["plan", "--stack", "dev", "--out", str(out)])
+    (out / "manifests" / "stale.yaml").write_text("x")
+    cli.main(["plan", "--stack", "dev", "--out", str(out)])
+    assert not (out / "manifests" / "stale.yaml").exists()
+
+
+def test_inventory_shape_and_capacity_outputs(plans):
+    cfg, plan, inv = plans["prod"]
+    urns = [r["urn"] for r in inv["resources"]]
+    assert urns == sorted(urns)
+    for r in inv["resources"]:
+        assert set(r) == {"urn", "type", "name", "custom", "parent", "provider", "inputs", "dependencies",
+                          "property_dependencies", "options"}
+    # the capacity the program exports is the planner's, not the config's
+    exported = inv["outputs"]["capacity"]["pools"]["stable"]
+    assert exported["max_num_seqs"] == plan.pools["stable"].max_num_seqs == 206
+    assert exported["throughput"] == "unmeasured"
+    assert exported["cost_per_million_output_tokens_usd"] is None
+
+
+def test_every_child_resource_has_a_parent(plans):
+    for stack, (_, _, inv) in plans.items():
+        for r in inv["resources"]:
+            if r["type"].startswith("pulumi:providers:"):
+                continue
+            assert r["parent"], f"{stack}: {r['urn']} is registered without a parent"
+
+
+def test_component_type_tokens(plans):
+    _, _, inv = plans["dev"]
+    tokens = {r["type"] for r in inv["resources"] if not r["custom"]}
+    assert tokens, "no components registered"
+    for t in tokens:
+        if t.startswith("kubernetes:helm.sh"):
+            continue
+        assert t.startswith("llm-serving:") and t.count(":") == 2, t
+
+
+def test_placeholders_are_marked_and_deterministic(plans):
+    _, _, inv = plans["prod"]
+    text = json.dumps(inv)
+    marker = PLACEHOLDER.split("{")[0]
+    assert "known-after-apply" in marker
+    # no raw engine sentinels leak into the plan
+    assert "04da6b54-80e4-46f7-96ec-b56ff0331ba9" not in text
+    assert "4dabf18193072939515e22adb298388d" not in text
+
+
+def test_capacity_command(capsys):
+    assert cli.main(["capacity", "--stack", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "--max-num-seqs / batched tokens   206 / 8192" in out
+    assert "nodes on h100-tp2: 6 at max replicas (6), 8 with rollout surge; 8 reserved" in out
+
+
+def test_unknown_stack_is_a_clear_error(capsys):
+    assert cli.main(["plan", "--stack", "qa"]) == 2
+    assert "no stack file" in capsys.readouterr().err
