@@ -118,6 +118,30 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Diff two plan directories, or the stack's plan at a git revision against the working tree."""
+    import tempfile
+
+    from .plan_diff import diff_plan_dirs, plan_dir_at_git_revision, render
+
+    if args.rev:
+        if not args.stack:
+            print("error: --rev needs --stack", file=sys.stderr)
+            return EXIT_CONFIG
+        with tempfile.TemporaryDirectory(prefix="llm-serving-diff-") as tmp:
+            old_dir = plan_dir_at_git_revision(args.rev, args.stack, ROOT, out_dir=Path(tmp) / "old")
+            new_dir = Path(tmp) / "new"
+            cfg, plan, inventory = run_plan(args.stack)
+            write_plan(inventory, plan, new_dir)
+            print(render(diff_plan_dirs(old_dir, new_dir)))
+        return 0
+    if len(args.dirs) != 2:
+        print("error: give <old-plan-dir> <new-plan-dir>, or --rev REV --stack STACK", file=sys.stderr)
+        return EXIT_CONFIG
+    print(render(diff_plan_dirs(Path(args.dirs[0]), Path(args.dirs[1]))))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm-serving", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,6 +154,11 @@ def parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_plan)
     sc = sub.add_parser("capacity", parents=[common], help="print the capacity planner's table for a stack")
     sc.set_defaults(fn=cmd_capacity)
+    sd = sub.add_parser("diff", help="added / removed / changed resources between two plans, replacements flagged")
+    sd.add_argument("dirs", nargs="*", metavar="PLAN_DIR", help="<old-plan-dir> <new-plan-dir>")
+    sd.add_argument("--rev", help="git revision to plan as the old side (the working tree is the new side)")
+    sd.add_argument("--stack", help="stack to plan with --rev")
+    sd.set_defaults(fn=cmd_diff)
     return p
 
 

@@ -138,6 +138,7 @@ class PolicyPackError(RuntimeError):
         detail = f"{message}\n--- policy pack stderr (tail) ---\n{stderr}" if stderr.strip() else message
         super().__init__(detail)
         self.stderr = stderr
+        self.pack_pid = 0  # set by run_policy_pack once the process existed; it is reaped before raising
 
 
 class PolicyPackStartError(PolicyPackError):
@@ -539,15 +540,18 @@ class _PackProcess:
 
     def __init__(self, python: str, pack_dir: Path, engine_address: str, env: Mapping[str, str]) -> None:
         self.argv = [python, "-u", "-m", "pulumi.policy", engine_address, "."]
-        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, interpreter chosen by the caller
-            self.argv,
-            cwd=pack_dir,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # own process group, so shutdown reaches any helper it spawns
-        )
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, interpreter chosen by the caller
+                self.argv,
+                cwd=pack_dir,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own process group, so shutdown reaches any helper it spawns
+            )
+        except OSError as e:
+            raise PolicyPackStartError(f"cannot start policy pack with {python!r}: {e}") from e
         self.output: list[str] = []
         self._stderr: list[str] = []
         self._first_line: queue.Queue[str | None] = queue.Queue(maxsize=1)
@@ -693,6 +697,13 @@ def run_policy_pack(
     or to a bare enforcement-level string. ``python`` must be an interpreter with ``pulumi`` and
     ``pulumi-policy`` installed (the pack's ``runtime.options.virtualenv`` is not consulted; pass its
     interpreter here). The subprocess is always stopped before this returns or raises.
+
+    ``stack_config`` is the stack's configuration as the engine hands it to plugins: fully qualified
+    keys (``"llm-serving:region"``) to string values; it is exported as ``PULUMI_CONFIG`` and sent in
+    ``ConfigureStack`` so policies can use ``pulumi.Config``. ``organization`` and ``stack_tags`` fill
+    the remaining ``ConfigureStack`` fields. Timeouts are in seconds: ``startup_timeout`` bounds the
+    wait for the port line and the first connection, ``call_timeout`` each RPC, ``shutdown_grace`` the
+    wait between SIGINT and SIGKILL.
     """
     pack_dir = Path(pack_dir).resolve()
     declared_version = _check_pack_dir(pack_dir)
@@ -836,6 +847,9 @@ def run_policy_pack(
             pack_pid=pack.proc.pid,
             handshake_supported=handshake is not None,
         )
+    except PolicyPackError as e:
+        e.pack_pid = pack.proc.pid if pack is not None else 0
+        raise
     finally:
         if channel is not None:
             channel.close()
