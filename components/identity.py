@@ -1,0 +1,148 @@
+"""Identities of the platform: node service accounts with the minimum roles, and Workload Identity for
+serving workloads — direct Workload Identity Federation principals (FACTS §9), no Google service account
+keys and no Google service account impersonation for pods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from .options import child_options
+
+#: The only project-level roles a node service account holds: write logs and metrics, read monitoring
+#: (GKE's metadata agent), write resource metadata. Image pulls are granted per repository instead.
+NODE_PROJECT_ROLES: tuple[str, ...] = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+)
+#: Serving namespace and model-server KSA (shared naming contract).
+SERVING_NAMESPACE = "llm-serving"
+MODEL_SERVER_KSA = "model-server"
+WEIGHTS_READER_ROLE = "roles/storage.objectViewer"
+SECRET_ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
+
+
+def workload_pool(project_id: str) -> str:
+    """The cluster's Workload Identity pool: ``<project>.svc.id.goog``."""
+    return f"{project_id}.svc.id.goog"
+
+
+def principal_text(project_number: str, project_id: str, namespace: str, ksa: str) -> str:
+    return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+            f"{workload_pool(project_id)}/subject/ns/{namespace}/sa/{ksa}")
+
+
+def wi_principal(project_number: pulumi.Input[str], project_id: str, namespace: str, ksa: str) -> pulumi.Output[str]:
+    """IAM member of one Kubernetes service account under direct Workload Identity Federation (FACTS §9):
+    ``principal://iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/
+    <project>.svc.id.goog/subject/ns/<ns>/sa/<ksa>``."""
+    return pulumi.Output.from_input(project_number).apply(lambda n: principal_text(n, project_id, namespace, ksa))
+
+
+# ---- node service accounts ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeServiceAccountArgs:
+    project: str
+    #: 6-30 characters, lowercase (``gke-gpu-<accelerator>``, ``gke-system``).
+    account_id: str
+    display_name: str
+    roles: tuple[str, ...] = NODE_PROJECT_ROLES
+
+
+class NodeServiceAccount(pulumi.ComponentResource):
+    """A dedicated node service account holding only :data:`NODE_PROJECT_ROLES` at project level."""
+
+    TYPE = "llm-serving:identity:NodeServiceAccount"
+
+    def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, name, None, opts)
+        child = child_options(self, opts)
+        self.account = gcp.serviceaccount.Account(
+            f"{name}-sa", project=args.project, account_id=args.account_id, display_name=args.display_name,
+            description="GKE node identity: logs, metrics, resource metadata; image pulls per repository", opts=child)
+        self.email: pulumi.Output[str] = self.account.email
+        self.member: pulumi.Output[str] = self.account.email.apply(lambda e: f"serviceAccount:{e}")
+        self.bindings = [
+            gcp.projects.IAMMember(f"{name}-{role.split('/')[1].replace('.', '-').lower()}", project=args.project,
+                                   role=role, member=self.member, opts=child)
+            for role in args.roles
+        ]
+        self.register_outputs({"email": self.email})
+
+
+# ---- Workload Identity for serving workloads -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkloadIdentityArgs:
+    project: str
+    region: str
+    project_number: pulumi.Input[str]
+    weights_bucket: pulumi.Input[str]
+    #: Kubernetes service accounts per namespace; the model server's KSA reads weights.
+    namespace: str = SERVING_NAMESPACE
+    model_server_ksa: str = MODEL_SERVER_KSA
+    #: Secret Manager secret id of the model-hub token (None: no secret).
+    hub_token_secret_id: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def namespace_labels(namespace: str) -> dict[str, str]:
+    """Pod Security admission: enforce ``baseline`` (vLLM needs no privilege), warn on ``restricted``."""
+    return {
+        "app.kubernetes.io/part-of": "llm-serving",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "restricted",
+    }
+
+
+class WorkloadIdentity(pulumi.ComponentResource):
+    """The serving namespace, the model-server KSA, and its direct-WIF grants: object read on the weights
+    bucket only, and (optionally) access to the one hub-token secret."""
+
+    TYPE = "llm-serving:identity:WorkloadIdentity"
+
+    def __init__(self, name: str, args: WorkloadIdentityArgs, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, name, None, opts)
+        k8s_child = child_options(self, opts, provider=provider)
+        child = child_options(self, opts)
+        self.namespace_name: str = args.namespace
+        self.model_server_ksa_name: str = args.model_server_ksa
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns-{args.namespace}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=namespace_labels(args.namespace)),
+            opts=k8s_child)
+        self.model_server_ksa = k8s.core.v1.ServiceAccount(
+            f"{name}-ksa-{args.model_server_ksa}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.model_server_ksa, namespace=self.namespace.metadata.name,
+                labels={"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": "model-server"}),
+            # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
+            automount_service_account_token=False,
+            opts=k8s_child)
+        self.model_server_principal = wi_principal(args.project_number, args.project, args.namespace, args.model_server_ksa)
+        self.weights_reader = gcp.storage.BucketIAMMember(
+            f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE,
+            member=self.model_server_principal, opts=child)
+        self.hub_token_secret: gcp.secretmanager.Secret | None = None
+        self.hub_token_accessor: gcp.secretmanager.SecretIamMember | None = None
+        if args.hub_token_secret_id is not None:
+            self.hub_token_secret = gcp.secretmanager.Secret(
+                f"{name}-hub-token", project=args.project, secret_id=args.hub_token_secret_id, labels=args.labels,
+                replication=gcp.secretmanager.SecretReplicationArgs(
+                    user_managed=gcp.secretmanager.SecretReplicationUserManagedArgs(
+                        replicas=[gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(location=args.region)])),
+                opts=child)
+            self.hub_token_accessor = gcp.secretmanager.SecretIamMember(
+                f"{name}-hub-token-accessor", project=args.project, secret_id=self.hub_token_secret.secret_id,
+                role=SECRET_ACCESSOR_ROLE, member=self.model_server_principal, opts=child)
+        self.register_outputs({
+            "namespace": self.namespace.metadata.name, "model_server_ksa": self.model_server_ksa.metadata.name,
+            "model_server_principal": self.model_server_principal,
+        })

@@ -1,0 +1,354 @@
+"""The Google Cloud platform the GKE target runs on: network, cluster, system pool, Artifact Registry, weight
+stores and the optional model-hub token (issue 3; seed 000 "Weight Loading", "Security").
+
+GPU node pools are not configured here: each accelerator topology (``accelerators``) becomes one GPU node
+pool, sized by the capacity planner and pinned to its zonal reservation.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .base import Strict, check
+
+if TYPE_CHECKING:
+    from .stack import StackConfig
+
+#: Oldest GKE version this program supports. GKE installs the InferencePool CRD itself from
+#: ``1.34.0-gke.1626000`` (FACTS §1, llm-d guides/prereq/gateways/gke.md), and the program never creates
+#: the Gateway API / Inference Extension CRDs, so an older control plane would have no InferencePool kind.
+#: It also satisfies the Inference Gateway deploy page's floor of 1.32.3 (FACTS §4).
+INFERENCE_GATEWAY_MIN_GKE = "1.34.0-gke.1626000"
+
+GKE_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-gke\.(?P<build>\d+)$")
+#: GKE's private control-plane range must be exactly a /28.
+MASTER_PREFIX_LEN = 28
+#: GKE maintenance policy: each recurring window lasts at least 4 hours, and the windows must add up to at
+#: least 48 hours in any 32-day period (GKE maintenance windows documentation).
+MIN_MAINTENANCE_WINDOW_HOURS = 4
+MIN_MAINTENANCE_HOURS_PER_32_DAYS = 48
+WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+#: Hyperdisk ML provisioned-throughput floor (MiB/s) and size range (GiB) accepted by Compute Engine.
+HYPERDISK_ML_MIN_THROUGHPUT_MIB_S = 400
+HYPERDISK_ML_MIN_GIB = 4
+HYPERDISK_ML_MAX_GIB = 65536
+
+#: Cluster name: <= 23 characters so the derived node service account id `<name>-system` stays within 30.
+Name = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,21}[a-z0-9])?$")]
+
+
+def parse_gke_version(version: str) -> tuple[int, int, int, int] | None:
+    """``1.34.0-gke.1626000`` -> (1, 34, 0, 1626000); None when the text is not a GKE version."""
+    m = GKE_VERSION_RE.match(version)
+    return tuple(int(m.group(g)) for g in ("major", "minor", "patch", "build")) if m else None  # type: ignore[return-value]
+
+
+def _network(value: str) -> ipaddress.IPv4Network | None:
+    try:
+        return ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        return None
+
+
+class NetworkRanges(Strict):
+    """IPv4 ranges of the VPC. All are private, disjoint, and fixed at creation (changing one replaces the
+    subnet or the cluster)."""
+
+    #: Primary range of the node subnet.
+    subnet: str
+    #: Secondary range for Pod IPs (VPC-native); a /14 gives the default 110 Pods on up to 1024 nodes.
+    pods: str
+    #: Secondary range for ClusterIP Services.
+    services: str
+    #: Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (FACTS §4);
+    #: Google recommends a /23.
+    proxy_only: str
+    #: Control-plane range of the private cluster (a /28, FACTS §8 Cluster ``private_cluster_config``).
+    master: str
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "NetworkRanges":
+        problems = []
+        nets: dict[str, ipaddress.IPv4Network] = {}
+        for field in ("subnet", "pods", "services", "proxy_only", "master"):
+            net = _network(getattr(self, field))
+            if net is None:
+                problems.append((field, f"not an IPv4 network in CIDR form (host bits clear): {getattr(self, field)!r}"))
+            elif not net.is_private:
+                problems.append((field, f"{net} is not a private range"))
+            else:
+                nets[field] = net
+        if "master" in nets and nets["master"].prefixlen != MASTER_PREFIX_LEN:
+            problems.append(("master", f"the GKE control-plane range must be a /{MASTER_PREFIX_LEN}, got {nets['master']}"))
+        names = list(nets)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if nets[a].overlaps(nets[b]):
+                    problems.append((b, f"{nets[b]} overlaps {a} ({nets[a]})"))
+        check(problems)
+        return self
+
+
+class AuthorizedNetwork(Strict):
+    """A range allowed to reach the cluster's public control-plane endpoint."""
+
+    #: IPv4 range in CIDR form allowed to reach the control plane (never 0.0.0.0/0).
+    cidr: str
+    #: Label shown in the cluster's authorised-networks list.
+    display_name: Annotated[str, Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _cidr(self) -> "AuthorizedNetwork":
+        net = _network(self.cidr)
+        if net is None:
+            check([("cidr", f"not an IPv4 network in CIDR form (host bits clear): {self.cidr!r}")])
+        elif net.prefixlen == 0:
+            check([("cidr", "0.0.0.0/0 would open the control plane to the internet")])
+        return self
+
+
+class MaintenanceWindow(Strict):
+    """Weekly window (UTC) in which GKE may upgrade the control plane and nodes."""
+
+    #: Weekdays the window opens (MO..SU), each at most once.
+    days: Annotated[list[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]], Field(min_length=1)]
+    #: Window start, ``HH:MM`` UTC.
+    start_utc: Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")]
+    #: Window length in hours: >= 4, and >= 48 h in total per 32 days.
+    duration_hours: Annotated[int, Field(ge=1, le=24)]
+
+    @model_validator(mode="after")
+    def _long_enough(self) -> "MaintenanceWindow":
+        problems = []
+        if len(set(self.days)) != len(self.days):
+            problems.append(("days", f"days must be unique, got {self.days}"))
+        if self.duration_hours < MIN_MAINTENANCE_WINDOW_HOURS:
+            problems.append(("duration_hours", f"GKE requires windows of at least {MIN_MAINTENANCE_WINDOW_HOURS} h, got {self.duration_hours}"))
+        # 32 days hold at least 4 of each weekday.
+        per_32_days = 4 * len(set(self.days)) * self.duration_hours
+        if per_32_days < MIN_MAINTENANCE_HOURS_PER_32_DAYS:
+            problems.append(("duration_hours", f"{len(set(self.days))} day(s) x {self.duration_hours} h gives "
+                             f"{per_32_days} h per 32 days; GKE requires at least {MIN_MAINTENANCE_HOURS_PER_32_DAYS} h"))
+        check(problems)
+        return self
+
+
+class SystemPool(Strict):
+    """The small autoscaled CPU pool for cluster add-ons, endpoint pickers and controllers."""
+
+    #: Compute Engine machine type of the system nodes (CPU only).
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+$")]
+    #: Autoscaler floor per zone of the cluster's node locations.
+    min_nodes_per_zone: Annotated[int, Field(ge=1)]
+    #: Autoscaler ceiling per zone.
+    max_nodes_per_zone: Annotated[int, Field(ge=1)]
+    #: Boot disk of each node in GB; 100 GB holds the system images with room for logs.
+    disk_size_gb: Annotated[int, Field(ge=20)] = 100
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "SystemPool":
+        check([("max_nodes_per_zone", f"must be >= min_nodes_per_zone ({self.min_nodes_per_zone}), got {self.max_nodes_per_zone}")]
+              if self.max_nodes_per_zone < self.min_nodes_per_zone else [])
+        return self
+
+
+class ArtifactRegistry(Strict):
+    """The Docker repository serving images are pulled from (by digest)."""
+
+    #: Repository id; release images must be ``<region>-docker.pkg.dev/<project>/<repository_id>/...``.
+    repository_id: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    #: Versions per image kept by the cleanup policy regardless of age (and so never deleted).
+    keep_recent_versions: Annotated[int, Field(ge=1)]
+    #: Untagged versions older than this are deleted.
+    untagged_retention_days: Annotated[int, Field(ge=1)]
+
+
+class HyperdiskMl(Strict):
+    """A read-only Hyperdisk ML volume per release loading via ``hyperdisk_ml`` (FACTS §8).
+
+    Each disk is created ``READ_ONLY_MANY`` from a snapshot of a disk the release pipeline hydrated with the
+    release's immutable ``gs://<bucket>/<model>/<revision>/`` folder and verified against its manifest: an
+    empty read-only disk would be useless, and nothing in the serving path ever writes to it.
+    """
+
+    #: Size of each volume in GiB; must hold the release's weights.
+    size_gib: Annotated[int, Field(ge=HYPERDISK_ML_MIN_GIB, le=HYPERDISK_ML_MAX_GIB)]
+    #: Provisioned read throughput of each volume (MiB/s), shared by every replica loading from it; a pool
+    #: loading via hyperdisk_ml may not state more than this as its ``loading.throughput_mib_s``.
+    provisioned_throughput_mib_s: Annotated[int, Field(ge=HYPERDISK_ML_MIN_THROUGHPUT_MIB_S)]
+    #: Release id -> source snapshot (``projects/<p>/global/snapshots/<name>`` or a name in this project).
+    snapshots: dict[str, Annotated[str, Field(pattern=r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/snapshots/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]] = {}
+
+
+class WeightStores(Strict):
+    """The weights bucket (``gs://<bucket>/<model>/<revision>/``) and the optional Hyperdisk ML volumes."""
+
+    #: Weights bucket name; every release's ``weight_manifest`` must be in it.
+    bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")]
+    #: Days a deleted or overwritten object stays recoverable (0 disables soft delete; else 7-90 days).
+    soft_delete_days: Annotated[int, Field(ge=0, le=90)]
+    hyperdisk_ml: HyperdiskMl | None = None
+
+    @model_validator(mode="after")
+    def _soft_delete(self) -> "WeightStores":
+        check([("soft_delete_days", f"Cloud Storage soft delete is 0 (off) or 7-90 days, got {self.soft_delete_days}")]
+              if 0 < self.soft_delete_days < 7 else [])
+        return self
+
+
+class HubTokenSecret(Strict):
+    """A Secret Manager secret holding a model-hub token; its value is added out of band, never in config."""
+
+    #: Secret Manager secret id; only the model-server KSA may access it.
+    secret_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,255}$")]
+
+
+class GkeConfig(Strict):
+    #: GKE cluster name (<= 23 characters); also the prefix of network resource names.
+    cluster_name: Name
+    #: ``zonal`` (control plane in the first stack zone; cheaper, dev) or ``regional`` (three replicas of the
+    #: control plane, required in prod).
+    location_type: Literal["zonal", "regional"]
+    #: IPv4 ranges of the VPC, Pods, Services, proxy-only subnet and control plane.
+    ranges: NetworkRanges
+    #: Ranges allowed to reach the public control-plane endpoint.
+    authorized_networks: Annotated[list[AuthorizedNetwork], Field(min_length=1)]
+    #: GKE release channel the cluster and node pools auto-upgrade on.
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"]
+    #: Minimum control-plane version (``min_master_version``), at least INFERENCE_GATEWAY_MIN_GKE.
+    min_version: str
+    #: Weekly maintenance window (UTC).
+    maintenance: MaintenanceWindow
+    #: The CPU system node pool.
+    system_pool: SystemPool
+    #: Artifact Registry repository of the serving images.
+    registry: ArtifactRegistry
+    #: Weights bucket and optional Hyperdisk ML volumes.
+    weights: WeightStores
+    #: Optional Secret Manager secret for a model-hub token (None: no secret).
+    hub_token: HubTokenSecret | None = None
+    #: NVIDIA driver GKE installs on GPU nodes: ``LATEST`` follows the newest driver of the node version,
+    #: which recent vLLM CUDA builds need; ``DEFAULT`` pins the version's default.
+    gpu_driver_version: Literal["DEFAULT", "LATEST"] = "LATEST"
+    #: Protect stateful resources (cluster, reservations, weights bucket, Hyperdisk ML disks) from deletion:
+    #: Pulumi ``protect`` plus the cluster's deletion protection. Required in prod.
+    protect: bool = False
+
+    @model_validator(mode="after")
+    def _version(self) -> "GkeConfig":
+        v, floor = parse_gke_version(self.min_version), parse_gke_version(INFERENCE_GATEWAY_MIN_GKE)
+        assert floor is not None
+        if v is None:
+            check([("min_version", f"not a GKE version like {INFERENCE_GATEWAY_MIN_GKE}: {self.min_version!r}")])
+        elif v < floor:
+            check([("min_version", f"{self.min_version} is older than {INFERENCE_GATEWAY_MIN_GKE}, the first GKE "
+                    "version that installs the InferencePool CRD (Inference Gateway)")])
+        return self
+
+    @property
+    def minor_version(self) -> str:
+        """``1.34`` of ``1.34.1-gke.3899000``: the Kubernetes API version manifests are validated against."""
+        v = parse_gke_version(self.min_version)
+        assert v is not None
+        return f"{v[0]}.{v[1]}"
+
+
+# ---- cross-section rules (called from stack.semantic_issues) ------------------------------------------
+
+#: Accelerator keys become resource names: node pool ``gpu-<key>`` (<= 40 chars) and node service account
+#: ``gke-gpu-<key>`` (<= 30 chars), so a key is a short lowercase name.
+ACCELERATOR_KEY_RE = re.compile(r"^[a-z]([-a-z0-9]{0,20}[a-z0-9])?$")
+GIB = 1024**3
+
+
+def registry_prefix(project: str, region: str, repository_id: str) -> str:
+    """``<region>-docker.pkg.dev/<project>/<repo>/``: where every serving image of the stack lives."""
+    return f"{region}-docker.pkg.dev/{project}/{repository_id}/"
+
+
+def hyperdisk_releases(cfg: "StackConfig") -> dict[str, str]:
+    """Release id -> zone of the Hyperdisk ML volume, for every pool that loads via ``hyperdisk_ml``
+    (the disk sits in the zone of the pool's accelerator, i.e. its reservation's zone)."""
+    out: dict[str, str] = {}
+    for _, pool in cfg.pools():
+        if pool.loading.path == "hyperdisk_ml" and pool.accelerator in cfg.accelerators:
+            out.setdefault(pool.release, cfg.accelerators[pool.accelerator].zone)
+    return dict(sorted(out.items()))
+
+
+def platform_issues(cfg: "StackConfig") -> list[tuple[tuple[str | int, ...], str]]:
+    """Rules between ``gke`` and the other sections: (location, message) pairs."""
+    g = cfg.gke
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    if cfg.environment == "prod":
+        if g.location_type != "regional":
+            out.append((("gke", "location_type"), "prod needs a regional cluster: a zonal control plane is a single point of failure"))
+        if not g.protect:
+            out.append((("gke", "protect"), "prod must protect the cluster, reservations, weights bucket and disks"))
+    if g.location_type == "regional" and len(cfg.zones) < 2:
+        out.append((("zones",), f"a regional cluster spreads its system pool over at least 2 zones, got {cfg.zones}"))
+
+    for name in cfg.accelerators:
+        if not ACCELERATOR_KEY_RE.match(name):
+            out.append((("accelerators", name), "accelerator keys name the node pool gpu-<key> and its service account "
+                        "gke-gpu-<key>: lowercase letters, digits and '-', at most 22 characters"))
+
+    prefix = registry_prefix(cfg.project, cfg.region, g.registry.repository_id)
+    digests: dict[str, set[str]] = {}
+    for i, rel in enumerate(cfg.releases):
+        if rel.weights_bucket != g.weights.bucket:
+            out.append((("releases", i, "weight_manifest"),
+                        f"weights must live in the stack's weights bucket gs://{g.weights.bucket}/, got gs://{rel.weights_bucket}/"))
+        if not rel.image.startswith(prefix):
+            out.append((("releases", i, "image"),
+                        f"serving images must come from the stack's Artifact Registry repository {prefix}..., got {rel.image}"))
+        else:
+            package = rel.image[len(prefix):].split("@", 1)[0]
+            digests.setdefault(package, set()).add(rel.digest)
+    most = max((len(d) for d in digests.values()), default=0)
+    if g.registry.keep_recent_versions < most:
+        out.append((("gke", "registry", "keep_recent_versions"),
+                    f"{g.registry.keep_recent_versions} is fewer than the {most} image versions the stack's releases pin: "
+                    "the cleanup policy must keep every deployed digest"))
+
+    hd = g.weights.hyperdisk_ml
+    disks = hyperdisk_releases(cfg)
+    ids = {r.release for r in cfg.releases}
+    for role, pool in cfg.pools():
+        if pool.loading.path != "hyperdisk_ml":
+            continue
+        if hd is None:
+            out.append((("serving", role, "loading", "path"), "hyperdisk_ml loading needs gke.weights.hyperdisk_ml"))
+            continue
+        if pool.loading.throughput_mib_s > hd.provisioned_throughput_mib_s:
+            out.append((("serving", role, "loading", "throughput_mib_s"),
+                        f"{pool.loading.throughput_mib_s:g} MiB/s exceeds the Hyperdisk ML volume's provisioned "
+                        f"throughput ({hd.provisioned_throughput_mib_s} MiB/s)"))
+        zone = disks.get(pool.release)
+        acc = cfg.accelerators.get(pool.accelerator)
+        if zone is not None and acc is not None and acc.zone != zone:
+            out.append((("serving", role, "accelerator"),
+                        f"release {pool.release!r} loads from one Hyperdisk ML volume in {zone}; accelerator "
+                        f"{pool.accelerator!r} is in {acc.zone}"))
+    if hd is not None:
+        for rid in disks:
+            if rid not in ids:
+                continue
+            if rid not in hd.snapshots:
+                out.append((("gke", "weights", "hyperdisk_ml", "snapshots"),
+                            f"release {rid!r} loads via hyperdisk_ml but names no hydrated source snapshot"))
+            rel = cfg.release(rid)
+            params = rel.model.resolved()[0]
+            need_gib = params * rel.bytes_per_weight / GIB
+            if hd.size_gib < need_gib:
+                out.append((("gke", "weights", "hyperdisk_ml", "size_gib"),
+                            f"{hd.size_gib} GiB cannot hold release {rid!r} ({need_gib:.1f} GiB of weights)"))
+        for rid in hd.snapshots:
+            if rid not in disks:
+                out.append((("gke", "weights", "hyperdisk_ml", "snapshots", rid),
+                            "no pool loads this release via hyperdisk_ml"))
+    return out
