@@ -1,0 +1,452 @@
+"""The vLLM model server of one pool (stable | canary): Deployment, readiness-probe ConfigMap,
+PodDisruptionBudget and NetworkPolicy (issue 4; seed 000 "Weight Loading", "Scale-down is a protocol too",
+"Security Without Giving the Model a Cloud Account").
+
+Construction is split into pure functions (labels, annotations, volumes, container, pod, each spec) that the
+tests call directly; :class:`ModelServer` only registers what they return.
+
+Decisions stated here once:
+
+* **Non-root.** The vLLM image runs as root by default; nothing in serving needs it. The pod runs as UID/GID
+  1000 with a read-only root filesystem. Every path vLLM and its libraries write to is an emptyDir: ``/tmp``
+  (torch.compile / inductor cache, streamed config files, the readiness state file), ``HOME`` (HF, vLLM,
+  Triton, FlashInfer caches under ``/home/vllm``) and ``/dev/shm`` (memory). ``USER`` is set because
+  ``getpass.getuser()`` (used by torch's inductor) fails for a UID without a passwd entry.
+* **Replicas.** ``spec.replicas`` starts at the pool's ``min_replicas`` and is then ignored by Pulumi
+  (``ignore_changes``): the HPA owns the live count, and a later ``pulumi up`` must never reset a scaled-out
+  pool to its minimum in the middle of a load peak. The HPA's ``minReplicas`` carries later changes of
+  ``min_replicas``.
+* **Rollout.** RollingUpdate with maxSurge = ``ROLLOUT_SURGE_REPLICAS`` and maxUnavailable 0: capacity never
+  drops during a rollout, and the reservation check (``accelerators.<k>.reservation.count``) already proved
+  the surge replica has a node (seed 000: "maxSurge: 1 cannot manufacture a GPU").
+* **Network.** Ingress to 8000 only from the gateway's proxy-only subnet, this pool's endpoint picker, the
+  Managed Prometheus collectors and Google's load-balancer health checkers; egress only DNS, the metadata
+  server and the Google API VIPs (see :func:`network_policy_spec`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
+
+from ..network import PRIVATE_GOOGLE_APIS_CIDR
+
+from .probes import VLLM_PORT, ProbePlan, plan_probes
+from .vllm_args import VLLM_COMMAND, WEIGHTS_MOUNT_PATH, render_vllm_args
+
+if TYPE_CHECKING:
+    from infra.capacity import PoolPlan
+    from infra.config.contract import WorkloadContract
+    from infra.config.release import ReleaseIdentity
+    from infra.config.serving import ServingPool
+
+core = k8s.core.v1
+meta = k8s.meta.v1
+
+#: The readiness script shipped in the ConfigMap, read at plan time (standard library only).
+READINESS_SCRIPT = Path(__file__).resolve().parent / "readiness_probe.py"
+PROBE_MOUNT_PATH = "/etc/llm-serving/probe"
+READINESS_STATE_FILE = "/tmp/readiness-state.json"
+HOME = "/home/vllm"
+#: Unprivileged identity of the server process (no passwd entry needed; see USER in the env).
+RUN_AS_UID = 1000
+#: /tmp holds the torch.compile / inductor cache and the streamer's copies of config and tokenizer files.
+TMP_SIZE_GIB = 10
+#: HOME holds the HF, vLLM, Triton and FlashInfer caches (compiled kernels and CUDA-graph artifacts).
+CACHE_SIZE_GIB = 20
+#: Deployment progress deadline beyond the startup window: GPU node provisioning (the first clock of
+#: "Autoscaling Has Two Clocks") plus pulling a multi-GB image. A rollout that has not progressed within
+#: startup window + this is reported failed instead of hanging.
+PROGRESS_SLACK_SECONDS = 900
+#: Old ReplicaSets kept for ``kubectl rollout undo`` to a previous release.
+REVISION_HISTORY_LIMIT = 5
+
+GPU_RESOURCE = "nvidia.com/gpu"
+ACCELERATOR_LABEL = "llm-serving.io/accelerator"
+GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+
+#: Google's load-balancer health-check source ranges: the gateway's HealthCheckPolicy probes /health on
+#: port 8000 from here, and a pod unreachable from them is marked unhealthy by the load balancer.
+GOOGLE_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+#: Managed Prometheus collectors: ``gke-gmp-system`` on GKE managed collection, ``gmp-system`` for the
+#: self-deployed operator; both label the collector DaemonSet pods ``app.kubernetes.io/name: collector``.
+GMP_NAMESPACES = ("gke-gmp-system", "gmp-system")
+GMP_COLLECTOR_LABELS = {"app.kubernetes.io/name": "collector"}
+#: The GKE metadata server (Workload Identity tokens): 169.254.169.254:80 on Dataplane V2, and the
+#: gke-metadata-server's 169.254.169.252:988 on legacy dataplane clusters; 988 also on .254 for both.
+METADATA_ENDPOINTS = (("169.254.169.254/32", (80, 988)), ("169.254.169.252/32", (988,)))
+#: Google API VIPs: private.googleapis.com, which the platform's private googleapis.com DNS zone resolves
+#: every *.googleapis.com name to (components/network.py). NetworkPolicy cannot name hosts, so the VIP range
+#: is what storage.googleapis.com (gs:// streaming) and the metadata-issued tokens are used against.
+GOOGLE_API_RANGES = (PRIVATE_GOOGLE_APIS_CIDR,)
+DNS_PODS = ("kube-dns", "node-local-dns")
+
+
+# ---- identity ------------------------------------------------------------------------------------------
+
+def deployment_name(role: str) -> str:
+    return f"vllm-{role}"
+
+
+def epp_name(role: str) -> str:
+    """The pool's endpoint picker (Deployment/Service ``vllm-<role>-epp``, naming contract)."""
+    return f"vllm-{role}-epp"
+
+
+def selector_labels(role: str) -> dict[str, str]:
+    """The Deployment's (immutable) selector: stable across releases, so a new release is a rolling update."""
+    return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": deployment_name(role)}
+
+
+def pod_labels(role: str, release: "ReleaseIdentity") -> dict[str, str]:
+    """Naming-contract labels; the InferencePool selects on ``llm-serving.io/pool`` + ``llm-serving.io/release``."""
+    return {
+        **selector_labels(role),
+        "app.kubernetes.io/component": "model-server",
+        "app.kubernetes.io/part-of": "llm-serving",
+        "app.kubernetes.io/version": release.vllm_version,
+        "llm-serving.io/pool": role,
+        "llm-serving.io/release": release.release,
+        "inference.networking.k8s.io/engine-type": "vllm",
+    }
+
+
+def release_annotations(release: "ReleaseIdentity") -> dict[str, str]:
+    """The full immutable release identity (seed 000): what ``kubectl describe`` shows during an incident."""
+    return {
+        "llm-serving.io/release": release.release,
+        "llm-serving.io/model-revision": release.model_revision,
+        "llm-serving.io/tokenizer-revision": release.tokenizer_revision,
+        "llm-serving.io/image-digest": release.digest,
+        "llm-serving.io/weight-manifest": release.weight_manifest,
+        "llm-serving.io/sampling-defaults-version": str(release.sampling_defaults_version),
+        "llm-serving.io/quantization": release.quantization,
+        "llm-serving.io/dtype": release.dtype,
+        "llm-serving.io/kv-cache-dtype": release.kv_cache_dtype,
+        "llm-serving.io/max-model-len": str(release.max_model_len),
+        "llm-serving.io/tensor-parallel-size": str(release.tensor_parallel_size),
+        "llm-serving.io/vllm-version": release.vllm_version,
+    }
+
+
+def readiness_script() -> str:
+    return READINESS_SCRIPT.read_text(encoding="utf-8")
+
+
+def script_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---- arguments -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelServerArgs:
+    role: str
+    release: "ReleaseIdentity"
+    pool: "ServingPool"
+    plan: "PoolPlan"
+    contract: "WorkloadContract"
+    namespace: str
+    service_account: str
+    #: The gateway's proxy-only subnet (REGIONAL_MANAGED_PROXY): where load-balanced requests come from.
+    proxy_only_cidr: str
+    #: PVC of the release's Hyperdisk ML volume; required when the pool loads via ``hyperdisk_ml``.
+    hyperdisk_claim: str | None = None
+    #: Resources the objects must wait for (namespace, GPU node pool, PVC): explicit ordering.
+    depends_on: tuple[pulumi.Resource, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.pool.loading.path == "hyperdisk_ml" and not self.hyperdisk_claim:
+            raise ValueError(f"pool {self.role!r} loads via hyperdisk_ml but no Hyperdisk ML claim was given")
+
+
+def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
+    """Facts the program derived that policies check the rendered spec against (startup window vs cold load,
+    grace period vs stream bound, --max-model-len vs contract). On the Deployment's own metadata, not the pod
+    template: a re-estimate must not roll the pods."""
+    return {
+        "llm-serving.io/cold-load-seconds": f"{round(args.plan.cold_load_seconds, 3):g}",
+        "llm-serving.io/stream-bound-seconds": f"{round(args.contract.stream_bound_seconds, 3):g}",
+        "llm-serving.io/contract-max-model-len": str(args.contract.max_model_len),
+    }
+
+
+def probe_plan(args: ModelServerArgs) -> ProbePlan:
+    o = args.pool.model_server
+    return plan_probes(
+        cold_load_seconds=args.plan.cold_load_seconds, stream_bound_seconds=args.contract.stream_bound_seconds,
+        ttft_p95_ms=args.contract.ttft_p95_ms, startup_margin=o.startup_margin,
+        startup_period_seconds=o.startup_period_seconds, max_startup_seconds=o.max_startup_seconds,
+        drain_seconds=o.drain_seconds)
+
+
+def vllm_args(args: ModelServerArgs, probes: ProbePlan) -> list[str]:
+    return render_vllm_args(args.release, args.pool, args.plan, probes.shutdown_timeout_seconds)
+
+
+# ---- pod -----------------------------------------------------------------------------------------------
+
+def config_map_name(role: str) -> str:
+    return f"vllm-{role}-readiness"
+
+
+def readiness_command(release_id: str, probes: ProbePlan) -> list[str]:
+    return ["python3", f"{PROBE_MOUNT_PATH}/readiness_probe.py",
+            "--port", str(VLLM_PORT), "--release-id", release_id,
+            "--deadline-seconds", str(probes.readiness_deadline_seconds),
+            "--state-file", READINESS_STATE_FILE,
+            "--min-interval-seconds", str(probes.readiness_generation_interval_seconds)]
+
+
+def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
+    values = {
+        # Weights are staged (GCS, Hyperdisk ML, GCS FUSE) on every loading path: never reach a model hub.
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HOME": HOME,
+        "USER": "vllm",
+        "XDG_CACHE_HOME": f"{HOME}/.cache",
+        "HF_HOME": f"{HOME}/.cache/huggingface",
+        "VLLM_CACHE_ROOT": f"{HOME}/.cache/vllm",
+        "TRITON_CACHE_DIR": f"{HOME}/.cache/triton",
+    }
+    return [core.EnvVarArgs(name=k, value=v) for k, v in sorted(values.items())]
+
+
+def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
+    o = args.pool.model_server
+    vols = [
+        core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{o.shm_gib}Gi")),
+        core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{TMP_SIZE_GIB}Gi")),
+        core.VolumeArgs(name="home", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{CACHE_SIZE_GIB}Gi")),
+        core.VolumeArgs(name="readiness-probe", config_map=core.ConfigMapVolumeSourceArgs(
+            name=config_map_name(args.role), default_mode=0o444)),
+    ]
+    path = args.pool.loading.path
+    if path == "hyperdisk_ml":
+        vols.append(core.VolumeArgs(name="weights", persistent_volume_claim=core.PersistentVolumeClaimVolumeSourceArgs(
+            claim_name=args.hyperdisk_claim, read_only=True)))
+    elif path == "gcs_fuse":
+        vols.append(core.VolumeArgs(name="weights", csi=core.CSIVolumeSourceArgs(
+            driver=GCSFUSE_DRIVER, read_only=True,
+            volume_attributes={
+                "bucketName": args.release.weights_bucket,
+                # only-dir: the mount root is the release's immutable folder, nothing else of the bucket.
+                "mountOptions": f"implicit-dirs,only-dir={args.release.weights_prefix}",
+            })))
+    return vols
+
+
+def volume_mounts(args: ModelServerArgs) -> list[core.VolumeMountArgs]:
+    mounts = [
+        core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+        core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+        core.VolumeMountArgs(name="home", mount_path=HOME),
+        core.VolumeMountArgs(name="readiness-probe", mount_path=PROBE_MOUNT_PATH, read_only=True),
+    ]
+    if args.pool.loading.path in ("hyperdisk_ml", "gcs_fuse"):
+        mounts.append(core.VolumeMountArgs(name="weights", mount_path=WEIGHTS_MOUNT_PATH, read_only=True))
+    return mounts
+
+
+def resources(args: ModelServerArgs) -> core.ResourceRequirementsArgs:
+    o = args.pool.model_server
+    gpus = str(args.release.tensor_parallel_size)  # one GPU per tensor-parallel rank
+    ephemeral = f"{TMP_SIZE_GIB + CACHE_SIZE_GIB}Gi"
+    memory = f"{o.memory_gib}Gi"
+    return core.ResourceRequirementsArgs(
+        requests={"cpu": f"{o.cpu:g}", "memory": memory, GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
+        limits={"memory": memory, GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
+    )
+
+
+def container_security_context() -> core.SecurityContextArgs:
+    return core.SecurityContextArgs(
+        run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID, privileged=False,
+        allow_privilege_escalation=False, read_only_root_filesystem=True,
+        capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+        seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+    )
+
+
+def container(args: ModelServerArgs, probes: ProbePlan) -> core.ContainerArgs:
+    http = lambda path: core.HTTPGetActionArgs(path=path, port="http", scheme="HTTP")  # noqa: E731
+    return core.ContainerArgs(
+        name="vllm",
+        image=args.release.image,  # by digest only (validated in infra/config/release.py)
+        image_pull_policy="IfNotPresent",
+        command=list(VLLM_COMMAND),
+        args=vllm_args(args, probes),
+        ports=[core.ContainerPortArgs(name="http", container_port=VLLM_PORT, protocol="TCP")],
+        env=env(args),
+        resources=resources(args),
+        volume_mounts=volume_mounts(args),
+        security_context=container_security_context(),
+        startup_probe=core.ProbeArgs(
+            http_get=http("/health"), period_seconds=probes.startup_period_seconds,
+            failure_threshold=probes.startup_failure_threshold, timeout_seconds=probes.startup_timeout_seconds),
+        readiness_probe=core.ProbeArgs(
+            exec_=core.ExecActionArgs(command=readiness_command(args.release.release, probes)),
+            period_seconds=probes.readiness_period_seconds, timeout_seconds=probes.readiness_timeout_seconds,
+            failure_threshold=probes.readiness_failure_threshold, success_threshold=1),
+        liveness_probe=core.ProbeArgs(
+            http_get=http("/health"), period_seconds=probes.liveness_period_seconds,
+            timeout_seconds=probes.liveness_timeout_seconds, failure_threshold=probes.liveness_failure_threshold),
+        lifecycle=core.LifecycleArgs(pre_stop=core.LifecycleHandlerArgs(
+            sleep=core.SleepActionArgs(seconds=probes.pre_stop_seconds))),
+        termination_message_policy="FallbackToLogsOnError",
+    )
+
+
+def pod_annotations(args: ModelServerArgs, script_sha: str) -> dict[str, str]:
+    ann = {**release_annotations(args.release), "llm-serving.io/readiness-probe-sha256": script_sha}
+    if args.pool.loading.path == "gcs_fuse":
+        ann["gke-gcsfuse/volumes"] = "true"  # asks GKE to inject the GCS FUSE sidecar
+    return ann
+
+
+def pod_spec(args: ModelServerArgs, probes: ProbePlan) -> core.PodSpecArgs:
+    return core.PodSpecArgs(
+        service_account_name=args.service_account,
+        # vLLM never calls the Kubernetes API; Workload Identity and the GCS FUSE driver do not need the token.
+        automount_service_account_token=False,
+        # A Service named "vllm" would inject VLLM_PORT=tcp://..., which vLLM reads as its own port setting.
+        enable_service_links=False,
+        termination_grace_period_seconds=probes.termination_grace_seconds,
+        node_selector={ACCELERATOR_LABEL: args.pool.accelerator},
+        tolerations=[core.TolerationArgs(key=GPU_TAINT[0], operator="Equal", value=GPU_TAINT[1], effect=GPU_TAINT[2])],
+        topology_spread_constraints=[core.TopologySpreadConstraintArgs(
+            # One replica per node where possible: a node loss then costs one replica, which the N+1
+            # headroom absorbs. Tainted / non-matching nodes are not counted as empty domains.
+            max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
+            label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
+            node_affinity_policy="Honor", node_taints_policy="Honor")],
+        security_context=core.PodSecurityContextArgs(
+            run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
+            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+        containers=[container(args, probes)],
+        volumes=volumes(args),
+    )
+
+
+def deployment_spec(args: ModelServerArgs, probes: ProbePlan, script_sha: str) -> k8s.apps.v1.DeploymentSpecArgs:
+    return k8s.apps.v1.DeploymentSpecArgs(
+        replicas=args.pool.min_replicas,
+        selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
+        strategy=k8s.apps.v1.DeploymentStrategyArgs(
+            type="RollingUpdate",
+            rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=ROLLOUT_SURGE_REPLICAS, max_unavailable=0)),
+        progress_deadline_seconds=probes.startup_window_seconds + PROGRESS_SLACK_SECONDS,
+        revision_history_limit=REVISION_HISTORY_LIMIT,
+        template=core.PodTemplateSpecArgs(
+            metadata=meta.ObjectMetaArgs(labels=pod_labels(args.role, args.release),
+                                         annotations=pod_annotations(args, script_sha)),
+            spec=pod_spec(args, probes)),
+    )
+
+
+# ---- disruption budget and network policy --------------------------------------------------------------
+
+def pdb_spec(role: str) -> k8s.policy.v1.PodDisruptionBudgetSpecArgs:
+    """A voluntary disruption (node upgrade, drain) may take down as many replicas as the N+1 headroom
+    absorbs; pods that are not ready may always be evicted, so a crash-looping pod never blocks a drain."""
+    return k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+        max_unavailable=FAILURE_HEADROOM_REPLICAS,
+        selector=meta.LabelSelectorArgs(match_labels=selector_labels(role)),
+        unhealthy_pod_eviction_policy="AlwaysAllow",
+    )
+
+
+def _tcp(*ports: int) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
+    return [k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=p) for p in ports]
+
+
+def network_policy_spec(role: str, proxy_only_cidr: str) -> k8s.networking.v1.NetworkPolicySpecArgs:
+    net = k8s.networking.v1
+    ns_in = lambda names: meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(  # noqa: E731
+        key="kubernetes.io/metadata.name", operator="In", values=list(names))])
+    ingress = [
+        net.NetworkPolicyIngressRuleArgs(ports=_tcp(VLLM_PORT), from_=[
+            # Requests: the regional gateway's Envoy proxies live in the proxy-only subnet.
+            net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
+            # Load-balancer health checks of the InferencePool backends.
+            *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
+            # This pool's endpoint picker scrapes /metrics to score endpoints (GAIE epplib selector label).
+            net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(match_labels={"inferencepool": epp_name(role)})),
+            # Managed Prometheus collectors scrape /metrics.
+            net.NetworkPolicyPeerArgs(namespace_selector=ns_in(GMP_NAMESPACES),
+                                      pod_selector=meta.LabelSelectorArgs(match_labels=GMP_COLLECTOR_LABELS)),
+        ]),
+    ]
+    egress = [
+        net.NetworkPolicyEgressRuleArgs(
+            to=[net.NetworkPolicyPeerArgs(
+                namespace_selector=ns_in(["kube-system"]),
+                pod_selector=meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(
+                    key="k8s-app", operator="In", values=list(DNS_PODS))]))],
+            ports=[net.NetworkPolicyPortArgs(protocol="UDP", port=53), net.NetworkPolicyPortArgs(protocol="TCP", port=53)]),
+        *[net.NetworkPolicyEgressRuleArgs(to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=cidr))], ports=_tcp(*ports))
+          for cidr, ports in METADATA_ENDPOINTS],
+        net.NetworkPolicyEgressRuleArgs(
+            to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_API_RANGES], ports=_tcp(443)),
+    ]
+    return net.NetworkPolicySpecArgs(
+        pod_selector=meta.LabelSelectorArgs(match_labels=selector_labels(role)),
+        policy_types=["Ingress", "Egress"], ingress=ingress, egress=egress)
+
+
+# ---- the component ------------------------------------------------------------------------------------
+
+class ModelServer(pulumi.ComponentResource):
+    """One pool's vLLM Deployment and its companions; pass the Kubernetes provider via ``opts``."""
+
+    TYPE = "llm-serving:serving:ModelServer"
+
+    def __init__(self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, name, None, opts)
+        probes = probe_plan(args)
+        script = readiness_script()
+        sha = script_digest(script)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        common_labels = pod_labels(args.role, args.release)
+        meta_of = lambda n, ann=None: meta.ObjectMetaArgs(  # noqa: E731
+            name=n, namespace=args.namespace, labels=common_labels, annotations=ann)
+
+        self.config_map = core.ConfigMap(
+            f"{name}-readiness", metadata=meta_of(config_map_name(args.role)),
+            data={"readiness_probe.py": script}, opts=child)
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=meta_of(deployment_name(args.role), {**release_annotations(args.release), **plan_annotations(args)}),
+            spec=deployment_spec(args, probes, sha),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=[self.config_map], ignore_changes=["spec.replicas"])))
+        self.pdb = k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb", metadata=meta_of(deployment_name(args.role)), spec=pdb_spec(args.role), opts=child)
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-netpol", metadata=meta_of(deployment_name(args.role)),
+            spec=network_policy_spec(args.role, args.proxy_only_cidr), opts=child)
+
+        self.role = args.role
+        self.release_id = args.release.release
+        self.deployment_name = deployment_name(args.role)
+        self.selector = {"llm-serving.io/pool": args.role, "llm-serving.io/release": args.release.release}
+        self.port = VLLM_PORT
+        self.probes = probes
+        self.vllm_args = vllm_args(args, probes)
+        self.termination_grace_seconds = probes.termination_grace_seconds
+        self.register_outputs({
+            "deployment_name": self.deployment_name, "release_id": self.release_id, "selector": self.selector,
+            "port": self.port, "vllm_args": self.vllm_args, "probes": probes.to_dict(),
+            "termination_grace_seconds": self.termination_grace_seconds,
+        })
+

@@ -1,0 +1,129 @@
+"""Per-pool vLLM model-server settings for the GKE target (issue 4): pod resources, probe margins, the drain
+window, and optional engine features (LoRA, n-gram speculative decoding).
+
+These belong to a pool, not to the release: the release is target-neutral (the same identity can run on Cloud
+Run or Vertex), while CPU/memory requests, probe timing and the drain protocol are properties of how this
+target runs it. Every field has a documented default, so ``serving.<role>.model_server`` may be omitted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .base import Strict, check
+
+if TYPE_CHECKING:
+    from ..capacity import PoolPlan
+    from .stack import StackConfig
+
+#: ``--max-lora-rank`` values vLLM 0.32's parser accepts (its ``choices``); anything else is rejected at start.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class LoraOptions(Strict):
+    """Multi-LoRA capacity (``--enable-lora``): GPU/CPU slots for adapters of this base model.
+
+    No adapter is loaded at start (no ``--lora-modules``): the readiness check requires ``/v1/models`` to list
+    exactly the release id, so a pod that advertised extra model names would never become ready. Adapters
+    are a runtime concern of the routing layer (the endpoint picker's LoRA affinity)."""
+
+    #: Adapters resident on the GPU at once (``--max-loras``); each costs GPU memory the planner does not
+    #: count yet, so keep it small.
+    max_loras: Annotated[int, Field(ge=1, le=64)]
+    #: Highest adapter rank served (``--max-lora-rank``); must be one of vLLM's accepted ranks.
+    max_lora_rank: int
+    #: Adapters cached in host memory (``--max-cpu-loras``); vLLM requires it to be >= max_loras. Unset: vLLM
+    #: uses max_loras.
+    max_cpu_loras: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _checks(self) -> "LoraOptions":
+        problems = []
+        if self.max_lora_rank not in VLLM_LORA_RANKS:
+            problems.append(("max_lora_rank", f"vLLM 0.32 accepts {', '.join(map(str, VLLM_LORA_RANKS))}; got {self.max_lora_rank}"))
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            problems.append(("max_cpu_loras", f"must be >= max_loras ({self.max_loras}), got {self.max_cpu_loras}"))
+        check(problems)
+        return self
+
+
+class NgramSpeculation(Strict):
+    """Prompt-lookup (n-gram) speculative decoding (``--speculative-config``). Only the n-gram method is
+    offered: it needs no draft weights, whereas a draft model brings its own weights and KV cache that the
+    capacity planner does not size (seed 000, "Speculative Decoding Fits Inside the Model Server")."""
+
+    #: Proposal method; only ``ngram`` (prompt lookup, no draft weights).
+    method: Literal["ngram"]
+    #: Tokens proposed per step; more raises the payoff when accepted and the waste when rejected.
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
+    #: Longest n-gram matched in the prompt.
+    prompt_lookup_max: Annotated[int, Field(ge=1, le=64)]
+    #: Shortest n-gram matched (vLLM's default when unset).
+    prompt_lookup_min: Annotated[int, Field(ge=1, le=64)] | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> "NgramSpeculation":
+        check([("prompt_lookup_min", f"must be <= prompt_lookup_max ({self.prompt_lookup_max}), got {self.prompt_lookup_min}")]
+              if self.prompt_lookup_min is not None and self.prompt_lookup_min > self.prompt_lookup_max else [])
+        return self
+
+
+class ModelServerOptions(Strict):
+    """How one pool's vLLM pods run on GKE."""
+
+    #: CPU cores requested per replica (no CPU limit: throttling the tokenizer/scheduler threads only adds
+    #: latency). 4 cores cover the API server, tokenisation and one engine process per GPU at TP <= 2.
+    cpu: Annotated[float, Field(gt=0, le=256)] = 4.0
+    #: Memory per replica in GiB, request = limit (the pod is never a candidate for memory overcommit). It
+    #: must hold the Python processes, the streamer's read buffers and the /dev/shm tmpfs (``shm_gib``),
+    #: which is charged to the same cgroup. 32 GiB fits a g2-standard-12 (48 GB) node with system reserve.
+    memory_gib: Annotated[int, Field(ge=1, le=4096)] = 32
+    #: Size of the in-memory /dev/shm (NCCL and PyTorch inter-process buffers); counted inside ``memory_gib``.
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = 4
+    #: Extra fraction over the planner's cold-load estimate the startup probe waits: window >=
+    #: cold_load_seconds x (1 + margin). 0.5 absorbs a slower-than-stated read or init without letting a
+    #: stuck pod hold its GPU for long; change it with ``loading.throughput_mib_s`` if that is unmeasured.
+    startup_margin: Annotated[float, Field(ge=0, le=4)] = 0.5
+    #: Seconds between startup probes: the granularity at which a loaded replica is noticed; 10 s is small
+    #: next to a cold load of minutes and keeps failureThreshold readable.
+    startup_period_seconds: Annotated[int, Field(ge=1, le=60)] = 10
+    #: Longest startup window allowed. A cold load that needs more (after the margin) is a configuration
+    #: error: the window is also how long a broken pod holds a GPU before it is restarted, and the delay
+    #: before a scale-up adds capacity (seed 000, "Autoscaling Has Two Clocks").
+    max_startup_seconds: Annotated[int, Field(ge=60, le=7200)] = 1800
+    #: preStop sleep: how long the pod keeps serving after it is marked terminating so the endpoint picker
+    #: and the load balancer stop sending it new requests. 30 s is the upstream reference deployment's p99
+    #: de-registration bound (GAIE vllm-gpu-deployment); terminationGracePeriodSeconds grows with it.
+    drain_seconds: Annotated[int, Field(ge=0, le=300)] = 30
+    lora: LoraOptions | None = None
+    speculative: NgramSpeculation | None = None
+
+    @model_validator(mode="after")
+    def _shm_inside_memory(self) -> "ModelServerOptions":
+        check([("shm_gib", f"/dev/shm is charged to the pod's memory: {self.shm_gib} GiB may use at most half of "
+                f"memory_gib ({self.memory_gib} GiB), the rest is for the server processes")]
+              if self.shm_gib * 2 > self.memory_gib else [])
+        return self
+
+
+# ---- cross-section rules (called from stack.semantic_issues) ------------------------------------------
+
+def model_server_issues(cfg: "StackConfig", pool_plans: "dict[str, PoolPlan]") -> list[tuple[tuple[str | int, ...], str]]:
+    """Rules that need the planner: every planned pool's startup window must cover its cold-load estimate
+    with the stated margin within ``max_startup_seconds`` (the probe maths lives with the probes)."""
+    from components.serving.probes import ProbeError, startup_failure_threshold
+
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    for role, pool in cfg.pools():
+        plan = pool_plans.get(role)
+        if plan is None:
+            continue
+        o = pool.model_server
+        try:
+            startup_failure_threshold(plan.cold_load_seconds, o.startup_margin, o.startup_period_seconds,
+                                      o.max_startup_seconds)
+        except ProbeError as exc:
+            out.append((("serving", role, "model_server", "max_startup_seconds"), str(exc)))
+    return out

@@ -1,0 +1,142 @@
+"""Build a tiny Llama-architecture model with random weights, and its tokenizer, for the real-vLLM tests.
+
+Usage: ``.venv-vllm/bin/python scripts/make_tiny_model.py OUTPUT_DIR [--seed N]``
+
+What it writes into OUTPUT_DIR (about 1 MB, about 10 s with imports):
+- ``config.json``, ``generation_config.json``, ``model.safetensors``: a ``LlamaForCausalLM`` with hidden size 128,
+  2 layers, 2 attention heads, vocabulary 512, random weights from a fixed seed, stored in bfloat16;
+- ``tokenizer.json``, ``tokenizer_config.json`` (+ special tokens map): a byte-level BPE tokenizer trained here
+  with ``tokenizers`` on generated text, wrapped in ``PreTrainedTokenizerFast`` with a simple chat template.
+
+Nothing is downloaded: HF_HUB_OFFLINE=1 is set before transformers is imported. The same seed gives
+byte-identical files. The model's output is noise; it only has to load and generate through vLLM's real code paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# One tokenizer-training thread: the merges must not depend on thread scheduling.
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+HIDDEN_SIZE = 128
+INTERMEDIATE_SIZE = 256  # 2x hidden: the smallest usual MLP ratio; size does not matter for these tests
+LAYERS = 2
+HEADS = 2  # head_dim = 128 / 2 = 64, a size every CPU attention backend supports
+VOCAB_SIZE = 512  # 256 byte symbols + 3 special tokens + 253 learned merges
+MAX_POSITIONS = 1024  # above the tests' --max-model-len 256, so vLLM accepts that limit
+SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"]
+BOS, EOS, PAD = SPECIAL_TOKENS
+CORPUS_LINES = 4000  # enough text for 253 merges with counts well above the trainer's minimum frequency
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+_WORDS = (
+    "the model serves tokens from a cluster of accelerators while the gateway routes each request to the "
+    "replica with the most free cache and the release names one revision of weights tokenizer and image "
+    "latency throughput batch prefill decode queue memory page block shard node pool zone region"
+).split()
+
+
+def corpus(seed: int, lines: int = CORPUS_LINES) -> list[str]:
+    """Deterministic English-like text with digits and punctuation, for training the BPE merges."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(lines):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 14))]
+        if rng.random() < 0.3:
+            words.insert(rng.randrange(len(words)), str(rng.randint(0, 4096)))
+        out.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ","]))
+    return out
+
+
+def build_tokenizer(seed: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte is a token: no unknown input
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(seed), trainer=trainer)
+    bos_id = tok.token_to_id(BOS)
+    # Prepend BOS like Llama tokenizers do; completions then always have at least one prompt token.
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+    )
+    if tok.get_vocab_size() > VOCAB_SIZE:
+        raise SystemExit(f"tokenizer has {tok.get_vocab_size()} tokens, more than the model's {VOCAB_SIZE}")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=MAX_POSITIONS,
+    )
+
+
+def build_model(tokenizer, seed: int):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=INTERMEDIATE_SIZE,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.config.dtype = torch.bfloat16
+    model.eval()
+    return model
+
+
+def build(output_dir: Path, seed: int = 0) -> Path:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(seed)
+    model = build_model(tokenizer, seed)
+    model.save_pretrained(output_dir, safe_serialization=True)
+    tokenizer.save_pretrained(output_dir)
+    if not (output_dir / "model.safetensors").is_file():
+        found = sorted(os.listdir(output_dir))
+        raise SystemExit(f"expected {output_dir / 'model.safetensors'} after saving; found {found}")
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output_dir", type=Path, help="directory to write the model into (created if missing)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the tokenizer corpus")
+    args = parser.parse_args(argv)
+    out = build(args.output_dir, args.seed)
+    files = sorted(p.name for p in out.iterdir())
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    print(f"make_tiny_model: wrote {out} ({size / 1e6:.1f} MB): {', '.join(files)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
