@@ -1,0 +1,246 @@
+"""GKE Inference Gateway components: the shared Gateway front (address, TLS, routes, policies, IAP, Model
+Armor) and one :class:`PoolBackend` per serving pool (InferencePool, endpoint picker, objectives, policies).
+
+Object contents come from :mod:`components.gateway.objects`; this module only registers them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from infra.config.gateway import GatewayConfig, crd_urls
+
+from . import objects as o
+
+if TYPE_CHECKING:
+    from infra.config import StackConfig
+
+#: Kinds the picker chart renders that this program owns (see chart_filter.py).
+CHART_DROPPED_KINDS: tuple[str, ...] = ("InferencePool", "HealthCheckPolicy", "GCPBackendPolicy",
+                                        "InferenceObjective", "HTTPRoute")
+#: Post-renderer command, relative to the project root (the working directory Pulumi runs plugins in).
+CHART_FILTER_SCRIPT = "components/gateway/chart_filter.py"
+#: Minimum TLS version on the gateway's HTTPS listener (issue 5); MODERN drops the legacy CBC/3DES suites.
+SSL_MIN_TLS = "TLS_1_2"
+SSL_PROFILE = "MODERN"
+#: Roles the Google-managed Service Extensions agent needs to call Model Armor from the load balancer.
+MODEL_ARMOR_AGENT_ROLES = ("roles/modelarmor.calloutUser", "roles/modelarmor.user",
+                           "roles/serviceusage.serviceUsageConsumer")
+
+
+def post_renderer() -> k8s.helm.v4.PostRendererArgs:
+    args = [CHART_FILTER_SCRIPT]
+    for kind in CHART_DROPPED_KINDS:
+        args += ["--drop-kind", kind]
+    return k8s.helm.v4.PostRendererArgs(command="python3", args=args)
+
+
+def _cr(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    meta = obj["metadata"]
+    return k8s.apiextensions.CustomResource(
+        name, api_version=obj["apiVersion"], kind=obj["kind"],
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"],
+                                            labels=meta.get("labels"), annotations=meta.get("annotations")),
+        spec=obj["spec"], opts=opts)
+
+
+# ---- one pool ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PoolBackendArgs:
+    pool: o.PoolRoute
+    namespace: str
+    gateway: GatewayConfig
+    stream_bound_seconds: float
+    priority_classes: tuple[o.PriorityClassSpec, ...]
+    #: Pool that owns the bare objective names (the one with most traffic).
+    primary_role: str
+
+
+class PoolBackend(pulumi.ComponentResource):
+    """InferencePool ``vllm-<role>`` + its endpoint picker (upstream chart, Helm release ``vllm-<role>`` so the
+    picker Service is ``vllm-<role>-epp`` and it watches this pool) + PDB + objectives + GKE policies."""
+
+    TYPE = "llm-serving:gateway:PoolBackend"
+
+    def __init__(self, name: str, args: PoolBackendArgs, provider: k8s.Provider,
+                 depends_on: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, name, None, opts)
+        pool, ns, gw = args.pool, args.namespace, args.gateway
+        role = pool.role
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+
+        self.pool_object = o.inference_pool_object(pool, ns, gw.epp.failure_mode)
+        self.inference_pool = _cr(f"{o.pool_name(role)}-pool", self.pool_object, k8s_opts)
+
+        self.chart_values = o.epp_values(pool, gw)
+        self.epp = k8s.helm.v4.Chart(
+            o.epp_service_name(role),
+            k8s.helm.v4.ChartArgs(
+                chart=gw.epp.chart, version=gw.epp.version, name=o.pool_name(role), namespace=ns,
+                values=self.chart_values, post_renderer=post_renderer(), skip_crds=True),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider],
+                                        depends_on=[*depends_on, self.inference_pool]))
+
+        # The chart has no PodDisruptionBudget (none in charts/inferencepool/v1.1.0 or v1.5.0 templates). One
+        # picker may be evicted at a time, so a node drain keeps the leader or its standby; rollouts of the
+        # picker itself use the chart's Recreate strategy and are not governed by a PDB.
+        self.pdb = k8s.policy.v1.PodDisruptionBudget(
+            f"{o.epp_service_name(role)}-pdb",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=o.epp_service_name(role), namespace=ns,
+                                                labels=o.labels("endpoint-picker", role)),
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                max_unavailable=1,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=o.epp_pod_selector(role))),
+            opts=k8s_opts)
+
+        self.health_check = _cr(f"{o.pool_name(role)}-healthcheck", o.health_check_policy_object(pool, ns),
+                                k8s_opts)
+        self.backend_policy = _cr(f"{o.pool_name(role)}-backendpolicy",
+                                  o.backend_policy_object(pool, ns, gw, args.stream_bound_seconds), k8s_opts)
+        # Resource names follow the object name, not the role: when the primary pool changes, the bare-named
+        # objective is updated in place (poolRef) instead of deleted and re-created under the same name.
+        self.objectives = [
+            _cr(f"objective-{obj['metadata']['name']}", obj, k8s_opts)
+            for obj in o.objective_objects(pool, ns, args.priority_classes, gw.epp.profile, args.primary_role)]
+
+        self.pool_name = o.pool_name(role)
+        self.register_outputs({"pool_name": self.pool_name, "epp_service": o.epp_service_name(role)})
+
+
+# ---- the gateway ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InferenceGatewayArgs:
+    environment: str
+    project: str
+    region: str
+    namespace: str
+    gateway: GatewayConfig
+    pools: tuple[o.PoolRoute, ...]
+    priority_classes: tuple[o.PriorityClassSpec, ...]
+    stream_bound_seconds: float
+    #: Node subnet (self link or id); the internal class reserves its VIP there.
+    subnetwork: pulumi.Input[str] | None = None
+    #: Project number (for the Model Armor service agent); needed only when Model Armor is configured.
+    project_number: pulumi.Input[str] | None = None
+
+
+def address_name(environment: str) -> str:
+    return f"llm-gateway-{environment}"
+
+
+def ssl_policy_name(environment: str) -> str:
+    return f"llm-gateway-{environment}-tls12"
+
+
+class InferenceGateway(pulumi.ComponentResource):
+    """The regional GKE Gateway in front of the serving pools."""
+
+    TYPE = "llm-serving:gateway:InferenceGateway"
+
+    def __init__(self, name: str, args: InferenceGatewayArgs, provider: k8s.Provider,
+                 depends_on: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None):
+        super().__init__(self.TYPE, name, None, opts)
+        gw, ns = args.gateway, args.namespace
+        child = pulumi.ResourceOptions(parent=self)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+
+        internal = gw.gateway_class == "gke-l7-rilb"
+        if internal and args.subnetwork is None:
+            raise ValueError("the internal gateway class needs the node subnetwork for its address")
+        # External: Standard tier is what regional external Application Load Balancers accept in every region.
+        # Internal: SHARED_LOADBALANCER_VIP because the HTTP and HTTPS listeners become two forwarding rules
+        # on the same VIP.
+        self.address = gcp.compute.Address(
+            f"{name}-address", name=address_name(args.environment), project=args.project, region=args.region,
+            address_type="INTERNAL" if internal else "EXTERNAL",
+            network_tier=None if internal else "STANDARD",
+            purpose="SHARED_LOADBALANCER_VIP" if internal else None,
+            subnetwork=args.subnetwork if internal else None,
+            description="GKE Inference Gateway VIP (llm-serving)", opts=child)
+        self.ssl_policy = gcp.compute.RegionSslPolicy(
+            f"{name}-ssl-policy", name=ssl_policy_name(args.environment), project=args.project,
+            region=args.region, min_tls_version=SSL_MIN_TLS, profile=SSL_PROFILE, opts=child)
+
+        self.crds = None
+        if gw.epp.install_objective_crds:
+            # GKE installs only the GA CRDs (FACTS §1); the objective API the picker reads is installed here,
+            # from the same upstream commit as the pinned picker.
+            self.crds = k8s.yaml.v2.ConfigGroup(
+                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]))
+
+        self.gateway = _cr(f"{name}-gateway", o.gateway_object(gw, ns, address_name(args.environment)),
+                           pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.address])))
+        self.gateway_policy = _cr(
+            f"{name}-gateway-policy", o.gateway_policy_object(gw, ns, ssl_policy_name(args.environment)),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.ssl_policy, self.gateway])))
+
+        primary = o.primary_role(args.pools)
+        pool_deps = [*depends_on, *([self.crds] if self.crds is not None else [])]
+        self.pools: dict[str, PoolBackend] = {}
+        for p in args.pools:
+            self.pools[p.role] = PoolBackend(
+                f"{name}-{p.role}",
+                PoolBackendArgs(pool=p, namespace=ns, gateway=gw, stream_bound_seconds=args.stream_bound_seconds,
+                                priority_classes=args.priority_classes, primary_role=primary),
+                provider, depends_on=pool_deps, opts=child)
+
+        backends = [b.inference_pool for b in self.pools.values()]
+        self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools),
+                             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                                 depends_on=[self.gateway, *backends])))
+        self.redirect_route = _cr(f"{name}-redirect-route", o.redirect_route_object(gw, ns),
+                                  pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway])))
+
+        self.iap_members: list[gcp.iap.WebIamMember] = []
+        if gw.iap.enabled:
+            iap_api = gcp.projects.Service(f"{name}-iap-api", project=args.project, service="iap.googleapis.com",
+                                           disable_on_destroy=False, opts=child)
+            self.iap_members = [
+                gcp.iap.WebIamMember(f"{name}-iap-accessor-{i}", project=args.project,
+                                     role="roles/iap.httpsResourceAccessor", member=m,
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[iap_api]))
+                for i, m in enumerate(gw.iap.members)]
+
+        self.model_armor = None
+        if gw.model_armor is not None:
+            if args.project_number is None:
+                raise ValueError("Model Armor needs the project number for the Service Extensions agent")
+            armor_api = gcp.projects.Service(f"{name}-modelarmor-api", project=args.project,
+                                             service="modelarmor.googleapis.com", disable_on_destroy=False,
+                                             opts=child)
+            agent = pulumi.Output.concat("serviceAccount:service-", args.project_number,
+                                         "@gcp-sa-dep.iam.gserviceaccount.com")
+            grants = [gcp.projects.IAMMember(f"{name}-modelarmor-{role.split('/')[1].replace('.', '-')}",
+                                             project=args.project, role=role, member=agent,
+                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[armor_api]))
+                      for role in MODEL_ARMOR_AGENT_ROLES]
+            self.model_armor = _cr(
+                f"{name}-model-armor",
+                o.model_armor_object(gw, ns, args.region, tuple(p.release for p in args.pools)),
+                pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])))
+
+        self.address_value = self.address.address
+        self.hostnames = list(gw.hostnames)
+        self.register_outputs({"address": self.address_value, "hostnames": self.hostnames,
+                               "pools": sorted(self.pools)})
+
+
+def gateway_args(cfg: "StackConfig", namespace: str, subnetwork: pulumi.Input[str] | None = None,
+                 project_number: pulumi.Input[str] | None = None) -> InferenceGatewayArgs:
+    """Typed config -> component args (pure: tests build the same args the program does)."""
+    return InferenceGatewayArgs(
+        environment=cfg.environment, project=cfg.project, region=cfg.region, namespace=namespace,
+        gateway=cfg.gateway,
+        pools=tuple(o.PoolRoute(role=r, release=p.release, weight=p.weight) for r, p in cfg.pools()),
+        priority_classes=tuple(o.PriorityClassSpec(c.name, c.priority, c.description)
+                               for c in cfg.contract.priority_classes),
+        stream_bound_seconds=cfg.contract.stream_bound_seconds,
+        subnetwork=subnetwork, project_number=project_number)

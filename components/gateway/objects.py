@@ -1,0 +1,365 @@
+"""Pure builders of the Inference Gateway's Kubernetes objects and the endpoint-picker chart values.
+
+Everything here is a function of typed inputs (no Pulumi), so tests call it directly and the component only
+registers what these return. Names follow the shared naming contract: InferencePool ``vllm-<role>``, picker
+Service ``vllm-<role>-epp`` (ext-proc 9002), vLLM serving port 8000 with ``/health``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from infra.config.gateway import (
+    EppChartProfile, GatewayConfig, backend_timeout_seconds,
+)
+
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+POOL_API = "inference.networking.k8s.io/v1"
+POOL_GROUP = "inference.networking.k8s.io"
+GKE_POLICY_API = "networking.gke.io/v1"
+
+GATEWAY_NAME = "llm-gateway"
+API_ROUTE_NAME = "llm-api"
+REDIRECT_ROUTE_NAME = "llm-gateway-http-redirect"
+MODEL_ARMOR_EXTENSION_NAME = "llm-model-armor"
+HTTPS_LISTENER = "https"
+HTTP_LISTENER = "http"
+
+#: vLLM's OpenAI-compatible HTTP port and health path (naming contract; FACTS §7).
+SERVING_PORT = 8000
+HEALTH_PATH = "/health"
+#: Endpoint-picker ports (FACTS §2): ext-proc gRPC the gateway calls, and the metrics port.
+EPP_EXT_PROC_PORT = 9002
+EPP_METRICS_PORT = 9090
+
+#: OpenAI-compatible paths served through the pools. Anything else (``/metrics``, ``/health``, vLLM admin
+#: endpoints such as ``/reset_prefix_cache``) is not routed, so it is reachable only inside the cluster.
+OPENAI_PATH_PREFIXES: tuple[str, ...] = ("/v1/chat/completions", "/v1/completions", "/v1/models")
+
+# ---- health checks of the pools' backend services (HealthCheckPolicy) ------------------------------------
+#: How often each load-balancer prober calls /health. A dead engine (503) leaves the backend after
+#: HC_UNHEALTHY_THRESHOLD x 5 s = 10 s; change together with the model server's readiness period so the load
+#: balancer and the kubelet notice a failed engine within the same ~10 s.
+HC_INTERVAL_SECONDS = 5
+#: /health is answered in-process without touching the GPU; 2 s only trips on a stalled server. Must be
+#: <= HC_INTERVAL_SECONDS.
+HC_TIMEOUT_SECONDS = 2
+#: A pod joins the NEG only after its readiness probe proved the model loaded and generated a token, so one
+#: load-balancer success is enough to send it traffic.
+HC_HEALTHY_THRESHOLD = 1
+#: Two consecutive failures: one dropped probe on a saturated pod must not eject it (and shed its streams).
+HC_UNHEALTHY_THRESHOLD = 2
+
+#: Picker metrics scrape interval (the chart's default): one sample per 10 s resolves the picker's decision
+#: latency and pool gauges for 5-minute alert windows; change with observability's scrape interval.
+EPP_MONITORING_INTERVAL = "10s"
+
+#: Header a client sets to choose its priority class (GAIE v1.x request header for InferenceObjective).
+OBJECTIVE_HEADER = "x-gateway-inference-objective"
+
+
+@dataclass(frozen=True)
+class PoolRoute:
+    """One serving pool as the gateway sees it."""
+
+    role: str
+    release: str
+    weight: int
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    priority: int
+    description: str
+
+
+def pool_name(role: str) -> str:
+    return f"vllm-{role}"
+
+
+def epp_service_name(role: str) -> str:
+    """The chart names the picker ``<release>-epp``; the Helm release is the pool name."""
+    return f"{pool_name(role)}-epp"
+
+
+def pool_selector(pool: PoolRoute) -> dict[str, str]:
+    """Pods of exactly this pool's release (naming contract): a pod of another role or release never matches."""
+    return {"llm-serving.io/pool": pool.role, "llm-serving.io/release": pool.release}
+
+
+def epp_pod_selector(role: str) -> dict[str, str]:
+    """The chart's picker pod selector label (``inferencepool: <release>-epp``, chart _helpers.tpl)."""
+    return {"inferencepool": epp_service_name(role)}
+
+
+def labels(component: str, role: str | None = None) -> dict[str, str]:
+    out = {"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": component,
+           "app.kubernetes.io/managed-by": "pulumi"}
+    if role is not None:
+        out["llm-serving.io/pool"] = role
+    return out
+
+
+def _meta(name: str, namespace: str, component: str, role: str | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": labels(component, role)}
+
+
+# ---- Gateway ----------------------------------------------------------------------------------------------
+
+def tls_options(gw: GatewayConfig) -> dict[str, str]:
+    key = ("networking.gke.io/cert-manager-certs" if gw.certificate.source == "certificate-manager"
+           else "networking.gke.io/pre-shared-certs")
+    return {key: ",".join(gw.certificate.names)}
+
+
+def gateway_object(gw: GatewayConfig, namespace: str, address_name: str) -> dict[str, Any]:
+    same_ns = {"namespaces": {"from": "Same"}}
+    return {
+        "apiVersion": GATEWAY_API, "kind": "Gateway",
+        "metadata": _meta(GATEWAY_NAME, namespace, "gateway"),
+        "spec": {
+            "gatewayClassName": gw.gateway_class,
+            "addresses": [{"type": "NamedAddress", "value": address_name}],
+            "listeners": [
+                {"name": HTTPS_LISTENER, "protocol": "HTTPS", "port": 443, "allowedRoutes": same_ns,
+                 "tls": {"mode": "Terminate", "options": tls_options(gw)}},
+                # Plain HTTP exists only to answer with a redirect (see redirect_route_object).
+                {"name": HTTP_LISTENER, "protocol": "HTTP", "port": 80, "allowedRoutes": same_ns},
+            ],
+        },
+    }
+
+
+def gateway_policy_object(gw: GatewayConfig, namespace: str, ssl_policy_name: str) -> dict[str, Any]:
+    default: dict[str, Any] = {"sslPolicy": ssl_policy_name}
+    if gw.gateway_class == "gke-l7-rilb":
+        default["allowGlobalAccess"] = gw.allow_global_access
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "GCPGatewayPolicy",
+        "metadata": _meta(GATEWAY_NAME, namespace, "gateway"),
+        "spec": {"targetRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME},
+                 "default": default},
+    }
+
+
+def _parent(section: str) -> dict[str, str]:
+    return {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME, "sectionName": section}
+
+
+def redirect_route_object(gw: GatewayConfig, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
+        "metadata": _meta(REDIRECT_ROUTE_NAME, namespace, "gateway"),
+        "spec": {
+            "parentRefs": [_parent(HTTP_LISTENER)],
+            "hostnames": list(gw.hostnames),
+            "rules": [{"filters": [{"type": "RequestRedirect",
+                                    "requestRedirect": {"scheme": "https", "statusCode": 301}}]}],
+        },
+    }
+
+
+def api_route_object(gw: GatewayConfig, namespace: str, pools: tuple[PoolRoute, ...]) -> dict[str, Any]:
+    """OpenAI paths -> weighted InferencePools. Weighted routing picks a pool first; cache-aware endpoint
+    choice then happens inside that (cache-compatible) pool. A weight-0 backend stays attached: a dark canary
+    is warm and scraped but gets no user requests."""
+    return {
+        "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
+        "metadata": _meta(API_ROUTE_NAME, namespace, "gateway"),
+        "spec": {
+            "parentRefs": [_parent(HTTPS_LISTENER)],
+            "hostnames": list(gw.hostnames),
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
+                "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name(p.role),
+                                 "weight": p.weight} for p in pools],
+            }],
+        },
+    }
+
+
+# ---- per pool -----------------------------------------------------------------------------------------------
+
+def inference_pool_object(pool: PoolRoute, namespace: str, failure_mode: str) -> dict[str, Any]:
+    return {
+        "apiVersion": POOL_API, "kind": "InferencePool",
+        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "spec": {
+            "selector": {"matchLabels": pool_selector(pool)},
+            "targetPorts": [{"number": SERVING_PORT}],
+            "endpointPickerRef": {
+                "group": "", "kind": "Service", "name": epp_service_name(pool.role),
+                "port": {"number": EPP_EXT_PROC_PORT},
+                # Stated, not defaulted (the CRD default is FailClose): the reason is config's
+                # gateway.epp.failure_mode_reason.
+                "failureMode": failure_mode,
+            },
+        },
+    }
+
+
+def _target(pool: PoolRoute) -> dict[str, str]:
+    return {"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name(pool.role)}
+
+
+def health_check_policy_object(pool: PoolRoute, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
+        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "spec": {
+            "targetRef": _target(pool),
+            "default": {
+                "checkIntervalSec": HC_INTERVAL_SECONDS, "timeoutSec": HC_TIMEOUT_SECONDS,
+                "healthyThreshold": HC_HEALTHY_THRESHOLD, "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
+                "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": HEALTH_PATH, "port": SERVING_PORT}},
+            },
+        },
+    }
+
+
+def log_sample_rate(rate: float) -> int:
+    """GCPBackendPolicy ``logging.sampleRate`` is parts per million."""
+    return round(rate * 1_000_000)
+
+
+def backend_policy_object(pool: PoolRoute, namespace: str, gw: GatewayConfig,
+                          stream_bound_seconds: float) -> dict[str, Any]:
+    timeout = backend_timeout_seconds(stream_bound_seconds)
+    default: dict[str, Any] = {
+        # The longest allowed stream must finish: LB timeout = ceil(TTFT objective + max output x ITL objective).
+        "timeoutSec": timeout,
+        # An endpoint leaving the pool (scale-down, rollout) keeps its in-flight streams for the same bound;
+        # the model server's terminationGracePeriodSeconds must be >= this.
+        "connectionDraining": {"drainingTimeoutSec": timeout},
+        # Sampled request logs; LB logs never contain request or response bodies (no prompts/completions).
+        "logging": {"enabled": True, "sampleRate": log_sample_rate(gw.request_log_sample_rate)},
+    }
+    if gw.iap.enabled:
+        iap: dict[str, Any] = {"enabled": True}
+        if gw.iap.oauth_client_id is not None:
+            iap["clientID"] = gw.iap.oauth_client_id
+            iap["oauth2ClientSecret"] = {"name": gw.iap.oauth_client_secret_name}
+        default["iap"] = iap
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "GCPBackendPolicy",
+        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "spec": {"targetRef": _target(pool), "default": default},
+    }
+
+
+def primary_role(pools: tuple[PoolRoute, ...]) -> str:
+    """The pool carrying most traffic (stable on ties): it owns the bare priority-class objective names."""
+    return max(pools, key=lambda p: (p.weight, p.role == "stable")).role
+
+
+def objective_name(class_name: str, role: str, primary: str) -> str:
+    """InferenceObjective names are namespace-unique and ``poolRef`` names one pool (llm-d-router#2924), so
+    only one pool can own the bare class name clients send in ``x-gateway-inference-objective``: the pool
+    with most traffic. The other pool's copies are ``<class>-<role>``; a bare name reaching it is unknown
+    there and served at priority 0."""
+    return class_name if role == primary else f"{class_name}-{role}"
+
+
+def objective_objects(pool: PoolRoute, namespace: str, classes: tuple[PriorityClassSpec, ...],
+                      profile: EppChartProfile, primary: str) -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": profile.objective_api_version, "kind": "InferenceObjective",
+        "metadata": {**_meta(objective_name(c.name, pool.role, primary), namespace, "inference-objective", pool.role),
+                     "annotations": {"llm-serving.io/description": c.description}},
+        "spec": {"priority": c.priority, "poolRef": {"group": POOL_GROUP, "kind": "InferencePool",
+                                                     "name": pool_name(pool.role)}},
+    } for c in classes]
+
+
+def kv_metric_flag(profile: EppChartProfile, kv_cache_metric: str) -> str | None:
+    """The flag value to pass, or None when the chart's EPP already defaults to the configured metric."""
+    return None if profile.default_kv_metric == kv_cache_metric else kv_cache_metric
+
+
+def effective_kv_metric(profile: EppChartProfile, values: dict[str, Any]) -> str:
+    """The KV metric a picker rendered from ``values`` scrapes: the flag when set, else the EPP default."""
+    flags = values["inferenceExtension"]["flags"]
+    items = {f["name"]: f["value"] for f in flags} if isinstance(flags, list) else dict(flags)
+    return str(items.get("kv-cache-usage-percentage-metric", profile.default_kv_metric))
+
+
+def epp_values(pool: PoolRoute, gw: GatewayConfig) -> dict[str, Any]:
+    """Helm values of one pool's picker release (chart ``inferencepool`` at the pinned version)."""
+    profile = gw.epp.profile
+    flags: dict[str, Any] = {"v": 1}
+    kv = kv_metric_flag(profile, gw.epp.kv_cache_metric)
+    if kv is not None:
+        flags["kv-cache-usage-percentage-metric"] = kv
+    rendered_flags: Any = ([{"name": k, "value": v} for k, v in flags.items()] if profile.flags_layout == "list"
+                           else flags)
+    monitoring: dict[str, Any] = {"interval": EPP_MONITORING_INTERVAL}
+    if profile.monitoring_switch == "gke":
+        monitoring["gke"] = {"enabled": True}
+    else:
+        monitoring["prometheus"] = {"enabled": True, "auth": {"enabled": True}}
+    ext: dict[str, Any] = {
+        "replicas": gw.epp.replicas,
+        # The chart's own tag for this release, stated so an upgrade is a reviewed diff; IfNotPresent because
+        # the tag is immutable upstream and a registry hiccup must not block a picker restart.
+        "image": {"tag": profile.image_tag, "pullPolicy": "IfNotPresent"},
+        "extProcPort": EPP_EXT_PROC_PORT,
+        "failureMode": gw.epp.failure_mode,
+        "flags": rendered_flags,
+        "monitoring": monitoring,
+        # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                               "labelSelector": {"matchLabels": epp_pod_selector(pool.role)}}}]}},
+    }
+    return {
+        "provider": {"name": "gke"},
+        "inferenceExtension": ext,
+        "inferencePool": {
+            "modelServerType": "vllm",
+            "targetPorts": [{"number": SERVING_PORT}],
+            "modelServers": {"matchLabels": pool_selector(pool)},
+        },
+    }
+
+
+# ---- Model Armor ----------------------------------------------------------------------------------------------
+
+MODEL_ARMOR_EVENTS = ("RequestHeaders", "RequestBody", "RequestTrailers",
+                      "ResponseHeaders", "ResponseBody", "ResponseTrailers")
+
+
+def model_armor_service(region: str) -> str:
+    return f"modelarmor.{region}.rep.googleapis.com"
+
+
+def model_armor_object(gw: GatewayConfig, namespace: str, region: str,
+                       releases: tuple[str, ...]) -> dict[str, Any]:
+    """Screens prompts and responses of the served models (ids = release ids, ``--served-model-name``)."""
+    assert gw.model_armor is not None
+    tmpl = gw.model_armor.template
+    settings = [{"model": r, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
+                for r in sorted(set(releases))]
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "GCPTrafficExtension",
+        "metadata": _meta(MODEL_ARMOR_EXTENSION_NAME, namespace, "gateway"),
+        "spec": {
+            "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME}],
+            "extensionChains": [{
+                "name": "model-armor",
+                "matchCondition": {"celExpressions": [
+                    {"celMatcher": f'request.path.startsWith("{p}")'} for p in OPENAI_PATH_PREFIXES[:2]]},
+                "extensions": [{
+                    "name": "model-armor",
+                    "googleAPIServiceName": model_armor_service(region),
+                    "supportedEvents": list(MODEL_ARMOR_EVENTS),
+                    "timeout": f"{gw.model_armor.timeout_ms}ms",
+                    "failOpen": gw.model_armor.fail_open,
+                    "metadata": {"model_armor_settings": json.dumps(settings, separators=(",", ":"))},
+                }],
+            }],
+        },
+    }
