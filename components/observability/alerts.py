@@ -1,0 +1,109 @@
+"""Alerts: Cloud Monitoring alert policies with PromQL conditions (pure specs here, resources in the component).
+
+Choice: Cloud Monitoring AlertPolicy + ``condition_prometheus_query_language`` rather than GMP ``Rules`` CRs,
+because notification channels are Cloud Monitoring objects (config gives their resource names) and GMP's managed
+rule evaluator would need a separately configured Alertmanager to reach anyone. The same specs render as a
+Prometheus rules file (:func:`prometheus_rules`) so ``promtool check rules`` / ``promtool test rules`` prove them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import metrics as m
+from .views import PoolView, Thresholds
+
+#: Window of the latency / KV alerts: 5 min = 20 scrapes at 15 s, long enough to smooth one long-prompt burst,
+#: short enough that a breached objective pages within ~10 min (window + ``for``).
+ALERT_WINDOW = "5m"
+#: The canary carries a small traffic share: compare it over a longer window so the ratio is not noise.
+CANARY_WINDOW = "10m"
+#: How often Cloud Monitoring evaluates each PromQL condition: 60 s, a quarter of the 5 min window.
+EVALUATION_INTERVAL_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    name: str  # CamelCase alert name (Prometheus ``alert:``)
+    role: str
+    summary: str
+    signal: str  # PromQL whose value is compared; the integration tier runs it alone
+    op: str
+    threshold: float
+    for_seconds: int
+    severity: str  # CRITICAL | ERROR | WARNING (Cloud Monitoring severities)
+    #: Extra condition joined with ``and on()``: ``guard_signal >= guard_min`` (e.g. pods at maxReplicas).
+    guard_signal: str | None = None
+    guard_min: int | None = None
+
+    @property
+    def guard(self) -> str | None:
+        return f"{self.guard_signal} >= {self.guard_min}" if self.guard_signal is not None else None
+
+    @property
+    def expr(self) -> str:
+        core = f"({self.signal}) {self.op} {m._fmt(self.threshold)}"
+        return f"{core} and on() ({self.guard})" if self.guard else core
+
+
+def alert_specs(pools: list[PoolView], t: Thresholds) -> list[AlertSpec]:
+    specs: list[AlertSpec] = []
+    roles = {p.role: p for p in pools}
+    for p in pools:
+        sel = m.serving(p.role)
+        serving_traffic = p.weight > 0
+        # Users only wait on a pool that carries traffic; a dark pool's breach is a warning for the rollout.
+        user_facing = "CRITICAL" if serving_traffic else "WARNING"
+        specs += [
+            AlertSpec("TtftP95OverObjective", p.role,
+                      f"TTFT p95 of pool {p.role} above the contract objective {t.ttft_p95_seconds} s",
+                      m.quantile(m.TTFT, 0.95, ALERT_WINDOW, sel), ">", t.ttft_p95_seconds, 300, user_facing),
+            AlertSpec("ItlP95OverObjective", p.role,
+                      f"Inter-token latency p95 of pool {p.role} above the contract objective {t.itl_p95_seconds} s",
+                      m.quantile(m.ITL, 0.95, ALERT_WINDOW, sel), ">", t.itl_p95_seconds, 300, user_facing),
+            AlertSpec("KvCacheSaturated", p.role,
+                      f"KV-cache usage of pool {p.role} above {t.kv_cache_usage} for {t.kv_cache_for_minutes} min",
+                      f"avg by (pool, release) (avg_over_time({m.KV_CACHE_USAGE.series}{sel}[{ALERT_WINDOW}]))",
+                      ">", t.kv_cache_usage, t.kv_cache_for_minutes * 60, "WARNING"),
+            AlertSpec("QueueBuildingAtMaxReplicas", p.role,
+                      f"Pool {p.role} queues more than {p.hpa.queue_target_per_pod} request(s) per pod while at "
+                      f"maxReplicas {p.hpa.max_replicas}: the HPA cannot add capacity",
+                      m.waiting_per_pod(p.role), ">", p.hpa.queue_target_per_pod, 300, user_facing,
+                      guard_signal=m.pod_count(p.role), guard_min=p.hpa.max_replicas),
+            # The EPP fails closed: without it the pool receives nothing. 60 s = four scrapes.
+            AlertSpec("EndpointPickerUnavailable", p.role,
+                      f"No endpoint picker of pool {p.role} ({m.epp_name(p.role)}) answers its scrape",
+                      m.epp_up(p.role), "<", 1, 60, user_facing),
+            AlertSpec("ServingPodsRestarting", p.role,
+                      f"Model-server containers of pool {p.role} restarted in the last 15 min",
+                      m.restarts(p.role, "15m"), ">", 0, 0, "WARNING"),
+        ]
+        if serving_traffic:
+            window = f"{t.no_traffic_minutes}m"
+            specs.append(AlertSpec(
+                "NoTrafficOnServingPool", p.role,
+                f"Pool {p.role} routes {p.weight}% of traffic but finished no request in {window}",
+                f"sum(rate({m.REQUEST_SUCCESS.total}{sel}[{window}])) or on() vector(0)", "<=", 0, 0, "ERROR"))
+    canary, stable = roles.get("canary"), roles.get("stable")
+    if canary is not None and stable is not None and canary.weight > 0:
+        q = lambda role: m.quantile(m.TTFT, 0.95, CANARY_WINDOW, m.serving(role), ())  # noqa: E731
+        specs.append(AlertSpec(
+            "CanaryTtftWorseThanStable", "canary",
+            f"Canary TTFT p95 more than {t.canary_ttft_ratio}x stable's: hold or roll back the canary",
+            f"{q('canary')} / {q('stable')}", ">", t.canary_ttft_ratio, 600, "ERROR"))
+    return specs
+
+
+def prometheus_rules(specs: list[AlertSpec], group: str) -> dict:
+    """The specs as a Prometheus rules document (for promtool; same expressions as the alert policies)."""
+    return {"groups": [{
+        "name": group,
+        "interval": f"{EVALUATION_INTERVAL_SECONDS}s",
+        "rules": [{
+            "alert": s.name,
+            "expr": s.expr,
+            "for": f"{s.for_seconds}s",
+            "labels": {"severity": s.severity.lower(), "pool_role": s.role},
+            "annotations": {"summary": s.summary},
+        } for s in specs],
+    }]}

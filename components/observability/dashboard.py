@@ -1,0 +1,143 @@
+"""Cloud Monitoring dashboard (PromQL panels) split by pool and release: pure JSON construction."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import metrics as m
+from .views import PoolView, Thresholds
+
+#: Mosaic grid width (Cloud Monitoring's 48-column layout); two charts per row.
+GRID_COLUMNS = 48
+TILE_WIDTH = 24
+TILE_HEIGHT = 16
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    #: (legend, PromQL) pairs; empty for text panels.
+    queries: tuple[tuple[str, str], ...] = ()
+    unit: str = ""
+    thresholds: tuple[tuple[str, float], ...] = ()
+    text: str | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def dashboard_window(scrape_interval_seconds: int) -> str:
+    """Rate window of the charts: at least four scrapes (Prometheus needs two samples; four tolerate a missed
+    scrape), in whole minutes."""
+    return f"{max(1, -(-4 * scrape_interval_seconds // 60))}m"
+
+
+def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_interval_seconds: int) -> list[Panel]:
+    w = dashboard_window(scrape_interval_seconds)
+    sel = m.serving()
+    out = [
+        Panel("TTFT by pool / release (s)", (
+            ("p50", m.quantile(m.TTFT, 0.5, w, sel)),
+            ("p95", m.quantile(m.TTFT, 0.95, w, sel)),
+            ("p99", m.quantile(m.TTFT, 0.99, w, sel)),
+        ), "s", (("TTFT p95 objective", t.ttft_p95_seconds),)),
+        Panel("Inter-token latency p95 by pool / release (s)", (
+            ("p95", m.quantile(m.ITL, 0.95, w, sel)),
+        ), "s", (("ITL p95 objective", t.itl_p95_seconds),)),
+        Panel("End-to-end request latency by pool / release (s)", (
+            ("p50", m.quantile(m.E2E_LATENCY, 0.5, w, sel)),
+            ("p95", m.quantile(m.E2E_LATENCY, 0.95, w, sel)),
+        ), "s"),
+        Panel("Queue time (WAITING phase) by pool / release (s)", (
+            ("p95", m.quantile(m.QUEUE_TIME, 0.95, w, sel)),
+            ("mean", m.mean_of(m.QUEUE_TIME, w, sel)),
+        ), "s"),
+        Panel("Waiting and running requests by pool / release", (
+            ("waiting", m.gauge_agg(m.NUM_REQUESTS_WAITING, "sum", sel)),
+            ("running", m.gauge_agg(m.NUM_REQUESTS_RUNNING, "sum", sel)),
+        )),
+        Panel("KV-cache usage by pool / release (0-1)", (
+            ("mean over pods", m.gauge_agg(m.KV_CACHE_USAGE, "avg", sel)),
+            ("fullest pod", m.gauge_agg(m.KV_CACHE_USAGE, "max", sel)),
+        ), "1", (("KV alert", t.kv_cache_usage),)),
+        Panel("Prompt and generation tokens/s by pool / release", (
+            ("prompt tokens/s", m.rate_sum(m.PROMPT_TOKENS, w, sel)),
+            ("generation tokens/s", m.rate_sum(m.GENERATION_TOKENS, w, sel)),
+        ), "1/s"),
+        Panel("Prefix-cache hit rate by pool / release (cached / queried tokens)", (
+            ("hit rate", m.prefix_hit_rate(w, sel)),
+        ), "1"),
+        Panel("Preemptions/s by pool / release", (
+            ("preemptions/s", m.rate_sum(m.PREEMPTIONS, w, sel)),
+        ), "1/s"),
+        Panel("Request success rate by pool / release (stop|length of all finished)", (
+            ("success ratio", m.finish_success_ratio(w)),
+        ), "1"),
+    ]
+    for p in pools:
+        tag = f"{p.role} ({p.release})"
+        out.append(Panel(f"Replicas vs HPA target — {tag}", (
+            ("waiting per pod (HPA signal)", m.waiting_per_pod(p.role)),
+            ("scraped serving pods", m.pod_count(p.role)),
+            ("HPA current replicas", m.hpa_state(m.KSM_HPA_CURRENT, p.role)),
+            ("HPA desired replicas", m.hpa_state(m.KSM_HPA_DESIRED, p.role)),
+        ), "", (("HPA target per pod", float(queue_target)), ("maxReplicas", float(p.hpa.max_replicas)))))
+        out.append(Panel(f"GPU duty cycle and memory (DCGM) — {tag}", (
+            ("GPU duty cycle % (mean)", m.dcgm(m.DCGM_GPU_UTIL, p.role)),
+            ("GPU memory used MiB (max)", m.dcgm(m.DCGM_FB_USED, p.role, "max")),
+            ("GPU memory free MiB (min)", m.dcgm(m.DCGM_FB_FREE, p.role, "min")),
+        )))
+        epp = m.epp_job(p.role)
+        out.append(Panel(f"Endpoint picker queue and decisions — {tag}", (
+            ("EPP replicas up", m.epp_up(p.role)),
+            ("pool average queue", f"max({m.EPP_POOL_AVG_QUEUE.series}{m.matchers(namespace=m.SERVING_NAMESPACE, name=m.deployment_name(p.role))})"),
+            ("pool ready pods", f"max({m.EPP_POOL_READY_PODS.series}{m.matchers(namespace=m.SERVING_NAMESPACE, name=m.deployment_name(p.role))})"),
+            ("scheduling decision p99 (s)", m.quantile(m.EPP_SCHEDULER_LATENCY, 0.99, w, epp, ())),
+            ("plugin p99 by plugin (s)", m.quantile(m.EPP_PLUGIN_LATENCY, 0.99, w, epp, ("plugin_type",))),
+            ("routed requests/s", m.rate_sum(m.EPP_REQUESTS, w, epp, ())),
+            ("request error ratio", f"{m.rate_sum(m.EPP_REQUEST_ERRORS, w, epp, ())} / {m.rate_sum(m.EPP_REQUESTS, w, epp, ())}"),
+        )))
+        if p.planned_cost_per_million_usd is None:
+            text = (f"**{tag}: capacity plan cost per 1M output tokens: unmeasured.** No throughput measured at the "
+                    f"SLO for this release and topology (serving.{p.role}.measured); the replica costs "
+                    f"${p.replica_hourly_usd:.2f}/h. The chart beside shows the observed cost at live throughput.")
+        else:
+            text = (f"**{tag}: capacity plan cost per 1M output tokens: ${p.planned_cost_per_million_usd:.2f}** at the "
+                    f"measured throughput ({p.measurement_source}); replica ${p.replica_hourly_usd:.2f}/h.")
+        out.append(Panel(f"Cost per 1M output tokens (plan) — {tag}", text=text))
+        out.append(Panel(f"Cost per 1M output tokens at live throughput — {tag} (USD)", (
+            ("observed $/1M output tokens", m.cost_per_million_output_tokens(p.role, p.replica_hourly_usd, w)),
+        ), "", (() if p.planned_cost_per_million_usd is None
+                else (("plan at measured throughput", p.planned_cost_per_million_usd),))))
+    return out
+
+
+def _widget(p: Panel) -> dict:
+    if p.text is not None:
+        return {"title": p.title, "text": {"content": p.text, "format": "MARKDOWN"}}
+    chart: dict = {
+        "dataSets": [{
+            "plotType": "LINE",
+            "targetAxis": "Y1",
+            "timeSeriesQuery": {"prometheusQuery": q, **({"unitOverride": p.unit} if p.unit else {})},
+        } for _legend, q in p.queries],
+        "yAxis": {"scale": "LINEAR"},
+    }
+    if p.thresholds:
+        chart["thresholds"] = [{"label": label, "value": value, "targetAxis": "Y1"} for label, value in p.thresholds]
+    return {"title": p.title, "xyChart": chart}
+
+
+def dashboard_json(display_name: str, panel_list: list[Panel]) -> str:
+    tiles = []
+    for i, p in enumerate(panel_list):
+        tiles.append({"xPos": (i % 2) * TILE_WIDTH, "yPos": (i // 2) * TILE_HEIGHT, "width": TILE_WIDTH,
+                      "height": TILE_HEIGHT, "widget": _widget(p)})
+    return json.dumps({"displayName": display_name, "mosaicLayout": {"columns": GRID_COLUMNS, "tiles": tiles}},
+                      sort_keys=True, indent=None, separators=(",", ":"))
+
+
+def dashboard_queries(dashboard: str) -> list[str]:
+    """Every PromQL query of a rendered dashboard JSON (tests and the integration tier read them back)."""
+    doc = json.loads(dashboard)
+    return [ds["timeSeriesQuery"]["prometheusQuery"]
+            for tile in doc["mosaicLayout"]["tiles"] for ds in tile["widget"].get("xyChart", {}).get("dataSets", [])]

@@ -1,0 +1,32 @@
+"""What observability needs to know about each serving pool, derived once from config + capacity plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .autoscaling import HpaPlan
+
+
+@dataclass(frozen=True)
+class PoolView:
+    role: str
+    release: str
+    #: Percent of traffic routed to the pool: 0 = dark (warm, scraped, no users).
+    weight: int
+    hpa: HpaPlan
+    replica_hourly_usd: float
+    #: Capacity plan's cost per 1M output tokens at the measured throughput; None = unmeasured.
+    planned_cost_per_million_usd: float | None
+    measurement_source: str | None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Alert thresholds; the latency ones are the contract's objectives, not separate config."""
+
+    ttft_p95_seconds: float
+    itl_p95_seconds: float
+    kv_cache_usage: float
+    kv_cache_for_minutes: int
+    canary_ttft_ratio: float
+    no_traffic_minutes: int
