@@ -1,0 +1,107 @@
+"""What the policies need to know about an endpoint-picker Helm release: its name, pods and scraped metric."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._common import HELM_CHART, UNKNOWN, Res, get, is_serving_deployment, pod_labels, selector_matches
+
+#: KV-cache metric the EPP scrapes when not told otherwise: GAIE <= v1.2.x defaults to the old vLLM name,
+#: v1.3.0+ (and the llm-d-router charts) to the new one (FACTS §5).
+OLD_KV_METRIC = "vllm:gpu_cache_usage_perc"
+NEW_KV_METRIC = "vllm:kv_cache_usage_perc"
+KV_FLAG = "kv-cache-usage-percentage-metric"
+
+
+def is_epp_chart(res: Res) -> bool:
+    values = res.props.get("values")
+    return res.type == HELM_CHART and isinstance(values, dict) and (
+        "inferenceExtension" in values or isinstance(get(values, "router", "epp"), dict))
+
+
+def release_name(chart: Res) -> str:
+    name = chart.props.get("name")
+    return name if isinstance(name, str) and name else chart.name
+
+
+def chart_namespace(chart: Res) -> Any:
+    return chart.props.get("namespace") or "default"
+
+
+def pod_name_candidates(chart: Res) -> set[str]:
+    """Names the chart gives the EPP Deployment/pods (``<release>-epp`` in the GAIE charts; the release itself
+    when the release is already named ``…-epp``)."""
+    rel = release_name(chart)
+    return {rel, f"{rel}-epp"}
+
+
+def pool_selector(chart: Res) -> Any:
+    values = chart.props.get("values") or {}
+    sel = get(values, "inferencePool", "modelServers", "matchLabels")
+    if sel is None:
+        sel = get(values, "router", "inferencePool", "modelServers", "matchLabels")
+    return sel
+
+
+def served_deployments(chart: Res, resources: list[Res]) -> list[Res]:
+    """Serving Deployments the picker routes to: by the chart's pool selector, else by name (``vllm-<role>``)."""
+    deps = [r for r in resources if is_serving_deployment(r) and (r.namespace or "default") == chart_namespace(chart)]
+    sel = pool_selector(chart)
+    if isinstance(sel, dict) and sel:
+        return [d for d in deps if selector_matches({"matchLabels": sel}, pod_labels(d))]
+    rel = release_name(chart)
+    base = rel[:-4] if rel.endswith("-epp") else rel
+    return [d for d in deps if d.k8s_name == base]
+
+
+def flags(chart: Res) -> Any:
+    """The chart's extra EPP flags as a dict (v1.1.0 lists of {name, value}; v1.5.0 / llm-d maps)."""
+    values = chart.props.get("values") or {}
+    raw = get(values, "inferenceExtension", "flags")
+    if raw is None:
+        raw = get(values, "router", "epp", "flags")
+    if raw is UNKNOWN:
+        return UNKNOWN
+    if isinstance(raw, list):
+        return {f.get("name"): f.get("value") for f in raw if isinstance(f, dict)}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _version_tuple(text: Any) -> tuple[int, ...] | None:
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text) if isinstance(text, str) else None
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def default_kv_metric(chart: Res) -> str | None:
+    """The metric name the chart's EPP uses when no flag overrides it; None if the version is unknown."""
+    name = chart.props.get("chart")
+    if isinstance(name, str) and "llm-d-router" in name:
+        return NEW_KV_METRIC
+    version = _version_tuple(chart.props.get("version"))
+    if version is None:
+        return None
+    return OLD_KV_METRIC if version < (1, 3, 0) else NEW_KV_METRIC
+
+
+def accepted_kv_metrics(vllm_version: Any) -> tuple[str, ...] | None:
+    """Names a vLLM version exports (FACTS §5): <= 0.9.1 old only; 0.9.2-0.10.x both; >= 0.11 the new name (the
+    old one is hidden in 0.11 and gone from 0.12)."""
+    v = _version_tuple(vllm_version)
+    if v is None:
+        return None
+    if v < (0, 9, 2):
+        return (OLD_KV_METRIC,)
+    if v < (0, 11, 0):
+        return (NEW_KV_METRIC, OLD_KV_METRIC)
+    return (NEW_KV_METRIC,)
+
+
+def epp_deployment_labels(chart: Res) -> list[dict[str, str]]:
+    """Label sets the GAIE / llm-d charts put on EPP pods, for matching PodDisruptionBudgets."""
+    out = []
+    for n in sorted(pod_name_candidates(chart)):
+        out += [{"inferencepool": n}, {"app.kubernetes.io/name": n}, {"epp": n}, {"llm-d-router-standalone": n}]
+    return out
+
+

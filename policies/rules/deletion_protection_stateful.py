@@ -1,0 +1,42 @@
+"""deletion-protection-stateful: a preview can never delete the cluster, reservations, weights or disks."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
+
+from ._common import BUCKET, CLUSTER, DISK, RESERVATION, Res, resource_validator
+
+NAME = "deletion-protection-stateful"
+SEVERITY = Severity.HIGH
+FRAMEWORK = None
+STATEFUL = (CLUSTER, RESERVATION, BUCKET, DISK)
+REMEDIATION = ("Set the Pulumi protect option on the cluster, reservations, buckets and disks; keep the cluster's "
+               "deletionProtection true and never set forceDestroy on buckets.")
+
+
+def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
+    if not cfg.get("required", True):
+        return
+    kind = res.type.rsplit(":", 1)[-1]
+    if not res.protect:
+        yield f"{kind} is not protected: set the Pulumi protect option so no update can delete it"
+    if res.type == CLUSTER and res.props.get("deletionProtection") is False:
+        yield "deletionProtection is false: set it to true"
+    if res.type == BUCKET and res.props.get("forceDestroy") is True:
+        yield "forceDestroy is true: set it to false so deleting the bucket never deletes its objects"
+
+
+POLICY = ResourceValidationPolicy(
+    name=NAME,
+    description="Stateful resources are protected from deletion.",
+    validate=resource_validator(STATEFUL, check),
+    config_schema=PolicyConfigSchema(properties={
+        "required": {"type": "boolean", "default": True, "description": "Whether protection is required (prod: true)."},
+    }),
+    severity=SEVERITY,
+    framework=FRAMEWORK,
+    remediation_steps=REMEDIATION,
+    tags=["data-protection"],
+)

@@ -1,0 +1,74 @@
+"""gpu-memory-shares-below-one: vLLM servers sharing one GPU claim less than all of its memory together.
+
+Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU (seed 003: co-hosting gives each
+model a memory partition such as 0.4). On a GPU-sharing node pool (MPS / time-sharing), up to
+``maxSharedClientsPerGpu`` containers land on one GPU and the scheduler does not look at memory, so the worst case
+is the largest utilisations that can meet: the top ``maxSharedClientsPerGpu`` values over every replica the pool
+may run. Their sum must stay below 1.0, or the last server to start fails to allocate its KV cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pulumi_policy import Severity, StackValidationPolicy
+
+from ._common import (HPA, NODE_POOL, UNKNOWN, Res, argv, as_float, as_int, deployment_max_replicas, flag_value, fmt, get,
+                      is_gpu_node_pool, is_serving_deployment, node_pool_accelerators, of_type, pool_for_deployment,
+                      serving_container, stack_validator)
+from ._common import DEPLOYMENT
+
+NAME = "gpu-memory-shares-below-one"
+SEVERITY = Severity.HIGH
+FRAMEWORK = None
+#: vLLM 0.32's default --gpu-memory-utilization.
+VLLM_DEFAULT_UTILIZATION = 0.9
+REMEDIATION = ("Lower --gpu-memory-utilization of the co-hosted servers (or maxSharedClientsPerGpu) until the "
+               "largest utilisations that can share one GPU sum below 1.0.")
+
+
+def utilization(dep: Res) -> float | None:
+    args = argv(serving_container(dep))
+    if args is UNKNOWN:
+        return None
+    raw = flag_value(args, "--gpu-memory-utilization")
+    if raw is UNKNOWN:
+        return None
+    return VLLM_DEFAULT_UTILIZATION if raw is None else as_float(raw)
+
+
+def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    pools = [p for p in of_type(resources, NODE_POOL) if is_gpu_node_pool(p)]
+    hpas = of_type(resources, HPA)
+    deps = sorted((d for d in resources if is_serving_deployment(d)), key=lambda d: d.k8s_name)
+    for pool in pools:
+        clients = max((as_int(get(a, "gpuSharingConfig", "maxSharedClientsPerGpu")) or 1
+                       for a in node_pool_accelerators(pool)), default=1)
+        if clients < 2:
+            continue
+        slots: list[tuple[float, str]] = []
+        for d in deps:
+            if pool_for_deployment(d, pools) is not pool:
+                continue
+            u, n = utilization(d), deployment_max_replicas(d, hpas)
+            if u is None or n is None:
+                return
+            slots += [(u, d.k8s_name)] * n
+        worst = sorted(slots, key=lambda s: (-s[0], s[1]))[:clients]
+        total = round(sum(u for u, _ in worst), 6)
+        if len(worst) > 1 and total >= 1.0:
+            shares = " + ".join(f"{fmt(u)} ({name})" for u, name in worst)
+            yield pool.urn, (f"up to {len(worst)} servers share one GPU of this pool (maxSharedClientsPerGpu "
+                             f"{clients}) and their --gpu-memory-utilization sums to {fmt(total)} = {shares}: keep "
+                             "the sum below 1.0")
+
+
+POLICY = StackValidationPolicy(
+    name=NAME,
+    description="Co-hosted vLLM servers' --gpu-memory-utilization shares per GPU sum below 1.0.",
+    validate=stack_validator(check, (DEPLOYMENT, HPA, NODE_POOL)),
+    severity=SEVERITY,
+    framework=FRAMEWORK,
+    remediation_steps=REMEDIATION,
+    tags=["capacity", "co-hosting"],
+)

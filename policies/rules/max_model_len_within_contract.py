@@ -1,0 +1,59 @@
+"""max-model-len-within-contract: vLLM serves no more context than the workload contract promises."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
+
+from ._common import (CONTRACT_MAX_MODEL_LEN_ANNOTATION, DEPLOYMENT, UNKNOWN, Res, argv, as_int, flag_value,
+                      is_serving_deployment, resource_validator, serving_container)
+from .startup_window_covers_cold_load import annotation
+
+NAME = "max-model-len-within-contract"
+SEVERITY = Severity.MEDIUM
+FRAMEWORK = None
+REMEDIATION = "Start vLLM with --max-model-len at most the contract's max_model_len."
+
+
+def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
+    if not is_serving_deployment(res):
+        return
+    raw = annotation(res, CONTRACT_MAX_MODEL_LEN_ANNOTATION)
+    if raw is UNKNOWN:
+        return
+    limit = as_int(raw) if raw is not None else as_int(cfg.get("maxModelLen"))
+    if limit is None:
+        yield (f"the contract's max_model_len is unknown: render annotation {CONTRACT_MAX_MODEL_LEN_ANNOTATION} or "
+               "set this policy's maxModelLen")
+        return
+    args = argv(serving_container(res))
+    if args is UNKNOWN:
+        return
+    value = flag_value(args, "--max-model-len")
+    if value is UNKNOWN:
+        return
+    if value is None:
+        yield f"--max-model-len is not set (vLLM would serve the model's full context): set it to at most {limit}"
+        return
+    n = as_int(value)
+    if n is None or n > limit:
+        yield (f"--max-model-len is {value}, above the contract's max_model_len {limit}: set it to at most {limit}, "
+               "context beyond the workload only costs concurrency")
+
+
+POLICY = ResourceValidationPolicy(
+    name=NAME,
+    description="--max-model-len stays within the workload contract.",
+    validate=resource_validator((DEPLOYMENT,), check),
+    config_schema=PolicyConfigSchema(properties={
+        "maxModelLen": {"type": "integer", "minimum": 1,
+                        "description": f"The contract's max_model_len for Deployments without the "
+                                       f"{CONTRACT_MAX_MODEL_LEN_ANNOTATION} annotation (the offline policy command "
+                                       "fills it from the contract)."},
+    }),
+    severity=SEVERITY,
+    framework=FRAMEWORK,
+    remediation_steps=REMEDIATION,
+    tags=["capacity", "contract"],
+)

@@ -1,0 +1,526 @@
+"""The CrossGuard policy pack (issue 7).
+
+Per-policy tests call each policy's own ``validate`` in-process, with properties marshalled exactly as the engine
+does (``to_analyzer_value`` -> pulumi_policy's deserializer and unknown-checking proxy), starting from the shipped
+prod plan (the compliant baseline) and changing ONE property per case. The acceptance tests then go through the
+real Analyzer gRPC path: the shipped stacks with their enforcement files, the bad-stack fixture and a mutated
+inventory via ``infra.cli.main(["policy", ...])``. Each gRPC run starts one pack process (~1-2 s).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from pulumi_policy import (PolicyResource, PolicyResourceOptions, ResourceValidationArgs, ResourceValidationPolicy,
+                           StackValidationArgs, StackValidationPolicy)
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from infra import cli
+from infra.policy_runner import COMPUTED_MARKER, to_analyzer_value
+
+from .conftest import REPO, STACKS
+
+sys.path.insert(0, str(REPO / "policies"))  # the pack imports its rules as the top-level package ``rules``
+from rules import MODULES  # noqa: E402
+from rules._common import CIS_GCP, CIS_GKE  # noqa: E402
+
+BY_NAME = {m.NAME: m for m in MODULES}
+CONFIG_DIR = REPO / "policies" / "config"
+
+# ---- in-process evaluation, marshalled like the engine -------------------------------------------------------
+
+
+def _engine_props(inputs: dict[str, Any]) -> Any:
+    return unknown_checking_proxy(deserialize_properties(to_analyzer_value(inputs)))
+
+
+def _opts(r: dict[str, Any]) -> PolicyResourceOptions:
+    from pulumi_policy import PolicyCustomTimeouts
+
+    return PolicyResourceOptions(bool(r["options"].get("protect")), [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+
+
+def policy_config(name: str, cfg: Any, env: str = "prod") -> dict[str, Any]:
+    """Schema defaults, then the environment file's properties plus the stack facts (as the policy command sends)."""
+    policy = BY_NAME[name].POLICY
+    props = {k: v["default"] for k, v in (policy.config_schema.properties if policy.config_schema else {}).items()
+             if "default" in v}
+    entry = cli.merged_policy_config(cfg, CONFIG_DIR / f"{env}.json").get(name) or {}
+    props.update({k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {})
+    return props
+
+
+def evaluate(name: str, resources: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """Messages a policy reports for these inventory resources (sorted; stack policies prefix the resource name)."""
+    policy = BY_NAME[name].POLICY
+    out: list[str] = []
+    if isinstance(policy, ResourceValidationPolicy):
+        for r in resources:
+            args = ResourceValidationArgs(r["type"], _engine_props(r["inputs"]), r["urn"], r["name"], _opts(r), None,
+                                          config)
+            policy.validate(args, lambda msg, urn=None, r=r: out.append(f"{r['name']}: {msg}"))
+    else:
+        assert isinstance(policy, StackValidationPolicy)
+        prs = [PolicyResource(r["type"], _engine_props(r["inputs"]), r["urn"], r["name"], _opts(r), None, None, [], {})
+               for r in resources]
+        names = {r["urn"]: r["name"] for r in resources}
+        policy.validate(StackValidationArgs(prs, config),
+                        lambda msg, urn=None: out.append(f"{names.get(urn, '(stack)')}: {msg}"))
+    return sorted(out)
+
+
+def find(resources: list[dict[str, Any]], typ: str, name: str) -> dict[str, Any]:
+    found = [r for r in resources if r["type"].endswith(typ) and r["name"] == name]
+    assert len(found) == 1, f"{typ} {name}: {[r['name'] for r in resources if r['type'].endswith(typ)]}"
+    return found[0]
+
+
+def container(resources: list[dict[str, Any]], dep: str = "vllm-stable-deployment") -> dict[str, Any]:
+    return find(resources, ":Deployment", dep)["inputs"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def set_flag(resources: list[dict[str, Any]], flag: str, value: str | None, dep: str = "vllm-stable-deployment") -> None:
+    args = container(resources, dep)["args"]
+    i = args.index(flag)
+    if value is None:
+        del args[i:i + 2]
+    else:
+        args[i + 1] = value
+
+
+@pytest.fixture(scope="module")
+def prod(plans: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    cfg, _, inventory = plans["prod"]
+    return cfg, inventory["resources"]
+
+
+# ---- metadata ---------------------------------------------------------------------------------------------
+
+
+def test_pack_metadata() -> None:
+    assert len(MODULES) >= 20
+    assert len(BY_NAME) == len(MODULES)
+    for m in MODULES:
+        p = m.POLICY
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", p.name) and p.name == m.NAME
+        assert p.description and p.remediation_steps == m.REMEDIATION and p.severity is m.SEVERITY
+        assert Path(m.__file__).stem == p.name.replace("-", "_")  # one module per policy, named after it
+        if p.framework is not None:
+            assert p.framework.name in (CIS_GKE, CIS_GCP) and p.framework.version and re.fullmatch(r"\d+(\.\d+)+", p.framework.reference)
+
+
+def test_config_files_name_real_policies_and_environment_levels(plans: dict[str, Any]) -> None:
+    for env in STACKS:
+        data = json.loads((CONFIG_DIR / f"{env}.json").read_text())
+        assert set(data) - {"all"} <= set(BY_NAME), env
+    assert json.loads((CONFIG_DIR / "dev.json").read_text())["all"] == "advisory"
+    assert json.loads((CONFIG_DIR / "prod.json").read_text())["all"] == "mandatory"
+    # staging consumes a reservation owned by another project: the policy file must state the same node count.
+    staging_cfg = plans["staging"][0]
+    reserved = json.loads((CONFIG_DIR / "staging.json").read_text())["hpa-max-within-reservation"]["reservedNodes"]
+    expected = {a.reservation.name: a.reservation.count for a in staging_cfg.accelerators.values()
+                if a.reservation is not None and a.reservation.mode == "existing"}
+    assert reserved == expected
+
+
+def test_policy_facts_come_from_planner_and_contract(plans: dict[str, Any]) -> None:
+    cfg, plan, _ = plans["prod"]
+    facts = cli.policy_facts(cfg)
+    assert facts["startup-window-covers-cold-load"]["coldLoadSeconds"] == {
+        f"vllm-{role}": round(p.cold_load_seconds, 3) for role, p in plan.pools.items()}
+    assert facts["grace-period-covers-stream-bound"]["streamBoundSeconds"] == pytest.approx((1500 + 4096 * 50) / 1000)
+
+
+# ---- per-policy cases: baseline passes, one change -> the exact message ------------------------------------
+
+Mutation = Callable[[list[dict[str, Any]]], None]
+
+
+def _dep_spec(rs: list[dict[str, Any]], dep: str = "vllm-stable-deployment") -> dict[str, Any]:
+    return find(rs, ":Deployment", dep)["inputs"]["spec"]["template"]["spec"]
+
+
+def _pool(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(rs, ":NodePool", "platform-gpu-h100-tp2-pool")["inputs"]
+
+
+def _bucket(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(rs, ":Bucket", "platform-weights-bucket")
+
+
+def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any], protect: bool = False) -> None:
+    rs.append({"type": typ, "name": name, "urn": f"urn:pulumi:prod::llm-serving::{typ}::{name}", "inputs": inputs,
+               "options": {"protect": protect}, "custom": True})
+
+
+def _drop(rs: list[dict[str, Any]], typ: str, name: str) -> None:
+    rs.remove(find(rs, typ, name))
+
+
+WIF = ("principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/acme-llm-prod.svc.id.goog/"
+       "subject/ns/llm-serving/sa/model-server")
+RELEASE = "qwen3-32b-fp8-2026-08-23.1"
+STABLE_IMAGE = "us-central1-docker.pkg.dev/acme-llm-prod/serving/vllm-openai"
+
+# (policy, case id, mutation, expected messages)
+CASES: list[tuple[str, str, Mutation, list[str]]] = [
+    ("serving-images-pinned-by-digest", "tag-not-digest",
+     lambda rs: container(rs).update(image=f"{STABLE_IMAGE}:v0.32.0"),
+     [f"vllm-stable-deployment: container 'vllm' image '{STABLE_IMAGE}:v0.32.0' is not pinned by digest: use "
+      "<repository>@sha256:<64 hex>, the release's image digest"]),
+    ("serving-images-pinned-by-digest", "adapter-latest",
+     lambda rs: find(rs, ":Deployment", "observability-adapter-deployment")["inputs"]["spec"]["template"]["spec"]
+     ["containers"][0].update(image="gcr.io/gke-release/custom-metrics-stackdriver-adapter:latest"),
+     ["observability-adapter-deployment: container 'pod-custom-metrics-stackdriver-adapter' image "
+      "'gcr.io/gke-release/custom-metrics-stackdriver-adapter:latest' uses the mutable :latest tag: use a released "
+      "version tag or, better, <repository>@sha256:<digest>"]),
+    ("serving-images-pinned-by-digest", "chart-latest",
+     lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"]["image"].update(tag="latest"),
+     ["vllm-stable-epp: values.inferenceExtension.image image ':latest' uses the mutable :latest tag: pin a released "
+      "version (ideally <repository>@sha256:<digest>)"]),
+    ("serving-release-identity", "served-model-name",
+     lambda rs: set_flag(rs, "--served-model-name", "qwen3-32b"),
+     [f"vllm-stable-deployment: --served-model-name is 'qwen3-32b', not the release id '{RELEASE}': set it to '{RELEASE}'"]),
+    ("serving-release-identity", "no-served-model-name",
+     lambda rs: set_flag(rs, "--served-model-name", None),
+     [f"vllm-stable-deployment: --served-model-name is not set: set it to the release id '{RELEASE}'"]),
+    ("serving-release-identity", "metadata-label",
+     lambda rs: find(rs, ":Deployment", "vllm-stable-deployment")["inputs"]["metadata"]["labels"].update(
+         {"llm-serving.io/release": "other"}),
+     [f"vllm-stable-deployment: metadata label llm-serving.io/release is 'other' but the pod template says '{RELEASE}': "
+      "both must be the release id"]),
+    ("startup-window-covers-cold-load", "window-too-short",
+     lambda rs: container(rs)["startupProbe"].update(failureThreshold=10),
+     ["vllm-stable-deployment: startupProbe window is 100 s (initialDelaySeconds 0 + periodSeconds 10 x "
+      "failureThreshold 10), below the cold-load estimate of {cold} s: set failureThreshold to at least 19"]),
+    ("startup-window-covers-cold-load", "startup-equals-readiness",
+     lambda rs: container(rs).update(startupProbe=copy.deepcopy(container(rs)["readinessProbe"])),
+     ["vllm-stable-deployment: startupProbe is identical to readinessProbe: the startup probe must tolerate a cold "
+      "load while readiness fails fast; give them different thresholds",
+      "vllm-stable-deployment: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x "
+      "failureThreshold 3), below the cold-load estimate of {cold} s: set failureThreshold to at least 19"]),
+    ("startup-window-covers-cold-load", "no-startup-probe",
+     lambda rs: container(rs).pop("startupProbe"),
+     ["vllm-stable-deployment: container 'vllm' has no startupProbe: add one whose window covers the cold load, so "
+      "the liveness and readiness probes do not judge a pod that is still loading weights"]),
+    ("grace-period-covers-stream-bound", "grace-short",
+     lambda rs: _dep_spec(rs).update(terminationGracePeriodSeconds=200),
+     ["vllm-stable-deployment: terminationGracePeriodSeconds is 200 s, below preStop drain 30 s + stream bound "
+      "206.3 s = 237 s: set it to at least 237"]),
+    ("grace-period-covers-stream-bound", "default-grace",
+     lambda rs: _dep_spec(rs).pop("terminationGracePeriodSeconds"),
+     ["vllm-stable-deployment: terminationGracePeriodSeconds is 30 s, below preStop drain 30 s + stream bound "
+      "206.3 s = 237 s: set it to at least 237"]),
+    ("pdb-for-serving-workloads", "no-model-server-pdb",
+     lambda rs: _drop(rs, ":PodDisruptionBudget", "vllm-stable-pdb"),
+     ["vllm-stable-deployment: Deployment vllm-stable has no PodDisruptionBudget selecting its pods: add one with "
+      "maxUnavailable: 1"]),
+    ("pdb-for-serving-workloads", "no-epp-pdb",
+     lambda rs: _drop(rs, ":PodDisruptionBudget", "vllm-canary-epp-pdb"),
+     ["vllm-canary-epp: endpoint picker vllm-canary has no PodDisruptionBudget selecting its pods: add one with "
+      "maxUnavailable: 1"]),
+    ("epp-min-replicas", "one-replica",
+     lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"].update(replicas=1),
+     ["vllm-stable-epp: endpoint picker replicas is 1: run at least 2, a picker that is down stops all routing to "
+      "its pool"]),
+    ("hpa-min-replicas", "min-one",
+     lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"].update(minReplicas=1),
+     ["observability-hpa-stable: minReplicas is 1: keep at least 2 warm replicas; a new GPU replica takes minutes to "
+      "obtain a node and load weights"]),
+    ("hpa-max-within-reservation", "max-too-high",
+     lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"].update(maxReplicas=6),
+     ["platform-gpu-h100-tp2-pool: reservation llm-prod-h100-tp2 holds 8 node(s) x 1 replica(s)/node = 8 replicas, "
+      "but its Deployments can reach 10 (vllm-canary max 2 + surge 1, vllm-stable max 6 + surge 1): lower maxReplicas "
+      "or reserve at least 10 node(s)"]),
+    ("hpa-max-within-reservation", "reservation-smaller",
+     lambda rs: find(rs, ":Reservation", "platform-gpu-h100-tp2-reservation")["inputs"]["specificReservation"].update(count=6),
+     ["platform-gpu-h100-tp2-pool: reservation llm-prod-h100-tp2 holds 6 node(s) x 1 replica(s)/node = 6 replicas, "
+      "but its Deployments can reach 8 (vllm-canary max 2 + surge 1, vllm-stable max 4 + surge 1): lower maxReplicas "
+      "or reserve at least 8 node(s)"]),
+    ("gke-nodepool-specific-reservation", "any-reservation",
+     lambda rs: _pool(rs)["nodeConfig"]["reservationAffinity"].update(consumeReservationType="ANY_RESERVATION"),
+     ["platform-gpu-h100-tp2-pool: GPU node pool consumes reservation type 'ANY_RESERVATION': set "
+      "SPECIFIC_RESERVATION with key compute.googleapis.com/reservation-name and the reservation's name"]),
+    ("gke-nodepool-specific-reservation", "no-affinity",
+     lambda rs: _pool(rs)["nodeConfig"].pop("reservationAffinity"),
+     ["platform-gpu-h100-tp2-pool: GPU node pool has no reservationAffinity: set consumeReservationType "
+      "SPECIFIC_RESERVATION with key compute.googleapis.com/reservation-name and the reservation's name"]),
+    ("gke-no-spot-nodes", "spot",
+     lambda rs: _pool(rs)["nodeConfig"].update(spot=True),
+     ["platform-gpu-h100-tp2-pool: nodeConfig.spot is true: set it to false, spot VMs are reclaimed without notice "
+      "and cannot consume a reservation"]),
+    ("storage-bucket-uniform-access", "acl",
+     lambda rs: _bucket(rs)["inputs"].update(uniformBucketLevelAccess=False),
+     ["platform-weights-bucket: uniformBucketLevelAccess is False: set it to true so only bucket-level IAM grants access"]),
+    ("storage-bucket-public-access-prevention", "inherited",
+     lambda rs: _bucket(rs)["inputs"].update(publicAccessPrevention="inherited"),
+     ["platform-weights-bucket: publicAccessPrevention is 'inherited': set it to 'enforced' so no IAM grant can make "
+      "the bucket public"]),
+    ("storage-bucket-versioning", "off",
+     lambda rs: _bucket(rs)["inputs"].pop("versioning"),
+     ["platform-weights-bucket: versioning.enabled is None: set it to true so an overwritten or deleted weight file or "
+      "manifest can be restored"]),
+    ("iam-no-project-roles-for-serving-identities", "project-role",
+     lambda rs: _add(rs, "gcp:projects/iAMMember:IAMMember", "bad-grant",
+                     {"project": "acme-llm-prod", "role": "roles/storage.objectViewer", "member": WIF}),
+     ["bad-grant: project-level role roles/storage.objectViewer is granted to Kubernetes identity "
+      "subject/ns/llm-serving/sa/model-server: grant it on the specific resource instead (only the metrics adapter's "
+      "roles/monitoring.viewer may be project-level)"]),
+    ("iam-no-project-roles-for-serving-identities", "adapter-other-role",
+     lambda rs: [r for r in rs if r["inputs"].get("member", "").endswith("sa/custom-metrics-stackdriver-adapter")][0]
+     ["inputs"].update(role="roles/monitoring.editor"),
+     ["observability-adapter-monitoring-viewer: project-level role roles/monitoring.editor is granted to Kubernetes "
+      "identity subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter: grant it on the specific resource "
+      "instead (only the metrics adapter's roles/monitoring.viewer may be project-level)"]),
+    ("iam-no-service-account-keys", "key",
+     lambda rs: _add(rs, "gcp:serviceaccount/key:Key", "model-server-key", {"serviceAccountId": "x"}),
+     ["model-server-key: service account keys must not be created: authenticate the workload with Workload Identity "
+      "Federation (its Kubernetes service account's principal) instead"]),
+    ("iam-no-public-members", "all-users",
+     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader")["inputs"].update(member="allUsers"),
+     ["platform-identity-weights-reader: role roles/storage.objectViewer is granted to allUsers: grant it to named "
+      "principals only, nothing in this stack may be reachable without authentication"]),
+    ("gke-cluster-workload-identity", "no-pool",
+     lambda rs: find(rs, "gcp:container/cluster:Cluster", "platform-cluster-gke")["inputs"].pop("workloadIdentityConfig"),
+     ["platform-cluster-gke: workloadIdentityConfig.workloadPool is not set: set it to 'acme-llm-prod.svc.id.goog'"]),
+    ("gke-nodepool-gke-metadata", "gce-metadata",
+     lambda rs: _pool(rs)["nodeConfig"]["workloadMetadataConfig"].update(mode="GCE_METADATA"),
+     ["platform-gpu-h100-tp2-pool: nodeConfig.workloadMetadataConfig.mode is 'GCE_METADATA': set it to "
+      "'GKE_METADATA' so pods cannot read the node's credentials and get Workload Identity tokens"]),
+    ("networkpolicy-selects-serving-pods", "no-netpol",
+     lambda rs: _drop(rs, ":NetworkPolicy", "vllm-canary-netpol"),
+     ["vllm-canary-deployment: pods of Deployment vllm-canary are selected by no NetworkPolicy with policyTypes "
+      "Ingress: add one selecting them that admits only the gateway, the endpoint picker and the metrics collector"]),
+    ("networkpolicy-selects-serving-pods", "egress-only",
+     lambda rs: find(rs, ":NetworkPolicy", "vllm-canary-netpol")["inputs"]["spec"].update(policyTypes=["Egress"]),
+     ["vllm-canary-deployment: pods of Deployment vllm-canary are selected by no NetworkPolicy with policyTypes "
+      "Ingress: add one selecting them that admits only the gateway, the endpoint picker and the metrics collector"]),
+    ("gateway-https-only", "http-backend",
+     lambda rs: find(rs, ":HTTPRoute", "inference-gateway-api-route")["inputs"]["spec"]["parentRefs"][0].pop("sectionName"),
+     ["inference-gateway-gateway: Gateway llm-gateway listener 'http' serves plain HTTP on port 80: remove it, or "
+      "attach only HTTPRoutes that redirect to https"]),
+    ("gateway-https-only", "no-certificate",
+     lambda rs: find(rs, ":Gateway", "inference-gateway-gateway")["inputs"]["spec"]["listeners"][0]["tls"].pop("options"),
+     ["inference-gateway-gateway: Gateway llm-gateway listener 'https' has no TLS certificate: set "
+      "tls.certificateRefs, a networking.gke.io/cert-manager-certs option or the networking.gke.io/certmap annotation"]),
+    ("gateway-tls-min-1-2", "tls-1-0",
+     lambda rs: find(rs, ":RegionSslPolicy", "inference-gateway-ssl-policy")["inputs"].update(minTlsVersion="TLS_1_0"),
+     ["inference-gateway-ssl-policy: SSL policy llm-gateway-prod-tls12 has minTlsVersion TLS_1_0 (used by Gateway "
+      "llm-gateway): set it to TLS_1_2"]),
+    ("gateway-tls-min-1-2", "no-gateway-policy",
+     lambda rs: _drop(rs, ":GCPGatewayPolicy", "inference-gateway-gateway-policy"),
+     ["inference-gateway-gateway: Gateway llm-gateway has no GCPGatewayPolicy with default.sslPolicy, so the load "
+      "balancer accepts TLS 1.0: attach an SSL policy with minTlsVersion TLS_1_2"]),
+    ("serving-requires-authentication", "no-iap",
+     lambda rs: find(rs, ":GCPBackendPolicy", "vllm-canary-backendpolicy")["inputs"]["spec"]["default"]["iap"].update(enabled=False),
+     ["vllm-canary-deployment: external Gateway llm-gateway (class gke-l7-regional-external-managed) reaches "
+      "Deployment vllm-canary (pool canary) without authentication: enable IAP on its InferencePool's GCPBackendPolicy "
+      "or require an API key (VLLM_API_KEY from a Secret)"]),
+    ("vllm-no-request-logging", "log-requests",
+     lambda rs: container(rs)["args"].__setitem__(container(rs)["args"].index("--no-enable-log-requests"), "--enable-log-requests"),
+     ["vllm-stable-deployment: vllm container sets --enable-log-requests: remove it, prompts and completions must not "
+      "be logged (log request ids, token counts and timings instead)"]),
+    ("artifact-registry-immutable-tags", "mutable",
+     lambda rs: find(rs, ":Repository", "platform-registry-repo")["inputs"]["dockerConfig"].update(immutableTags=False),
+     ["platform-registry-repo: dockerConfig.immutableTags is False: set it to true so a pushed tag can never be moved "
+      "to another image"]),
+    ("epp-kv-metric-matches-vllm", "old-metric-flag",
+     lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"]["flags"].update(
+         {"kv-cache-usage-percentage-metric": "vllm:gpu_cache_usage_perc"}),
+     ["vllm-stable-epp: endpoint picker vllm-stable reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (flag "
+      "kv-cache-usage-percentage-metric) but vLLM 0.32.0 on vllm-stable exports 'vllm:kv_cache_usage_perc': set flag "
+      "kv-cache-usage-percentage-metric to 'vllm:kv_cache_usage_perc'"]),
+    ("epp-kv-metric-matches-vllm", "old-chart-default",
+     lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"].update(version="v1.1.0"),
+     ["vllm-canary-epp: endpoint picker vllm-canary reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (chart "
+      "v1.1.0 default) but vLLM 0.32.0 on vllm-canary exports 'vllm:kv_cache_usage_perc': set flag "
+      "kv-cache-usage-percentage-metric to 'vllm:kv_cache_usage_perc'"]),
+    ("gpu-memory-shares-below-one", "mps-two-clients",
+     lambda rs: _pool(rs)["nodeConfig"]["guestAccelerators"][0].update(
+         gpuSharingConfig={"gpuSharingStrategy": "MPS", "maxSharedClientsPerGpu": 2}),
+     ["platform-gpu-h100-tp2-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and their "
+      "--gpu-memory-utilization sums to 1.8 = 0.9 (vllm-canary) + 0.9 (vllm-canary): keep the sum below 1.0"]),
+    ("max-model-len-within-contract", "too-long",
+     lambda rs: set_flag(rs, "--max-model-len", "32768"),
+     ["vllm-stable-deployment: --max-model-len is 32768, above the contract's max_model_len 16384: set it to at most "
+      "16384, context beyond the workload only costs concurrency"]),
+    ("max-model-len-within-contract", "unset",
+     lambda rs: set_flag(rs, "--max-model-len", None),
+     ["vllm-stable-deployment: --max-model-len is not set (vLLM would serve the model's full context): set it to at "
+      "most 16384"]),
+    ("deletion-protection-stateful", "bucket-unprotected",
+     lambda rs: _bucket(rs)["options"].update(protect=False),
+     ["platform-weights-bucket: Bucket is not protected: set the Pulumi protect option so no update can delete it"]),
+    ("deletion-protection-stateful", "cluster-deletion-protection",
+     lambda rs: find(rs, "gcp:container/cluster:Cluster", "platform-cluster-gke")["inputs"].update(deletionProtection=False),
+     ["platform-cluster-gke: deletionProtection is false: set it to true"]),
+]
+
+
+def test_every_policy_has_cases() -> None:
+    assert {c[0] for c in CASES} == set(BY_NAME)
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_shipped_prod_baseline_passes(name: str, prod: tuple[Any, list[dict[str, Any]]]) -> None:
+    cfg, resources = prod
+    assert evaluate(name, copy.deepcopy(resources), policy_config(name, cfg)) == []
+
+
+@pytest.mark.parametrize(("name", "case", "mutate", "expected"), CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
+def test_one_change_one_violation(name: str, case: str, mutate: Mutation, expected: list[str],
+                                  prod: tuple[Any, list[dict[str, Any]]]) -> None:
+    cfg, resources = prod
+    rs = copy.deepcopy(resources)
+    mutate(rs)
+    # The stable pool's cold-load estimate is the planner's (the policy command passes it as a fact).
+    cold = cli.policy_facts(cfg)["startup-window-covers-cold-load"]["coldLoadSeconds"]["vllm-stable"]
+    assert evaluate(name, rs, policy_config(name, cfg)) == sorted(m.replace("{cold}", f"{cold:g}") for m in expected)
+
+
+# ---- unknown values at preview -------------------------------------------------------------------------------
+
+def _unknown_everywhere(resources: list[dict[str, Any]], keys: set[str]) -> list[dict[str, Any]]:
+    """Replace every property named in ``keys`` (at any depth) by the preview marker."""
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: (COMPUTED_MARKER if k in keys else walk(x)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return [{**r, "inputs": walk(r["inputs"])} for r in resources]
+
+
+UNKNOWN_KEYS = [
+    {"image", "args", "startupProbe", "readinessProbe", "terminationGracePeriodSeconds", "labels", "annotations",
+     "matchLabels", "podSelector", "policyTypes"},
+    {"values", "replicas", "minReplicas", "maxReplicas", "count", "specificReservation", "nodeConfig",
+     "reservationAffinity", "workloadIdentityConfig", "member", "role", "members"},
+    {"listeners", "protocol", "tls", "sslPolicy", "minTlsVersion", "iap", "uniformBucketLevelAccess",
+     "publicAccessPrevention", "versioning", "dockerConfig", "deletionProtection"},
+    {"spec"},
+]
+
+
+@pytest.mark.parametrize("keys", UNKNOWN_KEYS, ids=lambda k: ",".join(sorted(k))[:40])
+def test_unknown_values_never_crash_or_invent_violations(keys: set[str], prod: tuple[Any, list[dict[str, Any]]]) -> None:
+    cfg, resources = prod
+    rs = _unknown_everywhere(resources, keys)
+    for name in sorted(BY_NAME):
+        found = evaluate(name, rs, policy_config(name, cfg))
+        # Only facts that are known may produce findings: a few policies report the *absence* of a fact.
+        assert all("is unknown" in m or "not set" in m or "has no" in m for m in found), (name, found)
+
+
+def test_unknown_value_is_skipped_but_the_rest_still_checked(prod: tuple[Any, list[dict[str, Any]]]) -> None:
+    cfg, resources = prod
+    rs = copy.deepcopy(resources)
+    container(rs, "vllm-canary-deployment")["args"] = COMPUTED_MARKER  # canary args unknown at preview
+    set_flag(rs, "--max-model-len", "32768")  # stable is still checked
+    assert evaluate("max-model-len-within-contract", rs, policy_config("max-model-len-within-contract", cfg)) == [
+        "vllm-stable-deployment: --max-model-len is 32768, above the contract's max_model_len 16384: set it to at most "
+        "16384, context beyond the workload only costs concurrency"]
+
+
+# ---- through the Analyzer gRPC protocol ------------------------------------------------------------------------
+
+EXPECTED_LEVEL = {"dev": "advisory", "staging": "mandatory", "prod": "mandatory"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_stack_passes_with_its_enforcement(stack: str, plans: dict[str, Any]) -> None:
+    cfg, _, inventory = plans[stack]
+    report, path = cli.check_policies(cfg, inventory, None)
+    assert path == CONFIG_DIR / f"{stack}.json"
+    assert set(report.policies) == set(BY_NAME)
+    assert set(report.policies.values()) == {EXPECTED_LEVEL[stack]}
+    assert report.violations == [] and report.mandatory_count == 0
+    assert report.resources_analyzed == len(inventory["resources"])
+
+
+def _findings(out: Path) -> list[tuple[str, str, str, str]]:
+    data = json.loads((out / "policy-report.json").read_text())
+    rows = []
+    for v in data["violations"]:
+        detail = v["message"].split("\n", 1)[1]
+        rows.append((v["policy"], v["enforcement"], v["urn"].rsplit("::", 1)[-1], detail))
+    return sorted(rows)
+
+
+def test_bad_stack_fails_policy_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stacks = REPO / "tests" / "fixtures" / "bad-stack"
+    out = tmp_path / "report"
+    # The fixture is valid configuration (loading raises ConfigError otherwise) ...
+    cli.load("prod", stacks)
+    # ... which the policy pack, run as the engine runs it, rejects.
+    assert cli.main(["policy", "--stack", "prod", "--stacks-dir", str(stacks), "--out", str(out)]) == cli.EXIT_POLICY
+    assert _findings(out) == [
+        ("gpu-memory-shares-below-one", "mandatory", "platform-gpu-h100-tp2-pool",
+         "up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and their --gpu-memory-utilization "
+         "sums to 1.8 = 0.9 (vllm-canary) + 0.9 (vllm-canary): keep the sum below 1.0"),
+        ("hpa-max-within-reservation", "mandatory", "platform-gpu-h100-tp2-pool",
+         "capacity of reservation shared-h100-prod is unknown: it is not in this stack, so add its node count to this "
+         "policy's reservedNodes"),
+    ]
+    printed = capsys.readouterr().out
+    assert "2 violation(s), 2 mandatory, 0 advisory" in printed
+    assert re.search(r"gpu-memory-shares-below-one\s+high\s+mandatory\s+gcp:container/nodePool:NodePool::", printed)
+
+
+def test_mutated_inventory_fails_through_grpc_with_unknowns(tmp_path: Path, plans: dict[str, Any]) -> None:
+    _, _, inventory = plans["prod"]
+    inv = copy.deepcopy(inventory)
+    rs = inv["resources"]
+    container(rs)["image"] = f"{STABLE_IMAGE}:latest"
+    find(rs, ":Bucket", "platform-weights-bucket")["inputs"]["versioning"] = {"enabled": False}
+    _pool(rs)["nodeConfig"]["spot"] = True
+    _drop(rs, ":NetworkPolicy", "vllm-stable-netpol")
+    # Preview unknowns travel as the engine's sentinel and must neither crash nor hide the findings above.
+    container(rs, "vllm-canary-deployment")["args"] = COMPUTED_MARKER
+    find(rs, "gcp:container/cluster:Cluster", "platform-cluster-gke")["inputs"]["workloadIdentityConfig"] = COMPUTED_MARKER
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps(inv))
+    out = tmp_path / "report"
+    assert cli.main(["policy", "--stack", "prod", "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
+    assert _findings(out) == [
+        ("gke-no-spot-nodes", "mandatory", "platform-gpu-h100-tp2-pool",
+         "nodeConfig.spot is true: set it to false, spot VMs are reclaimed without notice and cannot consume a "
+         "reservation"),
+        ("networkpolicy-selects-serving-pods", "mandatory", "vllm-stable-deployment",
+         "pods of Deployment vllm-stable are selected by no NetworkPolicy with policyTypes Ingress: add one selecting "
+         "them that admits only the gateway, the endpoint picker and the metrics collector"),
+        ("serving-images-pinned-by-digest", "mandatory", "vllm-stable-deployment",
+         f"container 'vllm' image '{STABLE_IMAGE}:latest' uses the mutable :latest tag: use <repository>@sha256:<64 "
+         "hex>, the release's image digest"),
+        ("storage-bucket-versioning", "mandatory", "platform-weights-bucket",
+         "versioning.enabled is False: set it to true so an overwritten or deleted weight file or manifest can be "
+         "restored"),
+    ]
+
+
+def test_plan_prints_policy_summary_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "plan"
+    assert cli.main(["plan", "--stack", "dev", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "policy: 0 violation(s): 0 mandatory, 0 advisory, " in printed and "(policies/config/dev.json)" in printed
+    assert json.loads((out / "policy-report.json").read_text())["mandatory_count"] == 0
+
+
+def test_bad_policy_config_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "policy.json"
+    bad.write_text(json.dumps({"hpa-min-replicas": {"minReplicas": "two"}}))
+    inv = tmp_path / "inventory.json"
+    inv.write_text(json.dumps({"project": "llm-serving", "stack": "prod", "resources": []}))
+    code = cli.main(["policy", "--stack", "prod", "--inventory", str(inv), "--policy-config", str(bad),
+                     "--out", str(tmp_path / "o")])
+    assert code == cli.EXIT_CONFIG
+    assert "hpa-min-replicas: 'two' is not of type 'integer'" in capsys.readouterr().err
