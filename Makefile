@@ -30,8 +30,10 @@ test: test-unit integration
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
+# One process (no xdist): the session starts one real vLLM (~3 GB) that every integration test shares.
+# REQUIRE_VLLM=1 / REQUIRE_PROMETHEUS=1 turn a missing install into a failure instead of a skip.
 integration: $(STAMP) integration-deps
-	$(PY) -m pytest -q -m integration tests/integration
+	REQUIRE_VLLM=1 REQUIRE_PROMETHEUS=1 $(PY) -m pytest -q -m integration tests
 
 clean:
 	rm -rf build

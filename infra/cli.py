@@ -3,6 +3,8 @@
     llm-serving plan --stack dev [--out DIR]     run the real program under mocks; write inventory,
                                                  manifests and capacity; print a summary
     llm-serving capacity --stack prod            the planner's table alone
+    llm-serving policy --stack prod [--out DIR]  the policy pack via the Analyzer gRPC protocol;
+                                                 exit 1 on a mandatory violation
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Sequence
 import yaml
 
 from .config import ConfigError, StackConfig, load_stack_config
+from .policy_runner import InventoryError, PolicyConfigError
 from .sizing import CapacityPlan, plan_stack, render_table
 from .stackfile import ROOT, STACKS_DIR, StackFile, StackFileError, read_stack_file
 
@@ -109,6 +112,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     manifests = write_plan(inventory, plan, out)
     print(summary(cfg, plan, inventory, manifests))
     print(f"\nwrote {out}/inventory.json, {out}/capacity.json, {out}/manifests/ ({len(manifests)} objects)")
+    if not getattr(args, "skip_policy", False):
+        # The policy summary is informative here: plan exits 0 whatever it finds (`policy` is the gate).
+        report, config_path = check_policies(cfg, inventory, out)
+        print(f"\npolicy: {policy_summary(report)} ({config_path.relative_to(ROOT)}); "
+              f"`llm-serving policy --stack {args.stack}` prints the table; wrote {out}/policy-report.json")
     return 0
 
 
@@ -116,6 +124,75 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     _, cfg = load(args.stack, args.stacks_dir)
     print(render_table(plan_stack(cfg)))
     return 0
+
+
+# ---- policy (issue 7): the CrossGuard pack through the Analyzer gRPC protocol -----------------------------
+
+POLICY_PACK = ROOT / "policies"
+EXIT_POLICY = 1
+
+
+def policy_config_path(cfg: StackConfig) -> Path:
+    """The stack environment's enforcement file, the same one `pulumi preview --policy-pack-config` takes."""
+    return POLICY_PACK / "config" / f"{cfg.environment}.json"
+
+
+def policy_facts(cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """Facts the policies read from Deployment annotations when present, given here as config properties for
+    the offline check: cold-load estimates per Deployment, the contract's stream bound and max_model_len."""
+    plan = plan_stack(cfg)
+    return {
+        "startup-window-covers-cold-load": {
+            "coldLoadSeconds": {f"vllm-{role}": round(p.cold_load_seconds, 3) for role, p in sorted(plan.pools.items())}},
+        "grace-period-covers-stream-bound": {"streamBoundSeconds": cfg.contract.stream_bound_seconds},
+        "max-model-len-within-contract": {"maxModelLen": cfg.contract.max_model_len},
+    }
+
+
+def merged_policy_config(cfg: StackConfig, path: Path) -> dict[str, Any]:
+    """The environment file with the stack's facts added; a property the file sets itself wins."""
+    file_cfg = json.loads(path.read_text())
+    merged: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in file_cfg.items()}
+    for name, facts in policy_facts(cfg).items():
+        entry = merged.get(name)
+        if isinstance(entry, str):
+            entry = {"enforcementLevel": entry}
+        merged[name] = {**facts, **(entry or {})}
+    return merged
+
+
+def check_policies(cfg: StackConfig, inventory: dict[str, Any], out: Path | None,
+                   config_path: Path | None = None) -> tuple[Any, Path]:
+    """Run the pack against an inventory with the environment's config; write policy-report.json to ``out``."""
+    from .policy_runner import run_policy_pack
+
+    path = config_path or policy_config_path(cfg)
+    report = run_policy_pack(POLICY_PACK, inventory, merged_policy_config(cfg, path))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "policy-report.json").write_text(report.to_json())
+    return report, path
+
+
+def policy_summary(report: Any) -> str:
+    return (f"{len(report.violations)} violation(s): {report.mandatory_count} mandatory, "
+            f"{report.advisory_count} advisory, {len(report.policies)} policies")
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    """Plan under mocks (or read --inventory), analyse with the pack as the engine would; 1 on mandatory findings."""
+    if args.inventory:
+        _, cfg = load(args.stack, args.stacks_dir)
+        inventory = json.loads(Path(args.inventory).read_text())
+    else:
+        cfg, _, inventory = run_plan(args.stack, args.stacks_dir)
+    out = Path(args.out) if args.out else ROOT / "build" / "plan" / args.stack
+    config_path = Path(args.policy_config) if args.policy_config else None
+    report, path = check_policies(cfg, inventory, out, config_path)
+    print(f"stack {args.stack} ({cfg.environment}), policy config {path}")
+    print(report.render_table(), end="")
+    print(f"wrote {out}/policy-report.json")
+    return EXIT_POLICY if report.mandatory_count else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -151,7 +228,14 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("plan", parents=[common], help="run the program offline under mocks and write what it would create")
     sp.add_argument("--out", help="output directory (default build/plan/<stack>)")
+    sp.add_argument("--skip-policy", action="store_true", help="do not run the policy pack for the summary")
     sp.set_defaults(fn=cmd_plan)
+    sq = sub.add_parser("policy", parents=[common],
+                        help="check the plan against the policy pack via the Analyzer gRPC protocol; exit 1 on mandatory violations")
+    sq.add_argument("--out", help="directory for policy-report.json (default build/plan/<stack>)")
+    sq.add_argument("--inventory", help="analyse this inventory.json instead of planning the stack")
+    sq.add_argument("--policy-config", help="policy config file (default policies/config/<environment>.json)")
+    sq.set_defaults(fn=cmd_policy)
     sc = sub.add_parser("capacity", parents=[common], help="print the capacity planner's table for a stack")
     sc.set_defaults(fn=cmd_capacity)
     sd = sub.add_parser("diff", help="added / removed / changed resources between two plans, replacements flagged")
@@ -172,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         print("nothing was registered.", file=sys.stderr)
+        return EXIT_CONFIG
+    except (PolicyConfigError, InventoryError) as err:
+        print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG
 
 

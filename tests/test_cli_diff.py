@@ -10,13 +10,14 @@ from infra import cli
 from infra.stackfile import STACKS_DIR
 
 
-def test_diff_between_two_plans_shows_the_derived_change(tmp_path: Path, capsys):
+def test_diff_between_two_plans_shows_the_derived_change(plans, tmp_path: Path, capsys):
     a, b, stacks = tmp_path / "a", tmp_path / "b", tmp_path / "stacks"
     stacks.mkdir()
     doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
     doc["config"]["llm-serving:serving"]["stable"]["max_replicas"] = 3
     (stacks / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
-    assert cli.main(["plan", "--stack", "dev", "--out", str(a)]) == 0
+    cfg, plan, inventory = plans["dev"]
+    cli.write_plan(inventory, plan, a)
     assert cli.main(["plan", "--stack", "dev", "--out", str(b), "--stacks-dir", str(stacks)]) == 0
     capsys.readouterr()
     assert cli.main(["diff", str(a), str(b)]) == 0

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .base import Strict, check
+from .model_server import ModelServerOptions
 
 LoadingPath = Literal["gcs_streaming", "hyperdisk_ml", "gcs_fuse"]
 
@@ -66,6 +67,9 @@ class ServingPool(Strict):
     runtime_overhead_gib: Annotated[float, Field(ge=0)] = 2.0
     #: Measured throughput; absent = unmeasured (no replica/cost figures invented).
     measured: MeasuredThroughput | None = None
+    #: How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding);
+    #: every field has a default (infra/config/model_server.py).
+    model_server: ModelServerOptions = ModelServerOptions()
 
     @model_validator(mode="after")
     def _bounds(self) -> "ServingPool":

@@ -23,6 +23,10 @@ from .. import capacity
 from .accelerator import AcceleratorTopology, zone_region
 from .base import NAMESPACE, ConfigError, ConfigIssue, FieldErrors, Strict
 from .contract import WorkloadContract
+from .gateway import GatewayConfig, gateway_issues
+from .gke import GkeConfig, platform_issues
+from .model_server import model_server_issues
+from .observability import Observability
 from .release import ReleaseIdentity
 from .serving import ServingPool, ServingPools
 
@@ -36,14 +40,28 @@ PROD_MIN_WARM_REPLICAS = 2
 
 
 class StackConfig(Strict):
+    #: dev | staging | prod; must match the stack name.
     environment: Environment
+    #: GCP project id (shared with the Google provider).
     project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")]
+    #: GCP region (shared with the Google provider).
     region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+\d+$")]
+    #: Zones of the region the cluster uses.
     zones: Annotated[list[str], Field(min_length=1)]
+    #: The workload contract (target-neutral).
     contract: WorkloadContract
+    #: Immutable releases, inline or as JSON file paths relative to the project root.
     releases: Annotated[list[ReleaseIdentity], Field(min_length=1)]
+    #: Accelerator topologies by key.
     accelerators: Annotated[dict[str, AcceleratorTopology], Field(min_length=1)]
+    #: Stable and canary serving pools.
     serving: ServingPools
+    #: The Google Cloud platform: network, GKE cluster, registry, weight stores (infra/config/gke.py).
+    gke: GkeConfig
+    #: Autoscaling targets, scraping, alert thresholds and notification channels (infra/config/observability.py).
+    observability: Observability = Observability()
+    #: GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor (infra/config/gateway.py).
+    gateway: GatewayConfig
 
     # ---- look-ups -------------------------------------------------------------------------------
     def release(self, release_id: str) -> ReleaseIdentity:
@@ -223,6 +241,29 @@ def semantic_issues(cfg: StackConfig) -> list[ConfigIssue]:
                     f"{acc.reservation.count} reserved node(s) cannot hold max replicas {ap.max_replicas} + "
                     f"rollout surge {ap.surge_replicas} at {ap.replicas_per_node} replica(s)/node = "
                     f"{ap.nodes_for_max_plus_surge} node(s)")
+
+    # ---- model server: the startup probe must cover the planner's cold load (components/serving/probes.py) ----
+    for loc, msg in model_server_issues(cfg, pool_plans):
+        add(loc, msg)
+
+    # ---- platform (gke): registry, weights bucket, Hyperdisk ML, prod protection (infra/config/gke.py) ----
+    for loc, msg in platform_issues(cfg):
+        add(loc, msg)
+
+    # ---- observability: notification channels belong to this project; prod must notify someone ----
+    channels = cfg.observability.alerts.notification_channels
+    for i, channel in enumerate(channels):
+        owner = channel.split("/")[1]
+        if owner != cfg.project:
+            add(("observability", "alerts", "notification_channels"),
+                f"[{i}] {channel!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify its own channels")
+    if cfg.environment == "prod" and not channels:
+        add(("observability", "alerts", "notification_channels"),
+            "prod must name at least one notification channel: an alert nobody receives is not an alert")
+
+    # ---- gateway: picker redundancy, KV metric = what vLLM exports, IAP in prod (infra/config/gateway.py) ----
+    for loc, msg in gateway_issues(cfg):
+        add(loc, msg)
     return issues
 
 
