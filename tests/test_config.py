@@ -182,6 +182,11 @@ def test_all_errors_are_reported_together():
      "llm-serving:contract.priority_classes", "names must be unique"),
     (lambda v: v.update({"llm-serving:zones": ["us-east1-b"]}),
      "llm-serving:zones[0]", "zone 'us-east1-b' is not in region 'us-central1'"),
+    (lambda v: v["llm-serving:accelerators"]["l4"].update(
+        gpu_sharing={"strategy": "MPS", "max_shared_clients_per_gpu": 2}),
+     "llm-serving:serving.stable.gpu_memory_utilization",
+     "0.9 x 2 servers sharing one GPU (l4.gpu_sharing) = 1.8 of its memory: keep the product below 1.0 "
+     "(at most 0.49 per server)"),
     (lambda v: v.update({"llm-serving:environment": "qa"}),
      "llm-serving:environment", "Input should be 'dev', 'staging' or 'prod'"),
 ])

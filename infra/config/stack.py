@@ -14,6 +14,7 @@ Nothing is registered with Pulumi until both phases pass.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -211,6 +212,14 @@ def semantic_issues(cfg: StackConfig) -> list[ConfigIssue]:
         if cfg.environment == "prod" and pool.min_replicas < PROD_MIN_WARM_REPLICAS:
             add(("serving", role, "min_replicas"),
                 f"prod keeps at least {PROD_MIN_WARM_REPLICAS} warm replicas per pool, got {pool.min_replicas}")
+        sharing = cfg.accelerators[pool.accelerator].gpu_sharing if pool.accelerator in cfg.accelerators else None
+        if sharing is not None:
+            total = pool.gpu_memory_utilization * sharing.max_shared_clients_per_gpu
+            if total >= 1.0:
+                add(("serving", role, "gpu_memory_utilization"),
+                    f"{pool.gpu_memory_utilization} x {sharing.max_shared_clients_per_gpu} servers sharing one GPU "
+                    f"({pool.accelerator}.gpu_sharing) = {total:g} of its memory: keep the product below 1.0 "
+                    f"(at most {math.floor(0.99 / sharing.max_shared_clients_per_gpu * 100) / 100} per server)")
         if not ok:
             continue
         try:
