@@ -7,8 +7,8 @@ explicit failure mode), so the chart keeps only the picker itself: ConfigMap, De
 metrics reader and PodMonitoring. Without this filter Helm and Pulumi would both own the same three objects.
 
 Helm runs the post-renderer with the rendered manifests on stdin and installs what it prints. Standard
-library only: it runs under whatever ``python3`` is on the deploying machine's PATH, started from the
-project root (the Pulumi program's working directory).
+library only: the Chart resource passes this file's text inline (``python3 -c <source> --drop-kind ...``),
+so it runs under whatever ``python3`` is on the deploying machine's PATH, from any working directory.
 
     python3 components/gateway/chart_filter.py --drop-kind InferencePool --drop-kind GCPBackendPolicy < in > out
 """

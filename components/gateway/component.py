@@ -7,6 +7,7 @@ Object contents come from :mod:`components.gateway.objects`; this module only re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import pulumi
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 #: Kinds the picker chart renders that this program owns (see chart_filter.py).
 CHART_DROPPED_KINDS: tuple[str, ...] = ("InferencePool", "HealthCheckPolicy", "GCPBackendPolicy",
                                         "InferenceObjective", "HTTPRoute")
-#: Post-renderer command, relative to the project root (the working directory Pulumi runs plugins in).
-CHART_FILTER_SCRIPT = "components/gateway/chart_filter.py"
+#: The post-renderer's source file. Its text is passed inline (``python3 -c <source>``) so the command does
+#: not depend on the working directory the Kubernetes provider runs Helm in, and the plan stays
+#: machine-independent (no absolute path).
+CHART_FILTER_SCRIPT = Path(__file__).with_name("chart_filter.py")
 #: Minimum TLS version on the gateway's HTTPS listener (issue 5); MODERN drops the legacy CBC/3DES suites.
 SSL_MIN_TLS = "TLS_1_2"
 SSL_PROFILE = "MODERN"
@@ -34,7 +37,7 @@ MODEL_ARMOR_AGENT_ROLES = ("roles/modelarmor.calloutUser", "roles/modelarmor.use
 
 
 def post_renderer() -> k8s.helm.v4.PostRendererArgs:
-    args = [CHART_FILTER_SCRIPT]
+    args = ["-c", CHART_FILTER_SCRIPT.read_text(encoding="utf-8")]
     for kind in CHART_DROPPED_KINDS:
         args += ["--drop-kind", kind]
     return k8s.helm.v4.PostRendererArgs(command="python3", args=args)
