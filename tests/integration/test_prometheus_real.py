@@ -49,8 +49,10 @@ LOAD_REQUESTS = 48
 LOAD_CONCURRENCY = 8
 LOAD_MAX_TOKENS = 24
 LOAD_TIMEOUT_S = 180.0
-#: Scrapes to wait after the load so the final counters are in the TSDB.
-SETTLE_S = 3.0
+#: Bound on waiting until every scrape job has a successful sample before / after the load. A scrape of the
+#: busy CPU-only vLLM can exceed the 1 s timeout, so "a few seconds" is not enough on a loaded 2-core runner:
+#: the test waits for the evidence (a fresh `up == 1` sample per job) instead, at most this long.
+SCRAPED_TIMEOUT_S = 60.0
 
 #: Metric-name prefixes that cannot have data in this environment, and why.
 ALLOW = {
@@ -81,6 +83,18 @@ class Prometheus:
         doc = json.loads(body)
         assert status == 200 and doc["status"] == "success", f"{q}: {status} {body[:500]}"
         return doc["data"]
+
+    def wait_all_jobs_scraped(self, jobs: int, after: float) -> None:
+        """Block until each of ``jobs`` scrape jobs has a successful sample taken after ``after``: counters
+        then have a sample on both sides of the load, so every rate() window sees the increase."""
+        deadline = time.monotonic() + SCRAPED_TIMEOUT_S
+        while True:
+            fresh = [r for r in self.query("timestamp(up == 1)", time.time())["result"]
+                     if float(r["value"][1]) > after]
+            if len(fresh) >= jobs:
+                return
+            assert time.monotonic() < deadline, f"only {len(fresh)} of {jobs} scrape jobs succeeded after {after}"
+            time.sleep(0.5)
 
     def has_data(self, q: str, at: float) -> bool:
         """True when the query returns at least one sample with a finite value."""
@@ -161,11 +175,12 @@ def loaded(prometheus: Prometheus, vllm_server: VllmServer) -> float:
             with lock:
                 errors.append(f"{status}: {str(body)[:200]}")
 
-    time.sleep(2.0)  # a few idle scrapes first: counters start from a sample before the load
+    jobs = len(scrape_config(vllm_server)["scrape_configs"])
+    prometheus.wait_all_jobs_scraped(jobs, after=0.0)  # every job has a sample from before the load
     with ThreadPoolExecutor(LOAD_CONCURRENCY) as pool:
         list(pool.map(one, range(LOAD_REQUESTS), timeout=LOAD_TIMEOUT_S))
     assert not errors, errors
-    time.sleep(SETTLE_S)
+    prometheus.wait_all_jobs_scraped(jobs, after=time.time())  # ... and one from after it
     return time.time()
 
 
