@@ -28,45 +28,11 @@ from infra.plan_diff import (
     resource_replaced_by_name,
 )
 
-STACK = "dev"
-PROJECT = "llm-serving"
-
-
-def urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:{STACK}::{PROJECT}::{type_}::{name}"
-
+from .synthetic import inventory, resource, urn
 
 def res(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> dict[str, Any]:
-    opts = {
-        "protect": False,
-        "delete_before_replace": False,
-        "ignore_changes": [],
-        "replace_on_changes": [],
-        "retain_on_delete": False,
-        "additional_secret_outputs": [],
-    }
-    opts.update(options)
-    return {
-        "urn": urn(type_, name),
-        "type": type_,
-        "name": name,
-        "custom": True,
-        "parent": None,
-        "provider": "",
-        "inputs": inputs,
-        "dependencies": [],
-        "property_dependencies": {},
-        "options": opts,
-    }
-
-
-def inventory(*resources: dict[str, Any], outputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "project": PROJECT,
-        "stack": STACK,
-        "resources": sorted(copy.deepcopy(list(resources)), key=lambda r: r["urn"]),
-        "outputs": outputs or {},
-    }
+    """A resource row whose options (protect, ignore_changes, ...) are given as keyword arguments."""
+    return resource(type_, name, inputs, options=options)
 
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

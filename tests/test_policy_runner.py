@@ -27,8 +27,7 @@ from infra.policy_runner import (
     to_analyzer_value,
 )
 
-PROJECT = "llm-serving"
-STACK = "dev"
+from .synthetic import STACK, inventory, resource, urn
 
 PACK_MAIN = textwrap.dedent(
     '''
@@ -104,47 +103,10 @@ PACK_MAIN = textwrap.dedent(
 )
 
 
-def _urn(type_: str, name: str) -> str:
-    return f"urn:pulumi:{STACK}::{PROJECT}::{type_}::{name}"
-
-
-def _resource(type_: str, name: str, inputs: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    options = {
-        "protect": False,
-        "delete_before_replace": False,
-        "ignore_changes": [],
-        "replace_on_changes": [],
-        "retain_on_delete": False,
-        "additional_secret_outputs": [],
-    }
-    options.update(extra.pop("options", {}))
-    return {
-        "urn": _urn(type_, name),
-        "type": type_,
-        "name": name,
-        "custom": True,
-        "parent": extra.pop("parent", None),
-        "provider": extra.pop("provider", ""),
-        "inputs": inputs,
-        "dependencies": extra.pop("dependencies", []),
-        "property_dependencies": extra.pop("property_dependencies", {}),
-        "options": options,
-    }
-
-
-def _inventory(*resources: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "project": PROJECT,
-        "stack": STACK,
-        "resources": sorted(resources, key=lambda r: r["urn"]),
-        "outputs": {},
-    }
-
-
-BIG_DISK = _resource("gcp:compute/disk:Disk", "big", {"size": 500, "zone": "us-central1-a"})
-SMALL_DISK = _resource("gcp:compute/disk:Disk", "small", {"size": 50, "zone": "us-central1-a"})
-UNPROTECTED_BUCKET = _resource("gcp:storage/bucket:Bucket", "models", {"location": "US"})
-PROTECTED_BUCKET = _resource("gcp:storage/bucket:Bucket", "logs", {"location": "US"}, options={"protect": True})
+BIG_DISK = resource("gcp:compute/disk:Disk", "big", {"size": 500, "zone": "us-central1-a"})
+SMALL_DISK = resource("gcp:compute/disk:Disk", "small", {"size": 50, "zone": "us-central1-a"})
+UNPROTECTED_BUCKET = resource("gcp:storage/bucket:Bucket", "models", {"location": "US"})
+PROTECTED_BUCKET = resource("gcp:storage/bucket:Bucket", "logs", {"location": "US"}, options={"protect": True})
 
 
 @pytest.fixture(scope="module")
@@ -162,13 +124,13 @@ def _assert_process_gone(report: PolicyReport) -> None:
 
 
 def test_default_enforcement_reports_exact_violations(pack_dir: Path) -> None:
-    inv = _inventory(BIG_DISK, SMALL_DISK, UNPROTECTED_BUCKET, PROTECTED_BUCKET)
+    inv = inventory(BIG_DISK, SMALL_DISK, UNPROTECTED_BUCKET, PROTECTED_BUCKET)
     report = run_policy_pack(pack_dir, inv, {})
 
     assert report.violations == [
         Violation(
             policy="buckets-protected",
-            urn=_urn("gcp:storage/bucket:Bucket", "models"),
+            urn=urn("gcp:storage/bucket:Bucket", "models"),
             enforcement="mandatory",
             severity="medium",
             message="Buckets must be protected.\nbucket models is not protected",
@@ -179,7 +141,7 @@ def test_default_enforcement_reports_exact_violations(pack_dir: Path) -> None:
         ),
         Violation(
             policy="disk-size-limit",
-            urn=_urn("gcp:compute/disk:Disk", "big"),
+            urn=urn("gcp:compute/disk:Disk", "big"),
             enforcement="advisory",
             severity="high",
             message="Persistent disks must stay under the size limit.\ndisk big is 500 GB > 100 GB",
@@ -210,7 +172,7 @@ def test_default_enforcement_reports_exact_violations(pack_dir: Path) -> None:
 
 
 def test_config_overrides_default_enforcement_and_properties(pack_dir: Path) -> None:
-    inv = _inventory(BIG_DISK, SMALL_DISK, UNPROTECTED_BUCKET)
+    inv = inventory(BIG_DISK, SMALL_DISK, UNPROTECTED_BUCKET)
     report = run_policy_pack(
         pack_dir,
         inv,
@@ -230,7 +192,7 @@ def test_config_overrides_default_enforcement_and_properties(pack_dir: Path) -> 
 
 def test_all_key_and_string_shorthand(pack_dir: Path) -> None:
     report = run_policy_pack(
-        pack_dir, _inventory(BIG_DISK, UNPROTECTED_BUCKET), {"all": "advisory", "echo": "disabled", "graph": "disabled"}
+        pack_dir, inventory(BIG_DISK, UNPROTECTED_BUCKET), {"all": "advisory", "echo": "disabled", "graph": "disabled"}
     )
     assert {(v.policy, v.enforcement) for v in report.violations} == {
         ("buckets-protected", "advisory"),
@@ -240,8 +202,8 @@ def test_all_key_and_string_shorthand(pack_dir: Path) -> None:
 
 
 def test_unknown_value_does_not_crash_the_pack(pack_dir: Path) -> None:
-    unknown_disk = _resource("gcp:compute/disk:Disk", "pending", {"size": COMPUTED_MARKER, "zone": "us-central1-a"})
-    report = run_policy_pack(pack_dir, _inventory(unknown_disk, BIG_DISK), {})
+    unknown_disk = resource("gcp:compute/disk:Disk", "pending", {"size": COMPUTED_MARKER, "zone": "us-central1-a"})
+    report = run_policy_pack(pack_dir, inventory(unknown_disk, BIG_DISK), {})
 
     by_resource = {v.resource: v for v in report.violations if v.policy == "disk-size-limit"}
     pending = by_resource["gcp:compute/disk:Disk::pending"]
@@ -255,9 +217,9 @@ def test_unknown_value_does_not_crash_the_pack(pack_dir: Path) -> None:
 
 
 def test_wire_encoding_of_inputs_options_provider_and_graph(pack_dir: Path) -> None:
-    provider = _resource("pulumi:providers:gcp", "gcp-prod", {"project": "p1", "region": "us-central1"})
-    parent = _resource("llm:serving:Platform", "platform", {})
-    echo = _resource(
+    provider = resource("pulumi:providers:gcp", "gcp-prod", {"project": "p1", "region": "us-central1"})
+    parent = resource("llm:serving:Platform", "platform", {})
+    echo = resource(
         "test:index:Echo",
         "e1",
         {"n": 3, "unknown": COMPUTED_MARKER, "secret": "[secret]", "nested": [{"x": COMPUTED_MARKER}], "none": None},
@@ -267,7 +229,7 @@ def test_wire_encoding_of_inputs_options_provider_and_graph(pack_dir: Path) -> N
         property_dependencies={"n": [provider["urn"]]},
         options={"protect": True, "ignore_changes": ["labels"]},
     )
-    report = run_policy_pack(pack_dir, _inventory(provider, parent, echo), {"echo": "advisory", "graph": "advisory"})
+    report = run_policy_pack(pack_dir, inventory(provider, parent, echo), {"echo": "advisory", "graph": "advisory"})
 
     echo_v = next(v for v in report.violations if v.policy == "echo")
     seen = json.loads(echo_v.detail)
@@ -298,7 +260,7 @@ def test_pack_that_fails_at_import_is_reported_and_reaped(tmp_path: Path) -> Non
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: python\n")
     (tmp_path / "__main__.py").write_text("raise RuntimeError('boom from the pack')\n")
     with pytest.raises(PolicyPackStartError, match="exited with code 1 before serving") as excinfo:
-        run_policy_pack(tmp_path, _inventory(BIG_DISK), {})
+        run_policy_pack(tmp_path, inventory(BIG_DISK), {})
     assert "boom from the pack" in excinfo.value.stderr
     with pytest.raises(ProcessLookupError):
         os.kill(excinfo.value.pack_pid, 0)
@@ -319,7 +281,7 @@ def test_policy_exception_surfaces_as_error_and_process_is_reaped(tmp_path: Path
         )
     )
     with pytest.raises(PolicyPackError, match=r"Analyze\(.*::big\) failed: UNKNOWN: .*policy bug") as excinfo:
-        run_policy_pack(tmp_path, _inventory(BIG_DISK), {})
+        run_policy_pack(tmp_path, inventory(BIG_DISK), {})
     assert excinfo.value.pack_pid > 0
     with pytest.raises(ProcessLookupError):
         os.kill(excinfo.value.pack_pid, 0)
@@ -327,16 +289,16 @@ def test_policy_exception_surfaces_as_error_and_process_is_reaped(tmp_path: Path
 
 def test_invalid_config_is_rejected(pack_dir: Path) -> None:
     with pytest.raises(PolicyConfigError, match="not a valid enforcement level"):
-        run_policy_pack(pack_dir, _inventory(BIG_DISK), {"disk-size-limit": "fatal"})
+        run_policy_pack(pack_dir, inventory(BIG_DISK), {"disk-size-limit": "fatal"})
     with pytest.raises(PolicyConfigError, match="not in pack 'throwaway': disk-size-limt"):
-        run_policy_pack(pack_dir, _inventory(BIG_DISK), {"disk-size-limt": "mandatory"})
+        run_policy_pack(pack_dir, inventory(BIG_DISK), {"disk-size-limt": "mandatory"})
     with pytest.raises(PolicyConfigError, match="disk-size-limit: 0 is less than the minimum of 1"):
-        run_policy_pack(pack_dir, _inventory(BIG_DISK), {"disk-size-limit": {"maxGb": 0}})
+        run_policy_pack(pack_dir, inventory(BIG_DISK), {"disk-size-limit": {"maxGb": 0}})
 
 
 def test_not_a_pack_directory(tmp_path: Path) -> None:
     with pytest.raises(PolicyPackError, match="PulumiPolicy.yaml is missing"):
-        run_policy_pack(tmp_path, _inventory(BIG_DISK), {})
+        run_policy_pack(tmp_path, inventory(BIG_DISK), {})
 
 
 def test_to_analyzer_value_is_recursive_and_leaves_other_strings() -> None:
@@ -350,7 +312,7 @@ def test_report_table_is_sorted_and_stable() -> None:
     def v(policy: str, urn: str, msg: str) -> Violation:
         return Violation(policy, urn, "advisory", "low", f"d\n{msg}", "p", "1", "d", "resource")
 
-    vs = [v("b", _urn("t:m:R", "z"), "two"), v("a", "", "one"), v("b", _urn("t:m:R", "a"), "three")]
+    vs = [v("b", urn("t:m:R", "z"), "two"), v("a", "", "one"), v("b", urn("t:m:R", "a"), "three")]
     r1 = PolicyReport("p", "1", "1.21.0", {}, 3, sorted(vs), [])
     r2 = PolicyReport("p", "1", "1.21.0", {}, 3, sorted(reversed(vs)), [])
     assert r1.render_table() == r2.render_table()
@@ -362,4 +324,4 @@ def test_report_table_is_sorted_and_stable() -> None:
 
 def test_python_interpreter_is_configurable(pack_dir: Path) -> None:
     with pytest.raises(PolicyPackStartError, match="cannot start policy pack"):
-        run_policy_pack(pack_dir, _inventory(BIG_DISK), {}, python=str(Path(sys.executable).parent / "no-such-python"))
+        run_policy_pack(pack_dir, inventory(BIG_DISK), {}, python=str(Path(sys.executable).parent / "no-such-python"))
