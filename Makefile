@@ -16,13 +16,13 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 plan: $(STAMP)
-	$(PY) -m infra.cli plan --stack $(STACK)
+	$(PY) -m infra.offline.cli plan --stack $(STACK)
 
 plan-all: $(STAMP)
-	for s in dev staging prod; do $(PY) -m infra.cli plan --stack $$s || exit 1; done
+	for s in dev staging prod; do $(PY) -m infra.offline.cli plan --stack $$s || exit 1; done
 
 capacity: $(STAMP)
-	$(PY) -m infra.cli capacity --stack $(STACK)
+	$(PY) -m infra.offline.cli capacity --stack $(STACK)
 
 # The full suite: unit tier, then the integration tier against the real vLLM / Prometheus.
 test: test-unit integration

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra import capacity
+from infra.planning import capacity
 from infra.config.accelerator import AcceleratorTopology, machine_family
 
 from .cluster import CLOUD_PLATFORM_SCOPE

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from infra.config import StackConfig
 from infra.config.gke import hyperdisk_releases
-from infra.sizing import CapacityPlan
+from infra.planning.sizing import CapacityPlan
 
 from .cluster import Cluster, ClusterArgs
 from .gpu_pool import GpuNodePool, GpuNodePoolArgs, NodeBounds, node_bounds

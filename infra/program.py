@@ -11,7 +11,7 @@ from components.project import ProjectServices, ProjectServicesArgs
 from components.serving.model_server import ModelServer, ModelServerArgs
 
 from .config import StackConfig
-from .sizing import plan_stack
+from .planning.sizing import plan_stack
 
 
 def deploy(cfg: StackConfig) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra.cli import run_plan
+from infra.offline.cli import run_plan
 from infra.config import StackConfig
-from infra.sizing import CapacityPlan
+from infra.planning.sizing import CapacityPlan
 
 STACKS = ("dev", "staging", "prod")
 REPO = Path(__file__).resolve().parents[1]

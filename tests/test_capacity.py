@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from infra import capacity as c
-from infra.capacity import GIB, MIB, Geometry, PlanningError, PoolInputs
+from infra.planning import capacity as c
+from infra.planning.capacity import GIB, MIB, Geometry, PlanningError, PoolInputs
 
 QWEN3_32B_FP8 = Geometry(parameters=32_800_000_000, layers=64, kv_heads=8, head_dim=128,
                          bytes_per_weight=1.0, bytes_per_kv_element=2.0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import capacity
-from infra.catalogue import CATALOGUE
+from infra.planning import capacity
+from infra.config.catalogue import CATALOGUE
 
 # name: (num_hidden_layers, num_key_value_heads, head_dim, KV bytes/token at BF16 = 2*L*H*d*2)
 PUBLISHED = {

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from infra import cli
-from infra.stackfile import STACKS_DIR
+from infra.offline import cli
+from infra.offline.stackfile import STACKS_DIR
 
 
 def test_diff_between_two_plans_shows_the_derived_change(plans, tmp_path: Path, capsys):

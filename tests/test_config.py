@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import cli
+from infra.offline import cli
 from infra.config import ConfigError, load_stack_config
-from infra.stackfile import ROOT, read_stack_file
+from infra.offline.stackfile import ROOT, read_stack_file
 
 GOOD_DIGEST = "sha256:" + "a" * 64
 
@@ -263,7 +263,7 @@ def test_program_registers_nothing_on_bad_config(tmp_path: Path):
     import pulumi
 
     from infra.entry import main as program_main
-    from infra.offline import OfflineRun, run_offline
+    from infra.offline.runner import OfflineRun, run_offline
 
     sf = read_stack_file("dev", _bad_stack_dir(tmp_path))
     sink = OfflineRun(project="llm-serving", stack="dev")
@@ -277,7 +277,7 @@ def test_stack_name_must_match_environment(tmp_path: Path):
     import pulumi
 
     from infra.entry import main as program_main
-    from infra.offline import OfflineRun, run_offline
+    from infra.offline.runner import OfflineRun, run_offline
 
     sf = read_stack_file("dev")
     sink = OfflineRun(project="llm-serving", stack="prod")

@@ -17,13 +17,13 @@ import yaml
 from components.gateway import chart_filter
 from components.gateway import objects as o
 from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
-from infra import cli
+from infra.offline import cli
 from infra.config import ConfigError, load_stack_config
 from infra.config.gateway import (
     EPP_CHARTS, INFERENCEPOOL_CHART, KV_METRIC_CURRENT, KV_METRIC_LEGACY, vllm_kv_cache_metric,
     vllm_kv_cache_metrics,
 )
-from infra.stackfile import ROOT, read_stack_file
+from infra.offline.stackfile import ROOT, read_stack_file
 from tests.conftest import REFERENCE, reference, resources
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
 
@@ -478,7 +478,7 @@ def test_bad_gateway_config_fails_plan_and_registers_nothing(tmp_path: Path, cap
     import pulumi
 
     from infra.entry import main as program_main
-    from infra.offline import OfflineRun, run_offline
+    from infra.offline.runner import OfflineRun, run_offline
 
     out = tmp_path / "plan"
     stacks = _bad_gateway_stack_dir(tmp_path)

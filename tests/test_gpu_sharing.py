@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from infra import cli
-from infra.stackfile import STACKS_DIR
+from infra.offline import cli
+from infra.offline.stackfile import STACKS_DIR
 
 from .conftest import one
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from infra.cli import manifest_objects
+from infra.offline.cli import manifest_objects
 
 from .conftest import STACKS
 

@@ -20,9 +20,10 @@ from components.serving import probes as probes_mod
 from components.serving.model_server import (GOOGLE_API_RANGES, READINESS_SCRIPT, deployment_name,
                                              release_annotations)
 from components.serving.vllm_args import render_vllm_args, streamer_extra_config
-from infra import capacity, cli
+from infra.offline import cli
+from infra.planning import capacity
 from infra.config import ConfigError, load_stack_config
-from infra.stackfile import ROOT, read_stack_file
+from infra.offline.stackfile import ROOT, read_stack_file
 from tests.conftest import STACKS, one, resources
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -444,7 +445,7 @@ def _mut_lookup(c):
 
 
 def _window_message() -> str:
-    from infra.sizing import plan_stack
+    from infra.planning.sizing import plan_stack
 
     cfg = load_stack_config(read_stack_file("dev").values, ROOT)
     cold = plan_stack(cfg).pools["stable"].cold_load_seconds

@@ -20,10 +20,10 @@ from components.observability import metrics as m
 from components.observability.adapter import IMAGE_REPOSITORY, IMAGE_TAG, KSA, NAMESPACE as ADAPTER_NS
 from components.observability.autoscaling import reservation_replica_cap
 from components.observability.views import PoolView, Thresholds
-from infra import cli
-from infra.capacity import ROLLOUT_SURGE_REPLICAS
+from infra.offline import cli
+from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 from infra.config import ConfigError, load_stack_config
-from infra.stackfile import ROOT, read_stack_file
+from infra.offline.stackfile import ROOT, read_stack_file
 
 from .conftest import STACKS, one, reference, resources
 

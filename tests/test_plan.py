@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import cli
-from infra.offline import PLACEHOLDER
+from infra.offline import cli
+from infra.offline.runner import PLACEHOLDER
 
 from .conftest import REPO, STACKS
 
@@ -46,7 +46,7 @@ def test_plan_in_a_fresh_process_matches(plans, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     cli.write_plan(inventory, plan, a)
     env = {"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--stack", "prod", "--out", str(b)],
+    subprocess.run([sys.executable, "-m", "infra.offline.cli", "plan", "--stack", "prod", "--out", str(b)],
                    cwd=REPO, env=env, check=True, capture_output=True)
     (b / "policy-report.json").unlink()  # written by the CLI only; tests/test_policies.py covers it
     cmp = filecmp.dircmp(a, b)

@@ -1,4 +1,4 @@
-"""Tests for infra.plan_diff on synthetic inventories (no Pulumi run needed)."""
+"""Tests for infra.offline.plan_diff on synthetic inventories (no Pulumi run needed)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from infra.plan_diff import (
+from infra.offline.plan_diff import (
     ABSENT,
     MAX_VALUE_CHARS,
     FieldChange,

@@ -13,8 +13,8 @@ from components.gpu_pool import node_bounds
 from components.identity import NODE_PROJECT_ROLES, principal_text
 from components.network import HEALTH_CHECK_RANGES
 from components.weights import weights_disk_name
-from infra import capacity
-from infra.offline import placeholder
+from infra.planning import capacity
+from infra.offline.runner import placeholder
 
 from .conftest import STACKS, one, resources
 
@@ -185,7 +185,7 @@ def test_system_pool_is_autoscaled_and_untainted(plans):
 
 def test_maintenance_window_is_a_weekly_rrule():
     from infra.config.gke import MaintenanceWindow
-    from infra.stackfile import ROOT, read_stack_file
+    from infra.offline.stackfile import ROOT, read_stack_file
     from infra.config import load_stack_config
 
     cfg = load_stack_config(read_stack_file("prod").values, ROOT)

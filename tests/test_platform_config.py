@@ -11,10 +11,10 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from infra import cli
+from infra.offline import cli
 from infra.config import ConfigError, load_stack_config
 from infra.config.gke import INFERENCE_GATEWAY_MIN_GKE, parse_gke_version
-from infra.stackfile import ROOT, read_stack_file
+from infra.offline.stackfile import ROOT, read_stack_file
 
 P = "llm-serving:"
 
@@ -140,7 +140,7 @@ def test_program_registers_nothing_on_a_bad_gke_section(tmp_path: Path):
     import pulumi
 
     from infra.entry import main as program_main
-    from infra.offline import OfflineRun, run_offline
+    from infra.offline.runner import OfflineRun, run_offline
 
     v = values("prod")
     gke(v).update(protect=False)

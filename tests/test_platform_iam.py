@@ -14,7 +14,7 @@ import re
 import pytest
 
 from components.identity import NODE_PROJECT_ROLES, principal_text
-from infra.offline import placeholder
+from infra.offline.runner import placeholder
 
 from .conftest import STACKS, resources
 

@@ -4,7 +4,7 @@ Per-policy tests call each policy's own ``validate`` in-process, with properties
 does (``to_analyzer_value`` -> pulumi_policy's deserializer and unknown-checking proxy), starting from the shipped
 prod plan (the compliant baseline) and changing ONE property per case. The acceptance tests then go through the
 real Analyzer gRPC path: the shipped stacks with their enforcement files, the bad-stack fixture and a mutated
-inventory via ``infra.cli.main(["policy", ...])``. Each gRPC run starts one pack process (~1-2 s).
+inventory via ``infra.offline.cli.main(["policy", ...])``. Each gRPC run starts one pack process (~1-2 s).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pulumi_policy import (PolicyResource, PolicyResourceOptions, ResourceValida
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra import cli
-from infra.policy_runner import COMPUTED_MARKER, to_analyzer_value
+from infra.offline import cli
+from infra.offline.analyzer import COMPUTED_MARKER, to_analyzer_value
 
 from .conftest import REPO, STACKS
 

@@ -1,4 +1,4 @@
-"""Tests for infra.policy_runner: a real pulumi-policy pack booted the way the engine boots it.
+"""Tests for infra.offline.analyzer: a real pulumi-policy pack booted the way the engine boots it.
 
 Each test starts a throwaway pack in a subprocess (about a second each), so the assertions exercise
 pulumi_policy's own gRPC servicer, deserializer and unknown-value handling rather than a fake.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.policy_runner import (
+from infra.offline.analyzer import (
     COMPUTED_MARKER,
     ENGINE_UNKNOWN,
     PolicyConfigError,

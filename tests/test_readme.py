@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from infra.config import reference
+from infra.offline import reference
 
 from .conftest import REPO
 
@@ -13,7 +13,7 @@ from .conftest import REPO
 def test_config_reference_matches_models():
     text = (REPO / "README.md").read_text()
     assert reference.current_readme_section(text) == reference.render(), (
-        "README config reference is stale: run `.venv/bin/python -m infra.config.reference --write`")
+        "README config reference is stale: run `.venv/bin/python -m infra.offline.reference --write`")
 
 
 def test_every_config_key_is_documented():

@@ -15,9 +15,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.capacity import PoolPlan
+from infra.planning.capacity import PoolPlan
 from infra.config import StackConfig
-from infra.sizing import CapacityPlan
+from infra.planning.sizing import CapacityPlan
 
 from . import alerts as alerting
 from . import metrics as m

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
-from infra.capacity import ROLLOUT_SURGE_REPLICAS
+from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 
 from . import metrics
 

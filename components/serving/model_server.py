@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
+from infra.planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
 
 from ..network import PRIVATE_GOOGLE_APIS_CIDR
 
@@ -42,7 +42,7 @@ from .probes import VLLM_PORT, ProbePlan, plan_probes
 from .vllm_args import VLLM_COMMAND, WEIGHTS_MOUNT_PATH, render_vllm_args
 
 if TYPE_CHECKING:
-    from infra.capacity import PoolPlan
+    from infra.planning.capacity import PoolPlan
     from infra.config.contract import WorkloadContract
     from infra.config.release import ReleaseIdentity
     from infra.config.serving import ServingPool

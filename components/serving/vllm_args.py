@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .probes import VLLM_PORT
 
 if TYPE_CHECKING:
-    from infra.capacity import PoolPlan
+    from infra.planning.capacity import PoolPlan
     from infra.config.release import ReleaseIdentity
     from infra.config.serving import ServingPool
 

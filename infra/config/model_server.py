@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from .base import Strict, check
 
 if TYPE_CHECKING:
-    from ..capacity import PoolPlan
+    from ..planning.capacity import PoolPlan
     from .stack import StackConfig
 
 #: ``--max-lora-rank`` values vLLM 0.32's parser accepts (its ``choices``); anything else is rejected at start.

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..catalogue import CATALOGUE
+from .catalogue import CATALOGUE
 from .base import Strict, check
 
 #: vLLM minor series the serving image must run; every rendered flag is validated against it.

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import Field, ValidationError
 
-from .. import capacity
+from ..planning import capacity
 from .accelerator import AcceleratorTopology, zone_region
 from .base import NAMESPACE, ConfigError, ConfigIssue, FieldErrors, Strict
 from .contract import WorkloadContract

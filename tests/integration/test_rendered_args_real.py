@@ -18,7 +18,7 @@ import yaml
 
 from components.serving.probes import plan_probes
 from components.serving.vllm_args import render_vllm_args
-from infra.cli import run_plan, write_plan
+from infra.offline.cli import run_plan, write_plan
 from tests.conftest import STACKS
 
 from .vllm_harness import check_vllm_args

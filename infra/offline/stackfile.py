@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STACKS_DIR = ROOT / "stacks"
 SECRET_PLACEHOLDER = "<secret:{}>"
 

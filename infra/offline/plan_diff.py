@@ -703,7 +703,7 @@ def plan_dir_at_git_revision(
     """Produce the offline plan of ``rev`` without touching ``workdir``'s checkout.
 
     Runs ``git worktree add --detach <tmp>/src <rev>`` in ``workdir``, then
-    ``<sys.executable> -m infra.cli plan --stack <stack> --out <plan dir>`` inside that worktree (the
+    ``<sys.executable> -m infra.offline.cli plan --stack <stack> --out <plan dir>`` inside that worktree (the
     worktree's own ``infra`` package is first on ``sys.path``), and always removes the worktree again.
     The plan is written to ``out_dir`` if given, else to ``<tmp>/plan`` - a fresh temporary directory
     the caller owns (delete ``result.parent`` when done).
@@ -720,8 +720,10 @@ def plan_dir_at_git_revision(
         try:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(worktree), env.get("PYTHONPATH", "")]))
+            # Revisions before the offline toolchain moved into infra/offline/ have the CLI at infra/cli.py.
+            module = "infra.offline.cli" if (worktree / "infra" / "offline" / "cli.py").is_file() else "infra.cli"
             proc = _run(
-                [sys.executable, "-m", "infra.cli", "plan", "--stack", stack, "--out", str(plan_dir)],
+                [sys.executable, "-m", module, "plan", "--stack", stack, "--out", str(plan_dir)],
                 worktree,
                 timeout=timeout,
                 env=env,

@@ -20,9 +20,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from .config import ConfigError, StackConfig, load_stack_config
-from .policy_runner import InventoryError, PolicyConfigError
-from .sizing import CapacityPlan, plan_stack, render_table
+from ..config import ConfigError, StackConfig, load_stack_config
+from .analyzer import InventoryError, PolicyConfigError
+from ..planning.sizing import CapacityPlan, plan_stack, render_table
 from .stackfile import ROOT, STACKS_DIR, StackFile, StackFileError, read_stack_file
 
 EXIT_CONFIG = 2
@@ -75,8 +75,8 @@ def write_plan(run_inventory: dict[str, Any], plan: CapacityPlan, out: Path) -> 
 
 def run_plan(stack: str, stacks_dir: Path | None = None) -> tuple[StackConfig, CapacityPlan, dict[str, Any]]:
     """Validate config, then run the real program offline; returns (config, capacity plan, inventory)."""
-    from .entry import main as program_main
-    from .offline import run_offline
+    from ..entry import main as program_main
+    from .runner import run_offline
 
     sf, cfg = load(stack, stacks_dir)
     run = run_offline(program_main, project=PROJECT, stack=stack, config=sf.config, secret_keys=sf.secret_keys)
@@ -164,7 +164,7 @@ def merged_policy_config(cfg: StackConfig, path: Path) -> dict[str, Any]:
 def check_policies(cfg: StackConfig, inventory: dict[str, Any], out: Path | None,
                    config_path: Path | None = None) -> tuple[Any, Path]:
     """Run the pack against an inventory with the environment's config; write policy-report.json to ``out``."""
-    from .policy_runner import run_policy_pack
+    from .analyzer import run_policy_pack
 
     path = config_path or policy_config_path(cfg)
     report = run_policy_pack(POLICY_PACK, inventory, merged_policy_config(cfg, path))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import capacity
-from .config import StackConfig, pool_inputs
+from ..config import StackConfig, pool_inputs
 
 
 @dataclass(frozen=True)
