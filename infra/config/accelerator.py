@@ -54,14 +54,12 @@ class Reservation(Strict):
     ``mode: existing`` references one by name, optionally shared from ``owner_project``.
     """
 
-    #: create: the stack owns the reservation; existing: consume one by name.
-    mode: Literal["create", "existing"]
-    #: Reservation name (the node pool targets it by name).
-    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    #: Number of VMs (nodes) in the reservation.
-    count: Annotated[int, Field(gt=0)]
-    #: Project that owns a shared existing reservation.
-    owner_project: str | None = None
+    mode: Literal["create", "existing"] = Field(description=(
+        "create: the stack owns the reservation; existing: consume one by name."))
+    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description="Reservation name (the node pool targets it by name).")
+    count: Annotated[int, Field(gt=0)] = Field(description="Number of VMs (nodes) in the reservation.")
+    owner_project: str | None = Field(None, description=(
+        "Project that owns a shared existing reservation."))
 
     @model_validator(mode="after")
     def _owner_only_for_existing(self) -> "Reservation":
@@ -73,33 +71,27 @@ class Reservation(Strict):
 class GpuSharing(Strict):
     """GPU sharing for co-hosting pools (seed 003): several small servers share one physical GPU."""
 
-    #: GKE GPU sharing strategy.
-    strategy: Literal["MPS", "TIME_SHARING"]
-    #: Containers sharing one GPU.
-    max_shared_clients_per_gpu: Annotated[int, Field(ge=2, le=48)]
+    strategy: Literal["MPS", "TIME_SHARING"] = Field(description="GKE GPU sharing strategy.")
+    max_shared_clients_per_gpu: Annotated[int, Field(ge=2, le=48)] = Field(description="Containers sharing one GPU.")
 
 
 class AcceleratorTopology(Strict):
-    #: Compute Engine GPU machine type (a3-highgpu-2g, g2-standard-12, ...).
-    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+g?$")]
-    #: GKE accelerator type; must match the machine family.
-    gpu_type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")]
-    #: GPUs per node; must match the machine type.
-    gpus_per_node: Annotated[int, Field(gt=0, le=16)]
-    #: Usable HBM per GPU in GiB (H100 80GB = 80, L4 = 24 as sold; the planner applies utilisation).
-    gpu_memory_gib: Annotated[float, Field(gt=0)]
-    #: On-demand (or committed) price of one node per hour in USD, for cost per million tokens.
-    node_hourly_usd: Annotated[float, Field(gt=0)]
-    #: Zone the GPU nodes (and the reservation) live in.
-    zone: str
-    #: Spot VMs (never in prod; cannot consume a reservation).
-    spot: bool = False
-    #: Zonal reservation the GPU pool consumes (required in prod).
-    reservation: Reservation | None = None
-    #: Optional GPU sharing for co-hosted pools.
-    gpu_sharing: GpuSharing | None = None
-    #: Set to accept a machine/accelerator pair outside MACHINE_FAMILY_GPU (e.g. a new family).
-    allow_unknown_machine_pair: bool = False
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+g?$")] = Field(description=(
+        "Compute Engine GPU machine type (a3-highgpu-2g, g2-standard-12, ...)."))
+    gpu_type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(description="GKE accelerator type; must match the machine family.")
+    gpus_per_node: Annotated[int, Field(gt=0, le=16)] = Field(description="GPUs per node; must match the machine type.")
+    gpu_memory_gib: Annotated[float, Field(gt=0)] = Field(description=(
+        "Usable HBM per GPU in GiB (H100 80GB = 80, L4 = 24 as sold; the planner applies utilisation)."))
+    node_hourly_usd: Annotated[float, Field(gt=0)] = Field(description=(
+        "On-demand (or committed) price of one node per hour in USD, for cost per million tokens."))
+    zone: str = Field(description="Zone the GPU nodes (and the reservation) live in.")
+    spot: bool = Field(False, description=(
+        "Spot VMs (never in prod; cannot consume a reservation)."))
+    reservation: Reservation | None = Field(None, description=(
+        "Zonal reservation the GPU pool consumes (required in prod)."))
+    gpu_sharing: GpuSharing | None = Field(None, description="Optional GPU sharing for co-hosted pools.")
+    allow_unknown_machine_pair: bool = Field(False, description=(
+        "Set to accept a machine/accelerator pair outside MACHINE_FAMILY_GPU (e.g. a new family)."))
 
     @model_validator(mode="after")
     def _checks(self) -> "AcceleratorTopology":

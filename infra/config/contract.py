@@ -16,10 +16,10 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 class LengthDistribution(Strict):
     """Token-length distribution of prompts or outputs: the mean sizes capacity, p95 sizes the tail."""
 
-    #: Mean length in tokens (sizes throughput and the mean-context concurrency).
-    mean: PositiveFloat
-    #: 95th percentile length in tokens (load tests must preserve it).
-    p95: PositiveInt
+    mean: PositiveFloat = Field(description=(
+        "Mean length in tokens (sizes throughput and the mean-context concurrency)."))
+    p95: PositiveInt = Field(description=(
+        "95th percentile length in tokens (load tests must preserve it)."))
 
     @model_validator(mode="after")
     def _p95_not_below_mean(self) -> "LengthDistribution":
@@ -30,37 +30,30 @@ class LengthDistribution(Strict):
 class PriorityClass(Strict):
     """An admission class (becomes an InferenceObjective): higher priority is served first when queued."""
 
-    #: Class name (InferenceObjective name suffix).
-    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    #: Higher is served first when requests queue; fairness applies within one priority.
-    priority: int
-    #: What traffic belongs to this class.
-    description: str
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description="Class name (InferenceObjective name suffix).")
+    priority: int = Field(description=(
+        "Higher is served first when requests queue; fairness applies within one priority."))
+    description: str = Field(description="What traffic belongs to this class.")
 
 
 class WorkloadContract(Strict):
     """TTFT/ITL objectives are p95 targets in milliseconds; λ is the peak arrival rate in requests/s."""
 
-    #: Time-to-first-token objective at p95, ms (queueing + prefill).
-    ttft_p95_ms: PositiveInt
-    #: Inter-token latency objective at p95, ms (decode smoothness).
-    itl_p95_ms: PositiveInt
-    #: Largest prompt the service admits, in tokens.
-    max_input_tokens: PositiveInt
-    #: Largest completion a request may ask for, in tokens.
-    max_output_tokens: PositiveInt
-    #: Service context limit; must be >= max_input_tokens + max_output_tokens.
-    max_model_len: PositiveInt
-    #: Peak arrival rate λ in requests per second.
-    peak_arrival_rate_rps: PositiveFloat
-    #: Prompt length distribution.
-    prompt_tokens: LengthDistribution
-    #: Generated length distribution.
-    output_tokens: LengthDistribution
-    #: Target utilisation ρ of measured throughput (headroom below saturation).
-    target_utilization: Annotated[float, Field(gt=0, lt=1)]
-    #: Admission classes; each becomes an InferenceObjective per pool.
-    priority_classes: Annotated[list[PriorityClass], Field(min_length=1)]
+    ttft_p95_ms: PositiveInt = Field(description=(
+        "Time-to-first-token objective at p95, ms (queueing + prefill)."))
+    itl_p95_ms: PositiveInt = Field(description=(
+        "Inter-token latency objective at p95, ms (decode smoothness)."))
+    max_input_tokens: PositiveInt = Field(description="Largest prompt the service admits, in tokens.")
+    max_output_tokens: PositiveInt = Field(description="Largest completion a request may ask for, in tokens.")
+    max_model_len: PositiveInt = Field(description=(
+        "Service context limit; must be >= max_input_tokens + max_output_tokens."))
+    peak_arrival_rate_rps: PositiveFloat = Field(description="Peak arrival rate λ in requests per second.")
+    prompt_tokens: LengthDistribution = Field(description="Prompt length distribution.")
+    output_tokens: LengthDistribution = Field(description="Generated length distribution.")
+    target_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(description=(
+        "Target utilisation ρ of measured throughput (headroom below saturation)."))
+    priority_classes: Annotated[list[PriorityClass], Field(min_length=1)] = Field(description=(
+        "Admission classes; each becomes an InferenceObjective per pool."))
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadContract":

@@ -58,17 +58,15 @@ class NetworkRanges(Strict):
     """IPv4 ranges of the VPC. All are private, disjoint, and fixed at creation (changing one replaces the
     subnet or the cluster)."""
 
-    #: Primary range of the node subnet.
-    subnet: str
-    #: Secondary range for Pod IPs (VPC-native); a /14 gives the default 110 Pods on up to 1024 nodes.
-    pods: str
-    #: Secondary range for ClusterIP Services.
-    services: str
-    #: Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (FACTS §4);
-    #: Google recommends a /23.
-    proxy_only: str
-    #: Control-plane range of the private cluster (a /28, FACTS §8 Cluster ``private_cluster_config``).
-    master: str
+    subnet: str = Field(description="Primary range of the node subnet.")
+    pods: str = Field(description=(
+        "Secondary range for Pod IPs (VPC-native); a /14 gives the default 110 Pods on up to 1024 nodes."))
+    services: str = Field(description="Secondary range for ClusterIP Services.")
+    proxy_only: str = Field(description=(
+        "Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (FACTS §4); Google "
+        "recommends a /23."))
+    master: str = Field(description=(
+        "Control-plane range of the private cluster (a /28, FACTS §8 Cluster ``private_cluster_config``)."))
 
     @model_validator(mode="after")
     def _disjoint(self) -> "NetworkRanges":
@@ -96,10 +94,10 @@ class NetworkRanges(Strict):
 class AuthorizedNetwork(Strict):
     """A range allowed to reach the cluster's public control-plane endpoint."""
 
-    #: IPv4 range in CIDR form allowed to reach the control plane (never 0.0.0.0/0).
-    cidr: str
-    #: Label shown in the cluster's authorised-networks list.
-    display_name: Annotated[str, Field(min_length=1, max_length=64)]
+    cidr: str = Field(description=(
+        "IPv4 range in CIDR form allowed to reach the control plane (never 0.0.0.0/0)."))
+    display_name: Annotated[str, Field(min_length=1, max_length=64)] = Field(description=(
+        "Label shown in the cluster's authorised-networks list."))
 
     @model_validator(mode="after")
     def _cidr(self) -> "AuthorizedNetwork":
@@ -114,12 +112,11 @@ class AuthorizedNetwork(Strict):
 class MaintenanceWindow(Strict):
     """Weekly window (UTC) in which GKE may upgrade the control plane and nodes."""
 
-    #: Weekdays the window opens (MO..SU), each at most once.
-    days: Annotated[list[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]], Field(min_length=1)]
-    #: Window start, ``HH:MM`` UTC.
-    start_utc: Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")]
-    #: Window length in hours: >= 4, and >= 48 h in total per 32 days.
-    duration_hours: Annotated[int, Field(ge=1, le=24)]
+    days: Annotated[list[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]], Field(min_length=1)] = Field(description=(
+        "Weekdays the window opens (MO..SU), each at most once."))
+    start_utc: Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")] = Field(description="Window start, ``HH:MM`` UTC.")
+    duration_hours: Annotated[int, Field(ge=1, le=24)] = Field(description=(
+        "Window length in hours: >= 4, and >= 48 h in total per 32 days."))
 
     @model_validator(mode="after")
     def _long_enough(self) -> "MaintenanceWindow":
@@ -140,14 +137,13 @@ class MaintenanceWindow(Strict):
 class SystemPool(Strict):
     """The small autoscaled CPU pool for cluster add-ons, endpoint pickers and controllers."""
 
-    #: Compute Engine machine type of the system nodes (CPU only).
-    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+$")]
-    #: Autoscaler floor per zone of the cluster's node locations.
-    min_nodes_per_zone: Annotated[int, Field(ge=1)]
-    #: Autoscaler ceiling per zone.
-    max_nodes_per_zone: Annotated[int, Field(ge=1)]
-    #: Boot disk of each node in GB; 100 GB holds the system images with room for logs.
-    disk_size_gb: Annotated[int, Field(ge=20)] = 100
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+$")] = Field(description=(
+        "Compute Engine machine type of the system nodes (CPU only)."))
+    min_nodes_per_zone: Annotated[int, Field(ge=1)] = Field(description=(
+        "Autoscaler floor per zone of the cluster's node locations."))
+    max_nodes_per_zone: Annotated[int, Field(ge=1)] = Field(description="Autoscaler ceiling per zone.")
+    disk_size_gb: Annotated[int, Field(ge=20)] = Field(100, description=(
+        "Boot disk of each node in GB; 100 GB holds the system images with room for logs."))
 
     @model_validator(mode="after")
     def _bounds(self) -> "SystemPool":
@@ -159,12 +155,11 @@ class SystemPool(Strict):
 class ArtifactRegistry(Strict):
     """The Docker repository serving images are pulled from (by digest)."""
 
-    #: Repository id; release images must be ``<region>-docker.pkg.dev/<project>/<repository_id>/...``.
-    repository_id: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    #: Versions per image kept by the cleanup policy regardless of age (and so never deleted).
-    keep_recent_versions: Annotated[int, Field(ge=1)]
-    #: Untagged versions older than this are deleted.
-    untagged_retention_days: Annotated[int, Field(ge=1)]
+    repository_id: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description=(
+        "Repository id; release images must be ``<region>-docker.pkg.dev/<project>/<repository_id>/...``."))
+    keep_recent_versions: Annotated[int, Field(ge=1)] = Field(description=(
+        "Versions per image kept by the cleanup policy regardless of age (and so never deleted)."))
+    untagged_retention_days: Annotated[int, Field(ge=1)] = Field(description="Untagged versions older than this are deleted.")
 
 
 class HyperdiskMl(Strict):
@@ -175,22 +170,22 @@ class HyperdiskMl(Strict):
     empty read-only disk would be useless, and nothing in the serving path ever writes to it.
     """
 
-    #: Size of each volume in GiB; must hold the release's weights.
-    size_gib: Annotated[int, Field(ge=HYPERDISK_ML_MIN_GIB, le=HYPERDISK_ML_MAX_GIB)]
-    #: Provisioned read throughput of each volume (MiB/s), shared by every replica loading from it; a pool
-    #: loading via hyperdisk_ml may not state more than this as its ``loading.throughput_mib_s``.
-    provisioned_throughput_mib_s: Annotated[int, Field(ge=HYPERDISK_ML_MIN_THROUGHPUT_MIB_S)]
-    #: Release id -> source snapshot (``projects/<p>/global/snapshots/<name>`` or a name in this project).
-    snapshots: dict[str, Annotated[str, Field(pattern=r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/snapshots/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]] = {}
+    size_gib: Annotated[int, Field(ge=HYPERDISK_ML_MIN_GIB, le=HYPERDISK_ML_MAX_GIB)] = Field(description=(
+        "Size of each volume in GiB; must hold the release's weights."))
+    provisioned_throughput_mib_s: Annotated[int, Field(ge=HYPERDISK_ML_MIN_THROUGHPUT_MIB_S)] = Field(description=(
+        "Provisioned read throughput of each volume (MiB/s), shared by every replica loading from it; a pool "
+        "loading via hyperdisk_ml may not state more than this as its ``loading.throughput_mib_s``."))
+    snapshots: dict[str, Annotated[str, Field(pattern=r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/snapshots/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]] = Field({}, description=(
+        "Release id -> source snapshot (``projects/<p>/global/snapshots/<name>`` or a name in this project)."))
 
 
 class WeightStores(Strict):
     """The weights bucket (``gs://<bucket>/<model>/<revision>/``) and the optional Hyperdisk ML volumes."""
 
-    #: Weights bucket name; every release's ``weight_manifest`` must be in it.
-    bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")]
-    #: Days a deleted or overwritten object stays recoverable (0 disables soft delete; else 7-90 days).
-    soft_delete_days: Annotated[int, Field(ge=0, le=90)]
+    bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")] = Field(description=(
+        "Weights bucket name; every release's ``weight_manifest`` must be in it."))
+    soft_delete_days: Annotated[int, Field(ge=0, le=90)] = Field(description=(
+        "Days a deleted or overwritten object stays recoverable (0 disables soft delete; else 7-90 days)."))
     hyperdisk_ml: HyperdiskMl | None = None
 
     @model_validator(mode="after")
@@ -203,40 +198,36 @@ class WeightStores(Strict):
 class HubTokenSecret(Strict):
     """A Secret Manager secret holding a model-hub token; its value is added out of band, never in config."""
 
-    #: Secret Manager secret id; only the model-server KSA may access it.
-    secret_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,255}$")]
+    secret_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,255}$")] = Field(description=(
+        "Secret Manager secret id; only the model-server KSA may access it."))
 
 
 class GkeConfig(Strict):
-    #: GKE cluster name (<= 23 characters); also the prefix of network resource names.
-    cluster_name: Name
-    #: ``zonal`` (control plane in the first stack zone; cheaper, dev) or ``regional`` (three replicas of the
-    #: control plane, required in prod).
-    location_type: Literal["zonal", "regional"]
-    #: IPv4 ranges of the VPC, Pods, Services, proxy-only subnet and control plane.
-    ranges: NetworkRanges
-    #: Ranges allowed to reach the public control-plane endpoint.
-    authorized_networks: Annotated[list[AuthorizedNetwork], Field(min_length=1)]
-    #: GKE release channel the cluster and node pools auto-upgrade on.
-    release_channel: Literal["RAPID", "REGULAR", "STABLE"]
-    #: Minimum control-plane version (``min_master_version``), at least INFERENCE_GATEWAY_MIN_GKE.
-    min_version: str
-    #: Weekly maintenance window (UTC).
-    maintenance: MaintenanceWindow
-    #: The CPU system node pool.
-    system_pool: SystemPool
-    #: Artifact Registry repository of the serving images.
-    registry: ArtifactRegistry
-    #: Weights bucket and optional Hyperdisk ML volumes.
-    weights: WeightStores
-    #: Optional Secret Manager secret for a model-hub token (None: no secret).
-    hub_token: HubTokenSecret | None = None
-    #: NVIDIA driver GKE installs on GPU nodes: ``LATEST`` follows the newest driver of the node version,
-    #: which recent vLLM CUDA builds need; ``DEFAULT`` pins the version's default.
-    gpu_driver_version: Literal["DEFAULT", "LATEST"] = "LATEST"
-    #: Protect stateful resources (cluster, reservations, weights bucket, Hyperdisk ML disks) from deletion:
-    #: Pulumi ``protect`` plus the cluster's deletion protection. Required in prod.
-    protect: bool = False
+    cluster_name: Name = Field(description=(
+        "GKE cluster name (<= 23 characters); also the prefix of network resource names."))
+    location_type: Literal["zonal", "regional"] = Field(description=(
+        "``zonal`` (control plane in the first stack zone; cheaper, dev) or ``regional`` (three replicas of the "
+        "control plane, required in prod)."))
+    ranges: NetworkRanges = Field(description=(
+        "IPv4 ranges of the VPC, Pods, Services, proxy-only subnet and control plane."))
+    authorized_networks: Annotated[list[AuthorizedNetwork], Field(min_length=1)] = Field(description=(
+        "Ranges allowed to reach the public control-plane endpoint."))
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(description=(
+        "GKE release channel the cluster and node pools auto-upgrade on."))
+    min_version: str = Field(description=(
+        "Minimum control-plane version (``min_master_version``), at least INFERENCE_GATEWAY_MIN_GKE."))
+    maintenance: MaintenanceWindow = Field(description="Weekly maintenance window (UTC).")
+    system_pool: SystemPool = Field(description="The CPU system node pool.")
+    registry: ArtifactRegistry = Field(description="Artifact Registry repository of the serving images.")
+    weights: WeightStores = Field(description="Weights bucket and optional Hyperdisk ML volumes.")
+    hub_token: HubTokenSecret | None = Field(None, description=(
+        "Optional Secret Manager secret for a model-hub token (None: no secret)."))
+    gpu_driver_version: Literal["DEFAULT", "LATEST"] = Field("LATEST", description=(
+        "NVIDIA driver GKE installs on GPU nodes: ``LATEST`` follows the newest driver of the node version, which "
+        "recent vLLM CUDA builds need; ``DEFAULT`` pins the version's default."))
+    protect: bool = Field(False, description=(
+        "Protect stateful resources (cluster, reservations, weights bucket, Hyperdisk ML disks) from deletion: "
+        "Pulumi ``protect`` plus the cluster's deletion protection. Required in prod."))
 
     @model_validator(mode="after")
     def _version(self) -> "GkeConfig":

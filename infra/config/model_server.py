@@ -29,14 +29,14 @@ class LoraOptions(Strict):
     exactly the release id, so a pod that advertised extra model names would never become ready. Adapters
     are a runtime concern of the routing layer (the endpoint picker's LoRA affinity)."""
 
-    #: Adapters resident on the GPU at once (``--max-loras``); each costs GPU memory the planner does not
-    #: count yet, so keep it small.
-    max_loras: Annotated[int, Field(ge=1, le=64)]
-    #: Highest adapter rank served (``--max-lora-rank``); must be one of vLLM's accepted ranks.
-    max_lora_rank: int
-    #: Adapters cached in host memory (``--max-cpu-loras``); vLLM requires it to be >= max_loras. Unset: vLLM
-    #: uses max_loras.
-    max_cpu_loras: Annotated[int, Field(ge=1)] | None = None
+    max_loras: Annotated[int, Field(ge=1, le=64)] = Field(description=(
+        "Adapters resident on the GPU at once (``--max-loras``); each costs GPU memory the planner does not count "
+        "yet, so keep it small."))
+    max_lora_rank: int = Field(description=(
+        "Highest adapter rank served (``--max-lora-rank``); must be one of vLLM's accepted ranks."))
+    max_cpu_loras: Annotated[int, Field(ge=1)] | None = Field(None, description=(
+        "Adapters cached in host memory (``--max-cpu-loras``); vLLM requires it to be >= max_loras. Unset: vLLM "
+        "uses max_loras."))
 
     @model_validator(mode="after")
     def _checks(self) -> "LoraOptions":
@@ -54,14 +54,13 @@ class NgramSpeculation(Strict):
     offered: it needs no draft weights, whereas a draft model brings its own weights and KV cache that the
     capacity planner does not size (seed 000, "Speculative Decoding Fits Inside the Model Server")."""
 
-    #: Proposal method; only ``ngram`` (prompt lookup, no draft weights).
-    method: Literal["ngram"]
-    #: Tokens proposed per step; more raises the payoff when accepted and the waste when rejected.
-    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
-    #: Longest n-gram matched in the prompt.
-    prompt_lookup_max: Annotated[int, Field(ge=1, le=64)]
-    #: Shortest n-gram matched (vLLM's default when unset).
-    prompt_lookup_min: Annotated[int, Field(ge=1, le=64)] | None = None
+    method: Literal["ngram"] = Field(description=(
+        "Proposal method; only ``ngram`` (prompt lookup, no draft weights)."))
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] = Field(description=(
+        "Tokens proposed per step; more raises the payoff when accepted and the waste when rejected."))
+    prompt_lookup_max: Annotated[int, Field(ge=1, le=64)] = Field(description="Longest n-gram matched in the prompt.")
+    prompt_lookup_min: Annotated[int, Field(ge=1, le=64)] | None = Field(None, description=(
+        "Shortest n-gram matched (vLLM's default when unset)."))
 
     @model_validator(mode="after")
     def _order(self) -> "NgramSpeculation":
@@ -73,30 +72,30 @@ class NgramSpeculation(Strict):
 class ModelServerOptions(Strict):
     """How one pool's vLLM pods run on GKE."""
 
-    #: CPU cores requested per replica (no CPU limit: throttling the tokenizer/scheduler threads only adds
-    #: latency). 4 cores cover the API server, tokenisation and one engine process per GPU at TP <= 2.
-    cpu: Annotated[float, Field(gt=0, le=256)] = 4.0
-    #: Memory per replica in GiB, request = limit (the pod is never a candidate for memory overcommit). It
-    #: must hold the Python processes, the streamer's read buffers and the /dev/shm tmpfs (``shm_gib``),
-    #: which is charged to the same cgroup. 32 GiB fits a g2-standard-12 (48 GB) node with system reserve.
-    memory_gib: Annotated[int, Field(ge=1, le=4096)] = 32
-    #: Size of the in-memory /dev/shm (NCCL and PyTorch inter-process buffers); counted inside ``memory_gib``.
-    shm_gib: Annotated[int, Field(ge=1, le=1024)] = 4
-    #: Extra fraction over the planner's cold-load estimate the startup probe waits: window >=
-    #: cold_load_seconds x (1 + margin). 0.5 absorbs a slower-than-stated read or init without letting a
-    #: stuck pod hold its GPU for long; change it with ``loading.throughput_mib_s`` if that is unmeasured.
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = 0.5
-    #: Seconds between startup probes: the granularity at which a loaded replica is noticed; 10 s is small
-    #: next to a cold load of minutes and keeps failureThreshold readable.
-    startup_period_seconds: Annotated[int, Field(ge=1, le=60)] = 10
-    #: Longest startup window allowed. A cold load that needs more (after the margin) is a configuration
-    #: error: the window is also how long a broken pod holds a GPU before it is restarted, and the delay
-    #: before a scale-up adds capacity (seed 000, "Autoscaling Has Two Clocks").
-    max_startup_seconds: Annotated[int, Field(ge=60, le=7200)] = 1800
-    #: preStop sleep: how long the pod keeps serving after it is marked terminating so the endpoint picker
-    #: and the load balancer stop sending it new requests. 30 s is the upstream reference deployment's p99
-    #: de-registration bound (GAIE vllm-gpu-deployment); terminationGracePeriodSeconds grows with it.
-    drain_seconds: Annotated[int, Field(ge=0, le=300)] = 30
+    cpu: Annotated[float, Field(gt=0, le=256)] = Field(4.0, description=(
+        "CPU cores requested per replica (no CPU limit: throttling the tokenizer/scheduler threads only adds "
+        "latency). 4 cores cover the API server, tokenisation and one engine process per GPU at TP <= 2."))
+    memory_gib: Annotated[int, Field(ge=1, le=4096)] = Field(32, description=(
+        "Memory per replica in GiB, request = limit (the pod is never a candidate for memory overcommit). It must "
+        "hold the Python processes, the streamer's read buffers and the /dev/shm tmpfs (``shm_gib``), which is "
+        "charged to the same cgroup. 32 GiB fits a g2-standard-12 (48 GB) node with system reserve."))
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(4, description=(
+        "Size of the in-memory /dev/shm (NCCL and PyTorch inter-process buffers); counted inside ``memory_gib``."))
+    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
+        "Extra fraction over the planner's cold-load estimate the startup probe waits: window >= cold_load_seconds "
+        "x (1 + margin). 0.5 absorbs a slower-than-stated read or init without letting a stuck pod hold its GPU for "
+        "long; change it with ``loading.throughput_mib_s`` if that is unmeasured."))
+    startup_period_seconds: Annotated[int, Field(ge=1, le=60)] = Field(10, description=(
+        "Seconds between startup probes: the granularity at which a loaded replica is noticed; 10 s is small next "
+        "to a cold load of minutes and keeps failureThreshold readable."))
+    max_startup_seconds: Annotated[int, Field(ge=60, le=7200)] = Field(1800, description=(
+        "Longest startup window allowed. A cold load that needs more (after the margin) is a configuration error: "
+        "the window is also how long a broken pod holds a GPU before it is restarted, and the delay before a "
+        "scale-up adds capacity (seed 000, \"Autoscaling Has Two Clocks\")."))
+    drain_seconds: Annotated[int, Field(ge=0, le=300)] = Field(30, description=(
+        "preStop sleep: how long the pod keeps serving after it is marked terminating so the endpoint picker and "
+        "the load balancer stop sending it new requests. 30 s is the upstream reference deployment's p99 "
+        "de-registration bound (GAIE vllm-gpu-deployment); terminationGracePeriodSeconds grows with it."))
     lora: LoraOptions | None = None
     speculative: NgramSpeculation | None = None
 

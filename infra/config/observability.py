@@ -19,45 +19,45 @@ SHA256_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class Autoscaling(Strict):
-    #: HPA ``AverageValue`` target of ``vllm:num_requests_waiting`` per pod. GKE's inference autoscaling guidance
-    #: says "start with a value between 3-5" (FACTS §6); 3, the low end, because this contract is interactive and
-    #: every queued request is pure TTFT. Change it together with the latency curve of one replica.
-    queue_target_per_pod: Annotated[int, Field(ge=1, le=100)] = 3
-    #: Optional second HPA metric: ``vllm:kv_cache_usage_perc`` average per pod (0-1). Off by default: the queue
-    #: already grows when KV blocks run out; set it to scale out before preemptions start. Must stay below
-    #: ``alerts.kv_cache_usage`` so scale-out starts before the alert fires.
-    kv_cache_target: Annotated[float, Field(gt=0, lt=1)] | None = None
+    queue_target_per_pod: Annotated[int, Field(ge=1, le=100)] = Field(3, description=(
+        "HPA ``AverageValue`` target of ``vllm:num_requests_waiting`` per pod. GKE's inference autoscaling guidance "
+        "says \"start with a value between 3-5\" (FACTS §6); 3, the low end, because this contract is interactive and "
+        "every queued request is pure TTFT. Change it together with the latency curve of one replica."))
+    kv_cache_target: Annotated[float, Field(gt=0, lt=1)] | None = Field(None, description=(
+        "Optional second HPA metric: ``vllm:kv_cache_usage_perc`` average per pod (0-1). Off by default: the queue "
+        "already grows when KV blocks run out; set it to scale out before preemptions start. Must stay below "
+        "``alerts.kv_cache_usage`` so scale-out starts before the alert fires."))
 
 
 class Alerts(Strict):
-    #: Cloud Monitoring notification channels (``projects/<project>/notificationChannels/<id>``) every alert
-    #: policy notifies. Prod must name at least one: an alert nobody receives is not an alert.
-    notification_channels: list[str] = []
-    #: KV-cache usage (0-1) that, sustained for ``kv_cache_for_minutes``, means the pool is out of KV blocks:
-    #: new sequences wait or preempt others. 0.9 is the issue's threshold.
-    kv_cache_usage: Annotated[float, Field(gt=0, le=1)] = 0.9
-    #: How long KV usage must stay above the threshold: 10 min is two alert windows, so one long-prompt burst
-    #: (which legitimately fills the cache for seconds) does not page.
-    kv_cache_for_minutes: Annotated[int, Field(ge=1, le=120)] = 10
-    #: Canary TTFT p95 / stable TTFT p95 above which the canary is worse: 1.2 tolerates the noise of a pool
-    #: carrying a small traffic share, and still catches a 20 % regression before a full rollout.
-    canary_ttft_ratio: Annotated[float, Field(gt=1, le=10)] = 1.2
-    #: Minutes without a single finished request on a pool that carries traffic (weight > 0) before alerting.
-    no_traffic_minutes: Annotated[int, Field(ge=5, le=1440)] = 15
+    notification_channels: list[str] = Field([], description=(
+        "Cloud Monitoring notification channels (``projects/<project>/notificationChannels/<id>``) every alert "
+        "policy notifies. Prod must name at least one: an alert nobody receives is not an alert."))
+    kv_cache_usage: Annotated[float, Field(gt=0, le=1)] = Field(0.9, description=(
+        "KV-cache usage (0-1) that, sustained for ``kv_cache_for_minutes``, means the pool is out of KV blocks: new "
+        "sequences wait or preempt others. 0.9 is the issue's threshold."))
+    kv_cache_for_minutes: Annotated[int, Field(ge=1, le=120)] = Field(10, description=(
+        "How long KV usage must stay above the threshold: 10 min is two alert windows, so one long-prompt burst "
+        "(which legitimately fills the cache for seconds) does not page."))
+    canary_ttft_ratio: Annotated[float, Field(gt=1, le=10)] = Field(1.2, description=(
+        "Canary TTFT p95 / stable TTFT p95 above which the canary is worse: 1.2 tolerates the noise of a pool "
+        "carrying a small traffic share, and still catches a 20 % regression before a full rollout."))
+    no_traffic_minutes: Annotated[int, Field(ge=5, le=1440)] = Field(15, description=(
+        "Minutes without a single finished request on a pool that carries traffic (weight > 0) before alerting."))
 
 
 class Observability(Strict):
-    #: Scrape interval of the vLLM and endpoint-picker PodMonitorings (GMP CRD v0.17 requires it, FACTS §6).
-    #: 15 s (the GKE samples' value) gives the HPA a fresh queue sample well inside its 15 s sync period and
-    #: puts 20 samples in every 5 min alert window.
-    scrape_interval_seconds: Annotated[int, Field(ge=5, le=60)] = 15
-    #: HPA signal targets per pod (queue, optional KV-cache); defaults as documented on each key.
-    autoscaling: Autoscaling = Autoscaling()
-    #: Alert thresholds that are not contract objectives, and the notification channels.
-    alerts: Alerts = Alerts()
-    #: Digest of the pinned adapter image tag (``sha256:…``) once resolved with ``crane digest`` /
-    #: ``gcloud container images describe``; the tag alone is used until then.
-    adapter_image_digest: str | None = None
+    scrape_interval_seconds: Annotated[int, Field(ge=5, le=60)] = Field(15, description=(
+        "Scrape interval of the vLLM and endpoint-picker PodMonitorings (GMP CRD v0.17 requires it, FACTS §6). 15 s "
+        "(the GKE samples' value) gives the HPA a fresh queue sample well inside its 15 s sync period and puts 20 "
+        "samples in every 5 min alert window."))
+    autoscaling: Autoscaling = Field(Autoscaling(), description=(
+        "HPA signal targets per pod (queue, optional KV-cache); defaults as documented on each key."))
+    alerts: Alerts = Field(Alerts(), description=(
+        "Alert thresholds that are not contract objectives, and the notification channels."))
+    adapter_image_digest: str | None = Field(None, description=(
+        "Digest of the pinned adapter image tag (``sha256:…``) once resolved with ``crane digest`` / ``gcloud "
+        "container images describe``; the tag alone is used until then."))
 
     @model_validator(mode="after")
     def _checks(self) -> "Observability":

@@ -37,20 +37,16 @@ class ModelGeometry(Strict):
     quantization / kv-cache dtype imply.
     """
 
-    #: Built-in catalogue name (qwen3-32b, qwen3-8b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3).
-    catalogue: str | None = None
-    #: Total parameter count P (explicit geometry).
-    parameters: Annotated[int, Field(gt=0)] | None = None
-    #: num_hidden_layers L (explicit geometry).
-    layers: Annotated[int, Field(gt=0)] | None = None
-    #: num_key_value_heads H_KV (explicit geometry).
-    kv_heads: Annotated[int, Field(gt=0)] | None = None
-    #: head dimension d_h (explicit geometry).
-    head_dim: Annotated[int, Field(gt=0)] | None = None
-    #: Override of b_w (default from quantization/dtype: fp8 1, awq/gptq 0.5, bf16 2).
-    bytes_per_weight: Annotated[float, Field(gt=0, le=4)] | None = None
-    #: Override of b_KV (default from kv_cache_dtype: fp8 1, auto = dtype width).
-    bytes_per_kv_element: Annotated[float, Field(gt=0, le=4)] | None = None
+    catalogue: str | None = Field(None, description=(
+        "Built-in catalogue name (qwen3-32b, qwen3-8b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3)."))
+    parameters: Annotated[int, Field(gt=0)] | None = Field(None, description="Total parameter count P (explicit geometry).")
+    layers: Annotated[int, Field(gt=0)] | None = Field(None, description="num_hidden_layers L (explicit geometry).")
+    kv_heads: Annotated[int, Field(gt=0)] | None = Field(None, description="num_key_value_heads H_KV (explicit geometry).")
+    head_dim: Annotated[int, Field(gt=0)] | None = Field(None, description="head dimension d_h (explicit geometry).")
+    bytes_per_weight: Annotated[float, Field(gt=0, le=4)] | None = Field(None, description=(
+        "Override of b_w (default from quantization/dtype: fp8 1, awq/gptq 0.5, bf16 2)."))
+    bytes_per_kv_element: Annotated[float, Field(gt=0, le=4)] | None = Field(None, description=(
+        "Override of b_KV (default from kv_cache_dtype: fp8 1, auto = dtype width)."))
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelGeometry":
@@ -81,34 +77,28 @@ class ModelGeometry(Strict):
 class ReleaseIdentity(Strict):
     """One immutable release, with the field names of seed 000's release JSON plus precision and engine."""
 
-    #: Release id; also the served model name and the release label.
-    release: Annotated[str, Field(pattern=RELEASE_ID_PATTERN)]
-    #: Immutable model commit (40 hex).
-    model_revision: Annotated[str, Field(pattern=REVISION_PATTERN)]
-    #: Immutable tokenizer commit (40 hex).
-    tokenizer_revision: Annotated[str, Field(pattern=REVISION_PATTERN)]
-    #: Full image reference pinned by digest: ``<registry>/<path>@sha256:<64 hex>``; tags are refused.
-    image: str
-    #: Optional copy of the digest as in seed 000's JSON; when given it must equal the digest in ``image``.
-    image_digest: str | None = None
-    #: gs://<bucket>/<model>/<revision>/manifest.json: checksummed weights; the folder is the weights location.
-    weight_manifest: str
-    #: Context length served (--max-model-len); within the contract.
-    max_model_len: Annotated[int, Field(gt=0)]
-    #: GPUs per replica (--tensor-parallel-size).
-    tensor_parallel_size: Annotated[int, Field(gt=0, le=16)]
-    #: Version of the sampling defaults this release ships with.
-    sampling_defaults_version: Annotated[int, Field(ge=0)]
-    #: Weight quantization (--quantization; none = dtype weights).
-    quantization: Quantization
-    #: Activation dtype (--dtype).
-    dtype: Literal["bfloat16", "float16"]
-    #: KV-cache dtype (--kv-cache-dtype).
-    kv_cache_dtype: Literal["auto", "fp8"]
-    #: vLLM version the image runs; must be 0.32.x (flags are rendered and validated for it).
-    vllm_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")]
-    #: Model geometry for the memory formulas.
-    model: ModelGeometry
+    release: Annotated[str, Field(pattern=RELEASE_ID_PATTERN)] = Field(description=(
+        "Release id; also the served model name and the release label."))
+    model_revision: Annotated[str, Field(pattern=REVISION_PATTERN)] = Field(description="Immutable model commit (40 hex).")
+    tokenizer_revision: Annotated[str, Field(pattern=REVISION_PATTERN)] = Field(description="Immutable tokenizer commit (40 hex).")
+    image: str = Field(description=(
+        "Full image reference pinned by digest: ``<registry>/<path>@sha256:<64 hex>``; tags are refused."))
+    image_digest: str | None = Field(None, description=(
+        "Optional copy of the digest as in seed 000's JSON; when given it must equal the digest in ``image``."))
+    weight_manifest: str = Field(description=(
+        "gs://<bucket>/<model>/<revision>/manifest.json: checksummed weights; the folder is the weights location."))
+    max_model_len: Annotated[int, Field(gt=0)] = Field(description=(
+        "Context length served (--max-model-len); within the contract."))
+    tensor_parallel_size: Annotated[int, Field(gt=0, le=16)] = Field(description="GPUs per replica (--tensor-parallel-size).")
+    sampling_defaults_version: Annotated[int, Field(ge=0)] = Field(description=(
+        "Version of the sampling defaults this release ships with."))
+    quantization: Quantization = Field(description=(
+        "Weight quantization (--quantization; none = dtype weights)."))
+    dtype: Literal["bfloat16", "float16"] = Field(description="Activation dtype (--dtype).")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(description="KV-cache dtype (--kv-cache-dtype).")
+    vllm_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(description=(
+        "vLLM version the image runs; must be 0.32.x (flags are rendered and validated for it)."))
+    model: ModelGeometry = Field(description="Model geometry for the memory formulas.")
 
     @model_validator(mode="after")
     def _checks(self) -> "ReleaseIdentity":

@@ -25,51 +25,43 @@ class WeightLoading(Strict):
     KV-cache allocation, CUDA graph capture / compilation) and is also stated, not guessed by the planner.
     """
 
-    #: gcs_streaming (Run:ai streamer from gs://), hyperdisk_ml (read-only volume) or gcs_fuse (mount).
-    path: LoadingPath
-    #: Stated sustained weight read throughput for this path, MiB/s.
-    throughput_mib_s: Annotated[float, Field(gt=0)]
-    #: Stated start-up time outside weight I/O, s.
-    engine_init_seconds: Annotated[int, Field(ge=0)]
-    #: Run:ai streamer reader threads per process (``--model-loader-extra-config {"concurrency": N}``).
-    streamer_concurrency: Annotated[int, Field(ge=1, le=256)] = 16
+    path: LoadingPath = Field(description=(
+        "gcs_streaming (Run:ai streamer from gs://), hyperdisk_ml (read-only volume) or gcs_fuse (mount)."))
+    throughput_mib_s: Annotated[float, Field(gt=0)] = Field(description=(
+        "Stated sustained weight read throughput for this path, MiB/s."))
+    engine_init_seconds: Annotated[int, Field(ge=0)] = Field(description="Stated start-up time outside weight I/O, s.")
+    streamer_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(16, description=(
+        "Run:ai streamer reader threads per process (``--model-loader-extra-config {\"concurrency\": N}``)."))
 
 
 class MeasuredThroughput(Strict):
     """Per-replica throughput measured at the SLO (TTFT/ITL objectives met) with this release and topology."""
 
-    #: θ_o: output tokens/s per replica at the SLO.
-    output_tokens_per_s: Annotated[float, Field(gt=0)]
-    #: θ_i: prompt tokens/s per replica at the SLO.
-    input_tokens_per_s: Annotated[float, Field(gt=0)]
-    #: Where the number comes from (benchmark run id, date): a number without a source is not a measurement.
-    source: Annotated[str, Field(min_length=3)]
+    output_tokens_per_s: Annotated[float, Field(gt=0)] = Field(description="θ_o: output tokens/s per replica at the SLO.")
+    input_tokens_per_s: Annotated[float, Field(gt=0)] = Field(description="θ_i: prompt tokens/s per replica at the SLO.")
+    source: Annotated[str, Field(min_length=3)] = Field(description=(
+        "Where the number comes from (benchmark run id, date): a number without a source is not a measurement."))
 
 
 class ServingPool(Strict):
-    #: Release id served by this pool.
-    release: str
-    #: Accelerator topology key this pool runs on.
-    accelerator: str
-    #: Percent of traffic routed to this pool by the HTTPRoute weight split (stable + canary = 100).
-    weight: Annotated[int, Field(ge=0, le=100)]
-    #: Warm minimum replicas (>= 2 in prod).
-    min_replicas: Annotated[int, Field(ge=1)]
-    #: Replica ceiling (bounded by the reservation).
-    max_replicas: Annotated[int, Field(ge=1)]
-    #: Weight loading path and its stated throughput.
-    loading: WeightLoading
-    #: Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90.
-    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = 0.90
-    #: Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB).
-    #: 2 GiB is the planner's documented default for dense models at <= 8K batched tokens; raise it for
-    #: large ``max_num_batched_tokens`` or multimodal models.
-    runtime_overhead_gib: Annotated[float, Field(ge=0)] = 2.0
-    #: Measured throughput; absent = unmeasured (no replica/cost figures invented).
-    measured: MeasuredThroughput | None = None
-    #: How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding);
-    #: every field has a default (infra/config/model_server.py).
-    model_server: ModelServerOptions = ModelServerOptions()
+    release: str = Field(description="Release id served by this pool.")
+    accelerator: str = Field(description="Accelerator topology key this pool runs on.")
+    weight: Annotated[int, Field(ge=0, le=100)] = Field(description=(
+        "Percent of traffic routed to this pool by the HTTPRoute weight split (stable + canary = 100)."))
+    min_replicas: Annotated[int, Field(ge=1)] = Field(description="Warm minimum replicas (>= 2 in prod).")
+    max_replicas: Annotated[int, Field(ge=1)] = Field(description="Replica ceiling (bounded by the reservation).")
+    loading: WeightLoading = Field(description="Weight loading path and its stated throughput.")
+    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(0.90, description=(
+        "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."))
+    runtime_overhead_gib: Annotated[float, Field(ge=0)] = Field(2.0, description=(
+        "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
+        "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
+        "``max_num_batched_tokens`` or multimodal models."))
+    measured: MeasuredThroughput | None = Field(None, description=(
+        "Measured throughput; absent = unmeasured (no replica/cost figures invented)."))
+    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
+        "How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding); every "
+        "field has a default (infra/config/model_server.py)."))
 
     @model_validator(mode="after")
     def _bounds(self) -> "ServingPool":
@@ -79,13 +71,11 @@ class ServingPool(Strict):
 
 
 class ServingPools(Strict):
-    #: The pool serving the current release.
-    stable: ServingPool
-    #: Optional canary pool with a new release.
-    canary: ServingPool | None = None
-    #: Allow a weight split between pools of different base models / serving configurations. Off by default:
-    #: KV caches and adapters belong to one base model and configuration (seed 000, cache compatibility).
-    allow_mixed_split: bool = False
+    stable: ServingPool = Field(description="The pool serving the current release.")
+    canary: ServingPool | None = Field(None, description="Optional canary pool with a new release.")
+    allow_mixed_split: bool = Field(False, description=(
+        "Allow a weight split between pools of different base models / serving configurations. Off by default: KV "
+        "caches and adapters belong to one base model and configuration (seed 000, cache compatibility)."))
 
     @model_validator(mode="after")
     def _weights(self) -> "ServingPools":

@@ -41,28 +41,22 @@ PROD_MIN_WARM_REPLICAS = 2
 
 
 class StackConfig(Strict):
-    #: dev | staging | prod; must match the stack name.
-    environment: Environment
-    #: GCP project id (shared with the Google provider).
-    project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")]
-    #: GCP region (shared with the Google provider).
-    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+\d+$")]
-    #: Zones of the region the cluster uses.
-    zones: Annotated[list[str], Field(min_length=1)]
-    #: The workload contract (target-neutral).
-    contract: WorkloadContract
-    #: Immutable releases, inline or as JSON file paths relative to the project root.
-    releases: Annotated[list[ReleaseIdentity], Field(min_length=1)]
-    #: Accelerator topologies by key.
-    accelerators: Annotated[dict[str, AcceleratorTopology], Field(min_length=1)]
-    #: Stable and canary serving pools.
-    serving: ServingPools
-    #: The Google Cloud platform: network, GKE cluster, registry, weight stores (infra/config/gke.py).
-    gke: GkeConfig
-    #: Autoscaling targets, scraping, alert thresholds and notification channels (infra/config/observability.py).
-    observability: Observability = Observability()
-    #: GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor (infra/config/gateway.py).
-    gateway: GatewayConfig
+    environment: Environment = Field(description="dev | staging | prod; must match the stack name.")
+    project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")] = Field(description="GCP project id (shared with the Google provider).")
+    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+\d+$")] = Field(description="GCP region (shared with the Google provider).")
+    zones: Annotated[list[str], Field(min_length=1)] = Field(description="Zones of the region the cluster uses.")
+    contract: WorkloadContract = Field(description="The workload contract (target-neutral).")
+    releases: Annotated[list[ReleaseIdentity], Field(min_length=1)] = Field(description=(
+        "Immutable releases, inline or as JSON file paths relative to the project root."))
+    accelerators: Annotated[dict[str, AcceleratorTopology], Field(min_length=1)] = Field(description="Accelerator topologies by key.")
+    serving: ServingPools = Field(description="Stable and canary serving pools.")
+    gke: GkeConfig = Field(description=(
+        "The Google Cloud platform: network, GKE cluster, registry, weight stores (infra/config/gke.py)."))
+    observability: Observability = Field(Observability(), description=(
+        "Autoscaling targets, scraping, alert thresholds and notification channels (infra/config/observability.py)."))
+    gateway: GatewayConfig = Field(description=(
+        "GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor "
+        "(infra/config/gateway.py)."))
 
     # ---- look-ups -------------------------------------------------------------------------------
     def release(self, release_id: str) -> ReleaseIdentity:

@@ -84,23 +84,8 @@ def _constraints(info: FieldInfo) -> str:
 
 
 def _doc(model: type[BaseModel], name: str) -> str:
-    """The field's ``#:`` comment from the model's source, else the model docstring's first line."""
-    import inspect
-
-    try:
-        src = inspect.getsource(model)
-    except (OSError, TypeError):
-        return ""
-    lines = src.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(rf"\s+{re.escape(name)}\s*:", line):
-            doc = []
-            j = i - 1
-            while j >= 0 and lines[j].strip().startswith("#:"):
-                doc.insert(0, lines[j].strip()[2:].strip())
-                j -= 1
-            return " ".join(doc)
-    return ""
+    """The field's ``Field(description=...)``; empty when the field has none."""
+    return model.model_fields[name].description or ""
 
 
 def rows(model: type[BaseModel], prefix: str, root: bool = False) -> list[tuple[str, str, str, str, str]]:
