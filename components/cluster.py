@@ -1,8 +1,7 @@
-"""The GKE Standard cluster and its system node pool (issue 3 §3-4).
+"""The GKE Standard cluster and its system node pool .
 
-Everything the cluster enables is derived here from ``gke`` config: location (zonal/regional), private
-nodes, authorised networks, Workload Identity, Gateway API, Managed Prometheus with DCGM, GCS FUSE and
-PD CSI drivers, Dataplane V2, shielded nodes, maintenance window, deletion protection.
+The cluster enables: private nodes, authorised networks, Workload Identity, Gateway API, Managed Prometheus with
+DCGM, GCS FUSE and PD CSI drivers, Dataplane V2, shielded nodes, a maintenance window and deletion protection.
 """
 
 from __future__ import annotations
@@ -13,11 +12,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.gke import GkeConfig
-
+from . import naming
+from .base import Component
 from .identity import NodeServiceAccount, NodeServiceAccountArgs, workload_pool
 from .network import POD_RANGE_NAME, SERVICE_RANGE_NAME
-from .options import child_options
 
 #: First occurrence of the recurring maintenance window. GKE only uses it as the anchor of the RRULE, so
 #: a fixed past Monday keeps the plan deterministic (no "now").
@@ -28,38 +26,68 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: dashboard and alerts query: POD (restart alert), DEPLOYMENT (replica counts), HPA (current vs desired).
 MONITORING_COMPONENTS: tuple[str, ...] = ("SYSTEM_COMPONENTS", "DCGM", "POD", "DEPLOYMENT", "HPA")
 LOGGING_COMPONENTS: tuple[str, ...] = ("SYSTEM_COMPONENTS", "WORKLOADS")
-SYSTEM_POOL_LABEL = {"llm-serving.io/pool-kind": "system"}
+SYSTEM_POOL_LABEL = {naming.POOL_KIND_LABEL: "system"}
+WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+
+
+@dataclass(frozen=True)
+class AuthorizedNetwork:
+    cidr: str
+    display_name: str
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """Weekly window (UTC): weekdays (MO..SU), ``HH:MM`` start, length in hours."""
+
+    days: tuple[str, ...]
+    start_utc: str
+    duration_hours: int
+
+
+@dataclass(frozen=True)
+class SystemPoolSpec:
+    machine_type: str
+    min_nodes_per_zone: int
+    max_nodes_per_zone: int
+    disk_size_gb: int
 
 
 @dataclass(frozen=True)
 class ClusterArgs:
     project: str
-    region: str
-    zones: tuple[str, ...]
-    gke: GkeConfig
+    name: str
+    #: The region (regional cluster) or one zone (zonal cluster).
+    location: str
+    #: Zones of the node pools; None keeps GKE's default (a zonal cluster's own zone).
+    node_locations: tuple[str, ...] | None
     network_id: pulumi.Input[str]
     subnetwork_id: pulumi.Input[str]
+    #: Control-plane range of the private cluster (a /28).
+    master_cidr: str
+    authorized_networks: tuple[AuthorizedNetwork, ...]
+    release_channel: str
+    min_version: str
+    maintenance: MaintenanceWindow
+    system_pool: SystemPoolSpec
+    protect: bool
     labels: dict[str, str]
 
-
-def cluster_location(gke: GkeConfig, region: str, zones: tuple[str, ...]) -> str:
-    """Regional clusters live in the region; zonal ones in the stack's first zone."""
-    return region if gke.location_type == "regional" else zones[0]
-
-
-def cluster_node_locations(gke: GkeConfig, zones: tuple[str, ...]) -> list[str] | None:
-    """Zones of the default node locations: every stack zone for a regional cluster; a zonal cluster
-    keeps its own zone (None = GKE's default)."""
-    return sorted(zones) if gke.location_type == "regional" else None
+    def __post_init__(self) -> None:
+        if not self.authorized_networks:
+            raise ValueError("ClusterArgs.authorized_networks: at least one range must reach the control plane")
+        unknown = [d for d in self.maintenance.days if d not in WEEKDAYS]
+        if unknown:
+            raise ValueError(f"ClusterArgs.maintenance.days: {unknown} are not weekdays {WEEKDAYS}")
 
 
-def maintenance_window(gke: GkeConfig) -> gcp.container.ClusterMaintenancePolicyArgs:
+def maintenance_window(w: MaintenanceWindow) -> gcp.container.ClusterMaintenancePolicyArgs:
     """Weekly recurring window: RFC 3339 start/end on a fixed anchor date and an RRULE of the days."""
-    hour, minute = (int(x) for x in gke.maintenance.start_utc.split(":"))
+    hour, minute = (int(x) for x in w.start_utc.split(":"))
     start = dt.datetime.combine(MAINTENANCE_ANCHOR, dt.time(hour, minute), tzinfo=dt.timezone.utc)
-    end = start + dt.timedelta(hours=gke.maintenance.duration_hours)
+    end = start + dt.timedelta(hours=w.duration_hours)
     fmt = "%Y-%m-%dT%H:%M:%SZ"
-    days = ",".join(d for d in ("MO", "TU", "WE", "TH", "FR", "SA", "SU") if d in gke.maintenance.days)
+    days = ",".join(d for d in WEEKDAYS if d in w.days)
     return gcp.container.ClusterMaintenancePolicyArgs(
         recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
             start_time=start.strftime(fmt), end_time=end.strftime(fmt), recurrence=f"FREQ=WEEKLY;BYDAY={days}"))
@@ -94,28 +122,28 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
     )
 
 
-class Cluster(pulumi.ComponentResource):
+class Cluster(Component):
     """GKE Standard cluster with the default pool removed, plus the autoscaled system pool."""
 
     TYPE = "llm-serving:cluster:Cluster"
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        g = args.gke
-        child = child_options(self, opts)
-        self.location = cluster_location(g, args.region, args.zones)
+        super().__init__(name, args, opts)
+        child = self.child_opts()
+        node_locations = list(args.node_locations) if args.node_locations is not None else None
+        self.location = args.location
         self.workload_pool = workload_pool(args.project)
         self.system_identity = NodeServiceAccount(
             f"{name}-system-nodes",
-            NodeServiceAccountArgs(project=args.project, account_id=f"{g.cluster_name}-system"[:30],
-                                   display_name=f"GKE system nodes of {g.cluster_name}"),
+            NodeServiceAccountArgs(project=args.project, account_id=f"{args.name}-system"[:30],
+                                   display_name=f"GKE system nodes of {args.name}"),
             opts=child)
         shielded = gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
             enable_secure_boot=True, enable_integrity_monitoring=True)
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
-            name=g.cluster_name, project=args.project, location=self.location,
-            node_locations=cluster_node_locations(g, args.zones),
+            name=args.name, project=args.project, location=self.location,
+            node_locations=node_locations,
             network=args.network_id, subnetwork=args.subnetwork_id,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
@@ -123,13 +151,13 @@ class Cluster(pulumi.ComponentResource):
             # Dataplane V2 (eBPF) enforces NetworkPolicy without the Calico add-on.
             datapath_provider="ADVANCED_DATAPATH",
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
-                enable_private_nodes=True, enable_private_endpoint=False, master_ipv4_cidr_block=g.ranges.master),
+                enable_private_nodes=True, enable_private_endpoint=False, master_ipv4_cidr_block=args.master_cidr),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
-                    cidr_block=n.cidr, display_name=n.display_name) for n in g.authorized_networks],
+                    cidr_block=n.cidr, display_name=n.display_name) for n in args.authorized_networks],
                 gcp_public_cidrs_access_enabled=False),
-            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=g.release_channel),
-            min_master_version=g.min_version,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
+            min_master_version=args.min_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=self.workload_pool),
             gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
@@ -149,18 +177,18 @@ class Cluster(pulumi.ComponentResource):
                 service_account=self.system_identity.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 shielded_instance_config=shielded,
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
-            maintenance_policy=maintenance_window(g),
-            deletion_protection=g.protect,
+            maintenance_policy=maintenance_window(args.maintenance),
+            deletion_protection=args.protect,
             resource_labels=args.labels,
-            opts=child_options(self, opts, protect=g.protect,
-                                        # GKE replaces the removed default pool's config; ignore drift there.
-                                        ignore_changes=["nodeConfig", "initialNodeCount"]),
+            opts=self.child_opts(protect=args.protect,
+                                 # GKE replaces the removed default pool's config; ignore drift there.
+                                 ignore_changes=["nodeConfig", "initialNodeCount"]),
         )
-        sp = g.system_pool
+        sp = args.system_pool
         self.system_pool = gcp.container.NodePool(
             f"{name}-system-pool",
             name="system", project=args.project, cluster=self.cluster.name, location=self.location,
-            node_locations=cluster_node_locations(g, args.zones),
+            node_locations=node_locations,
             initial_node_count=sp.min_nodes_per_zone,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=sp.min_nodes_per_zone, max_node_count=sp.max_nodes_per_zone),
@@ -172,7 +200,7 @@ class Cluster(pulumi.ComponentResource):
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                     enable_secure_boot=True, enable_integrity_monitoring=True),
                 workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
-            opts=child_options(self, opts, ignore_changes=["initialNodeCount"]),
+            opts=self.child_opts(ignore_changes=["initialNodeCount"]),
         )
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,

@@ -1,28 +1,20 @@
 """One GPU node pool per accelerator topology, owning what makes its nodes specific: the zonal
-reservation it consumes (created when ``mode: create``), reservation affinity, GPU config, taint, labels
-and its own node service account (issue 3 §4; FACTS §8)."""
+reservation it consumes (created when the stack owns it), reservation affinity, GPU config, taint, labels
+and its own node service account."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.planning import capacity
-from infra.config.accelerator import AcceleratorTopology, machine_family
-
+from . import naming
+from .base import Component
 from .cluster import CLOUD_PLATFORM_SCOPE
 from .identity import NodeServiceAccount, NodeServiceAccountArgs
-from .options import child_options
 
-#: Shared naming contract: node label and taint of every GPU node.
-ACCELERATOR_LABEL = "llm-serving.io/accelerator"
-GPU_TAINT_KEY = "nvidia.com/gpu"
-GPU_TAINT_VALUE = "present"
-RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
-#: Machine families whose boot disk must be Hyperdisk (A3 Ultra, A4 support no Persistent Disk).
-HYPERDISK_BOOT_FAMILIES = frozenset({"a3-ultragpu", "a4-highgpu"})
 #: GPU boot disk (GB): the vLLM image is ~10 GB compressed and image streaming caches layers on it.
 GPU_BOOT_DISK_GB = 200
 
@@ -35,14 +27,40 @@ def node_account_id(accelerator: str) -> str:
     return f"gke-gpu-{accelerator}"
 
 
-def reservation_affinity_value(project: str, acc: AcceleratorTopology) -> str:
-    """The reservation name a node pool targets: a bare name in this project, or
-    ``projects/<owner>/reservations/<name>`` for a reservation shared from another project."""
-    assert acc.reservation is not None
-    owner = acc.reservation.owner_project
-    if owner is not None and owner != project:
-        return f"projects/{owner}/reservations/{acc.reservation.name}"
-    return acc.reservation.name
+@dataclass(frozen=True)
+class ReservationSpec:
+    """A zonal reservation the pool consumes by name: ``create`` = the stack owns it; ``existing`` = consume
+    one by name, optionally shared from ``owner_project``."""
+
+    mode: Literal["create", "existing"]
+    name: str
+    count: int
+    owner_project: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuSharingSpec:
+    strategy: Literal["MPS", "TIME_SHARING"]
+    max_shared_clients_per_gpu: int
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    """The GPU machine shape of one node pool."""
+
+    key: str
+    machine_type: str
+    gpu_type: str
+    gpus_per_node: int
+    zone: str
+    spot: bool
+    boot_disk_type: str
+    reservation: ReservationSpec | None = None
+    gpu_sharing: GpuSharingSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.spot and self.reservation is not None:
+            raise ValueError(f"AcceleratorSpec {self.key!r}: Spot VMs cannot consume a reservation")
 
 
 @dataclass(frozen=True)
@@ -50,25 +68,23 @@ class NodeBounds:
     min_nodes: int
     max_nodes: int
 
-
-def node_bounds(pools: list[capacity.PoolPlan], acc_plan: capacity.AcceleratorPlan) -> NodeBounds:
-    """Autoscaling bounds of the pool's nodes: enough for every pool's warm replicas at the minimum, and
-    max replicas + one rollout surge replica per pool at the maximum ("maxSurge: 1 cannot manufacture a
-    GPU"). Config validation has proven the maximum fits in the reservation."""
-    per_node = acc_plan.replicas_per_node
-    return NodeBounds(min_nodes=capacity.nodes_for(sum(p.min_replicas for p in pools), per_node),
-                      max_nodes=acc_plan.nodes_for_max_plus_surge)
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_nodes <= self.max_nodes:
+            raise ValueError(f"NodeBounds: need 0 <= min_nodes ({self.min_nodes}) <= max_nodes ({self.max_nodes})")
 
 
-def boot_disk_type(machine_type: str) -> str:
-    return "hyperdisk-balanced" if machine_family(machine_type) in HYPERDISK_BOOT_FAMILIES else "pd-balanced"
+def reservation_affinity_value(project: str, r: ReservationSpec) -> str:
+    """The reservation name a node pool targets: a bare name in this project, or
+    ``projects/<owner>/reservations/<name>`` for a reservation shared from another project."""
+    if r.owner_project is not None and r.owner_project != project:
+        return f"projects/{r.owner_project}/reservations/{r.name}"
+    return r.name
 
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
     project: str
-    accelerator: str
-    topology: AcceleratorTopology
+    accelerator: AcceleratorSpec
     cluster_name: pulumi.Input[str]
     cluster_location: str
     bounds: NodeBounds
@@ -78,7 +94,7 @@ class GpuNodePoolArgs:
 
 
 def guest_accelerator(args: GpuNodePoolArgs) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:
-    acc = args.topology
+    acc = args.accelerator
     sharing = None
     if acc.gpu_sharing is not None:
         sharing = gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
@@ -90,23 +106,23 @@ def guest_accelerator(args: GpuNodePoolArgs) -> gcp.container.NodePoolNodeConfig
             gpu_driver_version=args.gpu_driver_version))
 
 
-class GpuNodePool(pulumi.ComponentResource):
+class GpuNodePool(Component):
     TYPE = "llm-serving:gpu:GpuNodePool"
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        acc = args.topology
-        child = child_options(self, opts)
+        super().__init__(name, args, opts)
+        acc = args.accelerator
+        child = self.child_opts()
         self.identity = NodeServiceAccount(
             f"{name}-nodes",
-            NodeServiceAccountArgs(project=args.project, account_id=node_account_id(args.accelerator),
-                                   display_name=f"GKE GPU nodes ({args.accelerator})"),
+            NodeServiceAccountArgs(project=args.project, account_id=node_account_id(acc.key),
+                                   display_name=f"GKE GPU nodes ({acc.key})"),
             opts=child)
 
         self.reservation: gcp.compute.Reservation | None = None
         affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
         if acc.reservation is not None:
-            value: pulumi.Input[str] = reservation_affinity_value(args.project, acc)
+            value: pulumi.Input[str] = reservation_affinity_value(args.project, acc.reservation)
             if acc.reservation.mode == "create":
                 self.reservation = gcp.compute.Reservation(
                     f"{name}-reservation", name=acc.reservation.name, project=args.project, zone=acc.zone,
@@ -118,14 +134,14 @@ class GpuNodePool(pulumi.ComponentResource):
                             machine_type=acc.machine_type,
                             guest_accelerators=[gcp.compute.ReservationSpecificReservationInstancePropertiesGuestAcceleratorArgs(
                                 accelerator_type=acc.gpu_type, accelerator_count=acc.gpus_per_node)])),
-                    opts=child_options(self, opts, protect=args.protect))
+                    opts=self.child_opts(protect=args.protect))
                 value = self.reservation.name
             affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_NAME_KEY, values=[value])
+                consume_reservation_type="SPECIFIC_RESERVATION", key=naming.RESERVATION_NAME_KEY, values=[value])
 
         self.node_pool = gcp.container.NodePool(
             f"{name}-pool",
-            name=node_pool_name(args.accelerator), project=args.project, cluster=args.cluster_name,
+            name=node_pool_name(acc.key), project=args.project, cluster=args.cluster_name,
             location=args.cluster_location,
             # The reservation is zonal: the nodes can only be where it is.
             node_locations=[acc.zone],
@@ -141,19 +157,19 @@ class GpuNodePool(pulumi.ComponentResource):
                 machine_type=acc.machine_type, spot=acc.spot,
                 guest_accelerators=[guest_accelerator(args)],
                 reservation_affinity=affinity,
-                labels={ACCELERATOR_LABEL: args.accelerator},
+                labels={naming.ACCELERATOR_LABEL: acc.key},
                 taints=[gcp.container.NodePoolNodeConfigTaintArgs(
-                    key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect="NO_SCHEDULE")],
+                    key=naming.GPU_TAINT_KEY, value=naming.GPU_TAINT_VALUE, effect="NO_SCHEDULE")],
                 service_account=self.identity.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                     enable_secure_boot=True, enable_integrity_monitoring=True),
-                image_type="COS_CONTAINERD", disk_type=boot_disk_type(acc.machine_type), disk_size_gb=GPU_BOOT_DISK_GB,
+                image_type="COS_CONTAINERD", disk_type=acc.boot_disk_type, disk_size_gb=GPU_BOOT_DISK_GB,
                 # Image streaming: the multi-GB vLLM image starts before it is fully pulled (cold start).
                 gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
                 resource_labels=args.labels),
-            opts=child_options(self, opts, ignore_changes=["initialNodeCount"]),
+            opts=self.child_opts(ignore_changes=["initialNodeCount"]),
         )
         self.register_outputs({
             "node_pool": self.node_pool.name, "service_account": self.identity.email,

@@ -1,5 +1,5 @@
 """Identities of the platform: node service accounts with the minimum roles, and Workload Identity for
-serving workloads — direct Workload Identity Federation principals (FACTS §9), no Google service account
+serving workloads — direct Workload Identity Federation principals (Workload Identity Federation for GKE docs), no Google service account
 keys and no Google service account impersonation for pods."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from .options import child_options
+from . import naming
+from .base import Component
 
 #: The only project-level roles a node service account holds: write logs and metrics, read monitoring
 #: (GKE's metadata agent), write resource metadata. Image pulls are granted per repository instead.
@@ -20,9 +21,6 @@ NODE_PROJECT_ROLES: tuple[str, ...] = (
     "roles/monitoring.viewer",
     "roles/stackdriver.resourceMetadata.writer",
 )
-#: Serving namespace and model-server KSA (shared naming contract).
-SERVING_NAMESPACE = "llm-serving"
-MODEL_SERVER_KSA = "model-server"
 WEIGHTS_READER_ROLE = "roles/storage.objectViewer"
 SECRET_ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
@@ -38,7 +36,7 @@ def principal_text(project_number: str, project_id: str, namespace: str, ksa: st
 
 
 def wi_principal(project_number: pulumi.Input[str], project_id: str, namespace: str, ksa: str) -> pulumi.Output[str]:
-    """IAM member of one Kubernetes service account under direct Workload Identity Federation (FACTS §9):
+    """IAM member of one Kubernetes service account under direct Workload Identity Federation (Workload Identity Federation for GKE docs):
     ``principal://iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/
     <project>.svc.id.goog/subject/ns/<ns>/sa/<ksa>``."""
     return pulumi.Output.from_input(project_number).apply(lambda n: principal_text(n, project_id, namespace, ksa))
@@ -55,14 +53,14 @@ class NodeServiceAccountArgs:
     roles: tuple[str, ...] = NODE_PROJECT_ROLES
 
 
-class NodeServiceAccount(pulumi.ComponentResource):
+class NodeServiceAccount(Component):
     """A dedicated node service account holding only :data:`NODE_PROJECT_ROLES` at project level."""
 
     TYPE = "llm-serving:identity:NodeServiceAccount"
 
     def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        child = child_options(self, opts)
+        super().__init__(name, args, opts)
+        child = self.child_opts()
         self.account = gcp.serviceaccount.Account(
             f"{name}-sa", project=args.project, account_id=args.account_id, display_name=args.display_name,
             description="GKE node identity: logs, metrics, resource metadata; image pulls per repository", opts=child)
@@ -85,8 +83,8 @@ class WorkloadIdentityArgs:
     project_number: pulumi.Input[str]
     weights_bucket: pulumi.Input[str]
     #: Kubernetes service accounts per namespace; the model server's KSA reads weights.
-    namespace: str = SERVING_NAMESPACE
-    model_server_ksa: str = MODEL_SERVER_KSA
+    namespace: str = naming.SERVING_NAMESPACE
+    model_server_ksa: str = naming.MODEL_SERVER_KSA
     #: Secret Manager secret id of the model-hub token (None: no secret).
     hub_token_secret_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -95,23 +93,22 @@ class WorkloadIdentityArgs:
 def namespace_labels(namespace: str) -> dict[str, str]:
     """Pod Security admission: enforce ``baseline`` (vLLM needs no privilege), warn on ``restricted``."""
     return {
-        "app.kubernetes.io/part-of": "llm-serving",
+        naming.PART_OF_LABEL: naming.PART_OF,
         "pod-security.kubernetes.io/enforce": "baseline",
         "pod-security.kubernetes.io/warn": "restricted",
     }
 
 
-class WorkloadIdentity(pulumi.ComponentResource):
+class WorkloadIdentity(Component):
     """The serving namespace, the model-server KSA, and its direct-WIF grants: object read on the weights
-    bucket only, and (optionally) access to the one hub-token secret."""
+    bucket only, and (optionally) access to the one hub-token secret. Pass the cluster's Kubernetes provider in
+    ``opts.providers``."""
 
     TYPE = "llm-serving:identity:WorkloadIdentity"
 
-    def __init__(self, name: str, args: WorkloadIdentityArgs, provider: k8s.Provider,
-                 opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        k8s_child = child_options(self, opts, provider=provider)
-        child = child_options(self, opts)
+    def __init__(self, name: str, args: WorkloadIdentityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        k8s_child = child = self.child_opts()
         self.namespace_name: str = args.namespace
         self.model_server_ksa_name: str = args.model_server_ksa
         self.namespace = k8s.core.v1.Namespace(
@@ -122,7 +119,7 @@ class WorkloadIdentity(pulumi.ComponentResource):
             f"{name}-ksa-{args.model_server_ksa}",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=args.model_server_ksa, namespace=self.namespace.metadata.name,
-                labels={"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": "model-server"}),
+                labels={naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT}),
             # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
             automount_service_account_token=False,
             opts=k8s_child)

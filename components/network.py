@@ -1,6 +1,6 @@
 """Network of the GKE platform: custom VPC, node subnet with Pod/Service secondary ranges, the proxy-only
 subnet of the regional Gateway, Cloud Router + NAT for private nodes, and the two firewall openings the
-load balancer needs (FACTS §4)."""
+load balancer needs (GKE Inference Gateway deploy guide)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from .options import child_options
+from . import naming
+from .base import Component
 
 #: Source ranges of Google Cloud load-balancer health checks (Cloud Load Balancing documentation).
 HEALTH_CHECK_RANGES: tuple[str, ...] = ("130.211.0.0/22", "35.191.0.0/16")
-#: vLLM's HTTP port (`/health`, `/v1/*`, `/metrics`): the backend port of every InferencePool.
-MODEL_SERVER_PORT = 8000
-#: Endpoint picker ext-proc port (GAIE chart default ``extProcPort`` 9002): the load balancer calls it.
-EPP_EXT_PROC_PORT = 9002
 #: private.googleapis.com: the VIP range Private Google Access serves every Google API on from inside a VPC
 #: (Private Google Access documentation, "Domain options"). Pods reach Google APIs only through it: the model
 #: server NetworkPolicy allows egress to exactly this range on 443.
@@ -53,23 +50,22 @@ def firewall_openings(args: NetworkArgs) -> tuple[FirewallOpening, FirewallOpeni
     sources = tuple(sorted({args.proxy_only_cidr, *HEALTH_CHECK_RANGES}))
     return (
         FirewallOpening(f"{args.prefix}-allow-lb-model-server",
-                        "Regional gateway proxies and Google health checks -> vLLM on GPU nodes", MODEL_SERVER_PORT, sources),
+                        "Regional gateway proxies and Google health checks -> vLLM on GPU nodes", naming.VLLM_PORT, sources),
         FirewallOpening(f"{args.prefix}-allow-lb-epp",
                         "Regional gateway proxies and Google health checks -> endpoint picker ext-proc on system nodes",
-                        EPP_EXT_PROC_PORT, sources),
+                        naming.EPP_EXT_PROC_PORT, sources),
     )
 
 
-class Network(pulumi.ComponentResource):
+class Network(Component):
     """The VPC, its two subnets, and NAT egress for the private nodes (image pulls from outside Google,
     model hubs)."""
 
     TYPE = "llm-serving:network:Network"
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        self.args = args
-        child = child_options(self, opts)
+        super().__init__(name, args, opts)
+        child = self.child_opts()
         self.vpc = gcp.compute.Network(
             f"{name}-vpc", name=f"{args.prefix}-vpc", project=args.project,
             auto_create_subnetworks=False, routing_mode="REGIONAL", opts=child)
@@ -128,7 +124,7 @@ class LoadBalancerFirewallArgs:
     epp_accounts: tuple[pulumi.Input[str], ...]
 
 
-class LoadBalancerFirewall(pulumi.ComponentResource):
+class LoadBalancerFirewall(Component):
     """Allows the regional proxies and Google health checks to reach vLLM (GPU node SAs) and the endpoint
     pickers (system node SA), one port each and nothing wider. Separate from :class:`Network` because it
     targets node service accounts, which exist only once the node pools do."""
@@ -136,7 +132,7 @@ class LoadBalancerFirewall(pulumi.ComponentResource):
     TYPE = "llm-serving:network:LoadBalancerFirewall"
 
     def __init__(self, name: str, args: LoadBalancerFirewallArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
+        super().__init__(name, args, opts)
         model, epp = firewall_openings(args.network)
         self.rules: dict[int, gcp.compute.Firewall] = {}
         for opening, targets in ((model, args.model_server_accounts), (epp, args.epp_accounts)):
@@ -147,5 +143,5 @@ class LoadBalancerFirewall(pulumi.ComponentResource):
                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(opening.port)])],
                 target_service_accounts=list(targets),
                 log_config=gcp.compute.FirewallLogConfigArgs(metadata="EXCLUDE_ALL_METADATA"),
-                opts=child_options(self, opts))
+                opts=self.child_opts())
         self.register_outputs({"rules": {str(p): r.name for p, r in self.rules.items()}})

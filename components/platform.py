@@ -1,9 +1,9 @@
-"""The Google Cloud platform as one component (issue 3): network, GKE cluster with its system pool, one GPU
-node pool per accelerator topology, Artifact Registry, weight stores, Workload Identity, and the Kubernetes
-provider later components deploy with.
+"""The Google Cloud platform of the GKE target as one component: network, GKE cluster with its system pool, one
+GPU node pool per accelerator topology, Artifact Registry, weight stores, Workload Identity, and the Kubernetes
+provider the serving components deploy with.
 
-The serving layer consumes only the attributes named in the shared naming contract: ``k8s_provider``,
-``serving_namespace`` / ``serving_namespace_resource``, ``model_server_ksa``, ``gpu_node_pools``,
+Siblings consume it through its attributes (objects and Outputs, never rebuilt names): ``k8s_provider``,
+``serving_namespace`` (an Output) / ``serving_namespace_resource``, ``model_server_ksa``, ``gpu_node_pools``,
 ``weights_bucket_name``, ``hyperdisk_claims``, ``proxy_only_cidr``, ``cluster``, ``project_number``,
 ``workload_pool``.
 """
@@ -16,108 +16,142 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config import StackConfig
-from infra.config.gke import hyperdisk_releases
-from infra.planning.sizing import CapacityPlan
-
-from .cluster import Cluster, ClusterArgs
-from .gpu_pool import GpuNodePool, GpuNodePoolArgs, NodeBounds, node_bounds
+from .base import Component
+from .cluster import Cluster, ClusterArgs, MaintenanceWindow, AuthorizedNetwork, SystemPoolSpec
+from .gpu_pool import AcceleratorSpec, GpuNodePool, GpuNodePoolArgs, NodeBounds
 from .identity import WorkloadIdentity, WorkloadIdentityArgs
 from .network import LoadBalancerFirewall, LoadBalancerFirewallArgs, Network, NetworkArgs
-from .options import child_options, inherited_dependencies
 from .registry import Registry, RegistryArgs
-from .weights import Weights, WeightsArgs, WeightVolumes, WeightVolumesArgs
+from .weights import HyperdiskSpec, Weights, WeightsArgs, WeightVolumes, WeightVolumesArgs
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The cluster's own settings (the network ids are wired inside the platform)."""
+
+    name: str
+    location: str
+    node_locations: tuple[str, ...] | None
+    master_cidr: str
+    authorized_networks: tuple[AuthorizedNetwork, ...]
+    release_channel: str
+    min_version: str
+    maintenance: MaintenanceWindow
+    system_pool: SystemPoolSpec
+    gpu_driver_version: str
+
+
+@dataclass(frozen=True)
+class GpuPoolSpec:
+    accelerator: AcceleratorSpec
+    bounds: NodeBounds
+
+
+@dataclass(frozen=True)
+class RegistrySpec:
+    repository_id: str
+    keep_recent_versions: int
+    untagged_retention_days: int
+
+
+@dataclass(frozen=True)
+class WeightsSpec:
+    bucket: str
+    soft_delete_days: int
+    hyperdisk: HyperdiskSpec | None
+    #: Release id -> zone of its Hyperdisk ML volume.
+    hyperdisk_releases: dict[str, str]
 
 
 @dataclass(frozen=True)
 class PlatformArgs:
-    cfg: StackConfig
-    plan: CapacityPlan
+    project: str
+    region: str
+    network: NetworkArgs
+    cluster: ClusterSpec
+    gpu_pools: tuple[GpuPoolSpec, ...]
+    registry: RegistrySpec
+    weights: WeightsSpec
+    #: Secret Manager secret id of the model-hub token (None: no secret).
+    hub_token_secret_id: str | None
+    labels: dict[str, str]
+    protect: bool
+
+    def __post_init__(self) -> None:
+        keys = [p.accelerator.key for p in self.gpu_pools]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"PlatformArgs.gpu_pools: accelerator keys must be unique, got {keys}")
 
 
-def platform_labels(cfg: StackConfig) -> dict[str, str]:
-    return {"app": "llm-serving", "environment": cfg.environment, "managed-by": "pulumi"}
-
-
-def gpu_pool_bounds(cfg: StackConfig, plan: CapacityPlan) -> dict[str, NodeBounds]:
-    """Node autoscaling bounds per accelerator that serves at least one pool (others get no node pool)."""
-    out = {}
-    for name, acc_plan in sorted(plan.accelerators.items()):
-        pools = [plan.pools[role] for role, p in cfg.pools() if p.accelerator == name]
-        out[name] = node_bounds(pools, acc_plan)
-    return out
-
-
-class Platform(pulumi.ComponentResource):
+class Platform(Component):
     TYPE = "llm-serving:platform:Platform"
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        cfg, g = args.cfg, args.cfg.gke
-        labels = platform_labels(cfg)
-        # The component's depends_on (the project services) reaches every cloud resource: each waits for
-        # its API to be enabled.
-        after = inherited_dependencies(opts)
-        child = child_options(self, opts)
+        super().__init__(name, args, opts)
+        c = args.cluster
+        child = self.child_opts()
 
         self.project_number: pulumi.Output[str] = gcp.organizations.get_project_output(
-            project_id=cfg.project, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after)).number
+            project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._inherited)).number
 
-        net_args = NetworkArgs(
-            project=cfg.project, region=cfg.region, prefix=g.cluster_name, subnet_cidr=g.ranges.subnet,
-            pods_cidr=g.ranges.pods, services_cidr=g.ranges.services, proxy_only_cidr=g.ranges.proxy_only)
-        self.network = Network(f"{name}-network", net_args, opts=child)
-        self.proxy_only_cidr: str = g.ranges.proxy_only
+        self.network = Network(f"{name}-network", args.network, opts=child)
+        self.proxy_only_cidr: str = args.network.proxy_only_cidr
 
         self.gke = Cluster(f"{name}-cluster", ClusterArgs(
-            project=cfg.project, region=cfg.region, zones=tuple(cfg.zones), gke=g,
-            network_id=self.network.vpc.id, subnetwork_id=self.network.subnet.id, labels=labels), opts=child)
+            project=args.project, name=c.name, location=c.location, node_locations=c.node_locations,
+            network_id=self.network.vpc.id, subnetwork_id=self.network.subnet.id, master_cidr=c.master_cidr,
+            authorized_networks=c.authorized_networks, release_channel=c.release_channel, min_version=c.min_version,
+            maintenance=c.maintenance, system_pool=c.system_pool, protect=args.protect, labels=args.labels),
+            opts=child)
         self.cluster: gcp.container.Cluster = self.gke.cluster
         self.workload_pool: str = self.gke.workload_pool
 
         self.gpu_pools: dict[str, GpuNodePool] = {}
-        for acc_name, bounds in gpu_pool_bounds(cfg, args.plan).items():
-            self.gpu_pools[acc_name] = GpuNodePool(f"{name}-gpu-{acc_name}", GpuNodePoolArgs(
-                project=cfg.project, accelerator=acc_name, topology=cfg.accelerators[acc_name],
-                cluster_name=self.cluster.name, cluster_location=self.gke.location, bounds=bounds,
-                gpu_driver_version=g.gpu_driver_version, labels=labels, protect=g.protect), opts=child)
+        for spec in sorted(args.gpu_pools, key=lambda s: s.accelerator.key):
+            key = spec.accelerator.key
+            self.gpu_pools[key] = GpuNodePool(f"{name}-gpu-{key}", GpuNodePoolArgs(
+                project=args.project, accelerator=spec.accelerator, cluster_name=self.cluster.name,
+                cluster_location=self.gke.location, bounds=spec.bounds, gpu_driver_version=c.gpu_driver_version,
+                labels=args.labels, protect=args.protect), opts=child)
         self.gpu_node_pools: dict[str, gcp.container.NodePool] = {k: p.node_pool for k, p in self.gpu_pools.items()}
 
         self.firewall = LoadBalancerFirewall(f"{name}-lb-firewall", LoadBalancerFirewallArgs(
-            network=net_args, network_id=self.network.vpc.id,
+            network=args.network, network_id=self.network.vpc.id,
             model_server_accounts=tuple(p.identity.email for _, p in sorted(self.gpu_pools.items())),
             epp_accounts=(self.gke.system_identity.email,)), opts=child)
 
+        r = args.registry
         self.registry = Registry(f"{name}-registry", RegistryArgs(
-            project=cfg.project, region=cfg.region, config=g.registry,
+            project=args.project, region=args.region, repository_id=r.repository_id,
+            keep_recent_versions=r.keep_recent_versions, untagged_retention_days=r.untagged_retention_days,
             readers=tuple((f"gpu-{k}", p.identity.member) for k, p in sorted(self.gpu_pools.items())),
-            labels=labels), opts=child)
+            labels=args.labels), opts=child)
 
+        w = args.weights
         self.weights = Weights(f"{name}-weights", WeightsArgs(
-            project=cfg.project, region=cfg.region, config=g.weights, hyperdisk_releases=hyperdisk_releases(cfg),
-            labels=labels, protect=g.protect), opts=child)
-        self.weights_bucket_name: str = self.weights.bucket_name
+            project=args.project, region=args.region, bucket=w.bucket, soft_delete_days=w.soft_delete_days,
+            hyperdisk=w.hyperdisk, hyperdisk_releases=w.hyperdisk_releases, labels=args.labels,
+            protect=args.protect), opts=child)
+        self.weights_bucket_name: str = w.bucket
 
-        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.gke.kubeconfig,
-                                         opts=child_options(self, opts))
+        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.gke.kubeconfig, opts=child)
+        k8s_child = self.child_opts(providers=[self.k8s_provider])
 
         self.identity = WorkloadIdentity(f"{name}-identity", WorkloadIdentityArgs(
-            project=cfg.project, region=cfg.region, project_number=self.project_number,
-            weights_bucket=self.weights.bucket.name,
-            hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None, labels=labels),
-            provider=self.k8s_provider, opts=child)
+            project=args.project, region=args.region, project_number=self.project_number,
+            weights_bucket=self.weights.bucket.name, hub_token_secret_id=args.hub_token_secret_id,
+            labels=args.labels), opts=k8s_child)
         self.serving_namespace_resource: k8s.core.v1.Namespace = self.identity.namespace
-        self.serving_namespace: str = self.identity.namespace_name
-        self.model_server_ksa: str = self.identity.model_server_ksa_name
+        self.serving_namespace: pulumi.Output[str] = self.identity.namespace.metadata.name
+        self.model_server_ksa: pulumi.Output[str] = self.identity.model_server_ksa.metadata.name
         self.model_server_principal: pulumi.Output[str] = self.identity.model_server_principal
 
         self.hyperdisk_claims: dict[str, str] = {}
-        if g.weights.hyperdisk_ml is not None and self.weights.disks:
+        if w.hyperdisk is not None and self.weights.disks:
             volumes = WeightVolumes(f"{name}-weight-volumes", WeightVolumesArgs(
-                project=cfg.project, namespace=self.identity.namespace.metadata.name,
-                size_gib=g.weights.hyperdisk_ml.size_gib,
-                provisioned_throughput_mib_s=g.weights.hyperdisk_ml.provisioned_throughput_mib_s),
-                weights=self.weights, provider=self.k8s_provider, opts=child)
+                project=args.project, namespace=self.identity.namespace.metadata.name,
+                size_gib=w.hyperdisk.size_gib, provisioned_throughput_mib_s=w.hyperdisk.provisioned_throughput_mib_s,
+                weights=self.weights), opts=k8s_child)
             self.hyperdisk_claims = dict(volumes.claims)
 
         self.register_outputs({

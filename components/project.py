@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from .base import Component
+
 #: APIs the platform uses: GKE, Compute (VMs, reservations, Hyperdisk ML, load balancers), Artifact
 #: Registry, Monitoring and Logging (Managed Prometheus, dashboards, alerts), Network Services (GKE
 #: Gateway / Inference Gateway), Certificate Manager (gateway TLS), Secret Manager (hub token), IAM and
@@ -33,14 +35,14 @@ class ProjectServicesArgs:
     services: tuple[str, ...] = PLATFORM_SERVICES
 
 
-class ProjectServices(pulumi.ComponentResource):
+class ProjectServices(Component):
     """Enables each API with ``disable_on_destroy=False``: tearing down one stack must not switch off an
     API that other stacks or teams in the project still use."""
 
     TYPE = "llm-serving:project:ProjectServices"
 
     def __init__(self, name: str, args: ProjectServicesArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
+        super().__init__(name, args, opts)
         self.services: dict[str, gcp.projects.Service] = {}
         for api in sorted(set(args.services)):
             self.services[api] = gcp.projects.Service(
@@ -49,7 +51,7 @@ class ProjectServices(pulumi.ComponentResource):
                 service=api,
                 disable_on_destroy=False,
                 disable_dependent_services=False,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=self.child_opts(),
             )
         self.enabled = pulumi.Output.all(*[s.service for s in self.services.values()])
         self.register_outputs({"enabled": self.enabled})

@@ -1,6 +1,6 @@
-"""Weight stores (issue 3 §6): the versioned weights bucket with the immutable path convention
+"""Weight stores : the versioned weights bucket with the immutable path convention
 ``gs://<bucket>/<model>/<revision>/``, one read-only Hyperdisk ML volume per release that loads via
-``hyperdisk_ml`` (FACTS §8), and the StorageClass / PersistentVolume / PersistentVolumeClaim that mount it."""
+``hyperdisk_ml`` (Terraform google provider docs), and the StorageClass / PersistentVolume / PersistentVolumeClaim that mount it."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config.gke import HyperdiskMl, WeightStores
-
-from .options import child_options
+from . import naming
+from .base import Component
 
 SECONDS_PER_DAY = 86400
 CSI_DRIVER = "pd.csi.storage.gke.io"
 STORAGE_CLASS = "hyperdisk-ml"
-#: The API enum is READ_ONLY_MANY; the SDK docstring's "READ_ONLY_SINGLE" is a misprint (FACTS §8).
+#: The API enum is READ_ONLY_MANY; the SDK docstring's "READ_ONLY_SINGLE" is a misprint (Terraform google provider docs).
 HYPERDISK_ML_ACCESS_MODE = "READ_ONLY_MANY"
 #: Larger kernel read-ahead for the sequential multi-GB safetensors reads (GKE Hyperdisk ML sample).
 READ_AHEAD_MOUNT_OPTION = "read_ahead_kb=4096"
@@ -36,36 +35,55 @@ def bucket_location(region: str) -> str:
 
 
 @dataclass(frozen=True)
+class HyperdiskSpec:
+    """Read-only Hyperdisk ML volumes, one per release, each created from a hydrated snapshot."""
+
+    size_gib: int
+    provisioned_throughput_mib_s: int
+    #: Release id -> source snapshot.
+    snapshots: dict[str, str]
+
+
+@dataclass(frozen=True)
 class WeightsArgs:
     project: str
     region: str
-    config: WeightStores
+    bucket: str
+    #: Days a deleted or overwritten object stays recoverable (0 = off).
+    soft_delete_days: int
+    hyperdisk: HyperdiskSpec | None
     #: Release id -> zone, for every release loading via hyperdisk_ml (its accelerator's reservation zone).
     hyperdisk_releases: dict[str, str]
     labels: dict[str, str]
     protect: bool
 
+    def __post_init__(self) -> None:
+        if self.hyperdisk_releases and self.hyperdisk is None:
+            raise ValueError("WeightsArgs.hyperdisk: releases load via Hyperdisk ML but no volume spec was given")
+        missing = sorted(set(self.hyperdisk_releases) - set(self.hyperdisk.snapshots if self.hyperdisk else {}))
+        if missing:
+            raise ValueError(f"WeightsArgs.hyperdisk.snapshots: no source snapshot for release(s) {missing}")
 
-class Weights(pulumi.ComponentResource):
+
+class Weights(Component):
     """The weights bucket and the Hyperdisk ML disks (cloud side)."""
 
     TYPE = "llm-serving:weights:Weights"
 
     def __init__(self, name: str, args: WeightsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        protected = child_options(self, opts, protect=args.protect)
-        c = args.config
+        super().__init__(name, args, opts)
+        protected = self.child_opts(protect=args.protect)
         self.bucket = gcp.storage.Bucket(
-            f"{name}-bucket", name=c.bucket, project=args.project, location=bucket_location(args.region),
+            f"{name}-bucket", name=args.bucket, project=args.project, location=bucket_location(args.region),
             storage_class="STANDARD", uniform_bucket_level_access=True, public_access_prevention="enforced",
             versioning=gcp.storage.BucketVersioningArgs(enabled=True),
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=c.soft_delete_days * SECONDS_PER_DAY),
+                retention_duration_seconds=args.soft_delete_days * SECONDS_PER_DAY),
             force_destroy=False, labels=args.labels, opts=protected)
-        self.bucket_name: str = c.bucket
+        self.bucket_name: str = args.bucket
         self.disks: dict[str, gcp.compute.Disk] = {}
         self.disk_zones: dict[str, str] = {}
-        hd: HyperdiskMl | None = c.hyperdisk_ml
+        hd = args.hyperdisk
         if hd is not None:
             for release_id, zone in sorted(args.hyperdisk_releases.items()):
                 disk_name = weights_disk_name(release_id)
@@ -85,23 +103,26 @@ class WeightVolumesArgs:
     namespace: pulumi.Input[str]
     size_gib: int
     provisioned_throughput_mib_s: int
+    #: The sibling that owns the disks (passed as the object, not rebuilt from names).
+    weights: "Weights"
 
 
 def volume_handle(project: str, zone: str, disk: str) -> str:
     return f"projects/{project}/zones/{zone}/disks/{disk}"
 
 
-class WeightVolumes(pulumi.ComponentResource):
+class WeightVolumes(Component):
     """Kubernetes side of the Hyperdisk ML volumes: one StorageClass, and per release a static
-    ``ReadOnlyMany`` PersistentVolume bound to its disk plus the claim pods mount."""
+    ``ReadOnlyMany`` PersistentVolume bound to its disk plus the claim pods mount. Pass the cluster's
+    Kubernetes provider in ``opts.providers``."""
 
     TYPE = "llm-serving:weights:WeightVolumes"
 
-    def __init__(self, name: str, args: WeightVolumesArgs, weights: Weights, provider: k8s.Provider,
-                 opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        child = child_options(self, opts, provider=provider)
-        labels = {"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": "weights"}
+    def __init__(self, name: str, args: WeightVolumesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        child = self.child_opts()
+        weights = args.weights
+        labels = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "weights"}
         size = f"{args.size_gib}Gi"
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-sc", metadata=k8s.meta.v1.ObjectMetaArgs(name=STORAGE_CLASS, labels=labels),
@@ -129,13 +150,13 @@ class WeightVolumes(pulumi.ComponentResource):
                     node_affinity=k8s.core.v1.VolumeNodeAffinityArgs(required=k8s.core.v1.NodeSelectorArgs(
                         node_selector_terms=[k8s.core.v1.NodeSelectorTermArgs(match_expressions=[
                             k8s.core.v1.NodeSelectorRequirementArgs(key=ZONE_TOPOLOGY_KEY, operator="In", values=[zone])])]))),
-                opts=child_options(self, opts, provider=provider, depends_on=[self.storage_class]))
+                opts=self.child_opts(depends_on=[self.storage_class]))
             k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-pvc-{pv_name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, namespace=args.namespace, labels=labels),
                 spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                     storage_class_name=STORAGE_CLASS, access_modes=["ReadOnlyMany"], volume_name=pv_name,
                     resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size})),
-                opts=child_options(self, opts, provider=provider, depends_on=[self.volumes[release_id]]))
+                opts=self.child_opts(depends_on=[self.volumes[release_id]]))
             self.claims[release_id] = pv_name
         self.register_outputs({"claims": self.claims})

@@ -1,16 +1,27 @@
-"""What ``pulumi up`` runs: read the stack's config, validate all of it, then compose the platform."""
+"""What ``pulumi up`` runs: read the stack's config, resolve it (validate everything, plan once), then compose."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from .config import ConfigError, ConfigIssue, StackConfig, decode_pulumi_config, load_stack_config
+from .config import ConfigError, decode_pulumi_config
+from .resolve import ResolvedStack, resolve_stack
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class StackConfigError(pulumi.RunError):
+    """The stack's config is invalid; raised before any resource is registered. ``config_error`` holds the issues
+    so callers (the offline CLI) can report them with their key paths."""
+
+    def __init__(self, config_error: ConfigError) -> None:
+        super().__init__(config_error.render())
+        self.config_error = config_error
 
 
 def engine_config() -> dict[str, Any]:
@@ -20,21 +31,16 @@ def engine_config() -> dict[str, Any]:
     return decode_pulumi_config(merged)
 
 
-def validated_config(stack: str) -> StackConfig:
-    cfg = load_stack_config(engine_config(), PROJECT_ROOT)
-    if not (stack == cfg.environment or stack.startswith(cfg.environment + "-")):
-        raise ConfigError([ConfigIssue("llm-serving:environment",
-                                       f"{cfg.environment!r} does not match stack {stack!r} (expected the stack "
-                                       f"name or its prefix)")])
-    return cfg
-
-
-def main() -> None:
+def main(on_resolved: Callable[[ResolvedStack], None] | None = None) -> None:
+    """Resolve the stack once and deploy it. ``on_resolved`` lets the offline runner read the same resolution
+    (config + plan) the program deploys, so nothing is validated or planned twice."""
     from .program import deploy
 
     try:
-        cfg = validated_config(pulumi.get_stack())
+        resolved = resolve_stack(engine_config(), pulumi.get_stack(), PROJECT_ROOT)
     except ConfigError as err:
         # Raised before any resource is registered: nothing is half-created.
-        raise pulumi.RunError(err.render()) from None
-    deploy(cfg)
+        raise StackConfigError(err) from None
+    if on_resolved is not None:
+        on_resolved(resolved)
+    deploy(resolved)

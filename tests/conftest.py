@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from infra.offline.cli import run_plan
 from infra.config import StackConfig
-from infra.planning.sizing import CapacityPlan
+from infra.resolve import ResolvedStack
+from infra.offline.planrun import PlanRun, run_plan
+from infra.planning.plan import StackPlan
 
 STACKS = ("dev", "staging", "prod")
 REPO = Path(__file__).resolve().parents[1]
@@ -25,17 +26,27 @@ def reference(*parts: str) -> Path:
     return path
 
 
-_cache: dict[str, tuple[StackConfig, CapacityPlan, dict[str, Any]]] = {}
+_runs: dict[str, PlanRun] = {}
+_cache: dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]] = {}
 
 
-def planned(stack: str) -> tuple[StackConfig, CapacityPlan, dict[str, Any]]:
+def plan_run(stack: str) -> PlanRun:
+    """The offline plan of a shipped stack, run once per session."""
+    if stack not in _runs:
+        _runs[stack] = run_plan(stack)
+    return _runs[stack]
+
+
+def planned(stack: str) -> tuple[StackConfig, StackPlan, dict[str, Any]]:
+    """(validated config, resolved plan, inventory as JSON) of a shipped stack."""
     if stack not in _cache:
-        _cache[stack] = run_plan(stack)
+        run = plan_run(stack)
+        _cache[stack] = (run.resolved.config, run.resolved.plan, run.inventory.to_dict())
     return _cache[stack]
 
 
 @pytest.fixture(scope="session")
-def plans() -> dict[str, tuple[StackConfig, CapacityPlan, dict[str, Any]]]:
+def plans() -> dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]]:
     return {s: planned(s) for s in STACKS}
 
 
@@ -47,3 +58,17 @@ def one(inventory: dict[str, Any], typ: str, name: str | None = None) -> dict[st
     found = [r for r in resources(inventory, typ) if name is None or r["name"] == name]
     assert len(found) == 1, f"expected one {typ} named {name!r}, found {[r['name'] for r in found]}"
     return found[0]
+
+
+def resolve_values(values: dict[str, Any], stack: str | None = None) -> "ResolvedStack":
+    """Resolve decoded stack-file values (as ``read_stack_file(...).values`` gives them); the stack name defaults
+    to the config's environment. Raises ConfigError like the program does."""
+    from infra.offline.stackfile import ROOT
+    from infra.resolve import resolve_stack
+
+    return resolve_stack(values, stack or str(values.get("llm-serving:environment")), ROOT)
+
+
+def load_config(values: dict[str, Any], stack: str | None = None) -> StackConfig:
+    """The validated config of decoded stack-file values (see :func:`resolve_values`)."""
+    return resolve_values(values, stack).config

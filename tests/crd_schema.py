@@ -40,7 +40,7 @@ REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 
 #: (apiVersion, kind) -> schema files under ../shared/reference (each one must accept the object).
 SCHEMA_FILES: dict[tuple[str, str], tuple[str, ...]] = {
-    # Gateway API v1.6.1 standard channel (FACTS §1).
+    # Gateway API v1.6.1 standard channel (GAIE releases and the llm-d GKE guide).
     ("gateway.networking.k8s.io/v1", "GatewayClass"): ("gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",),
     ("gateway.networking.k8s.io/v1", "Gateway"): ("gateway-api/gateway.networking.k8s.io_gateways.yaml",),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): ("gateway-api/gateway.networking.k8s.io_httproutes.yaml",),
@@ -70,7 +70,7 @@ SCHEMA_FILES: dict[tuple[str, str], tuple[str, ...]] = {
         "gke-networking-policies-jsonschema/gcptrafficextension_v1.json",),
     ("networking.gke.io/v1", "GCPRoutingExtension"): (
         "gke-networking-policies-jsonschema/gcproutingextension_v1.json",),
-    # Google Managed Prometheus v0.17.2 (FACTS §6).
+    # Google Managed Prometheus v0.17.2 (GKE inference autoscaling guide and samples).
     **{("monitoring.googleapis.com/v1", kind): (f"gmp-prometheus-engine/monitoring.googleapis.com_{plural}.yaml",)
        for kind, plural in (("PodMonitoring", "podmonitorings"), ("ClusterPodMonitoring", "clusterpodmonitorings"),
                             ("ClusterNodeMonitoring", "clusternodemonitorings"), ("Rules", "rules"),
@@ -183,12 +183,6 @@ def _duration_ms(text: str) -> float:
     units = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
     parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
     return sum(float(n) * units[u] for n, u in parts)
-
-
-def _parent_refs_unique(refs: list[dict[str, Any]]) -> bool:
-    seen = [(r.get("kind", "Gateway"), r.get("group", GATEWAY_GROUP), r["name"], r.get("namespace", ""),
-             r.get("sectionName", ""), r.get("port")) for r in refs]
-    return len(seen) == len(set(seen))
 
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"

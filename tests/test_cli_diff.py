@@ -7,7 +7,10 @@ from pathlib import Path
 import yaml
 
 from infra.offline import cli
+from infra.offline.planrun import write_plan
 from infra.offline.stackfile import STACKS_DIR
+
+from .conftest import plan_run
 
 
 def test_diff_between_two_plans_shows_the_derived_change(plans, tmp_path: Path, capsys):
@@ -16,8 +19,7 @@ def test_diff_between_two_plans_shows_the_derived_change(plans, tmp_path: Path, 
     doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
     doc["config"]["llm-serving:serving"]["stable"]["max_replicas"] = 3
     (stacks / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
-    cfg, plan, inventory = plans["dev"]
-    cli.write_plan(inventory, plan, a)
+    write_plan(plan_run("dev"), a)
     assert cli.main(["plan", "--stack", "dev", "--out", str(b), "--stacks-dir", str(stacks)]) == 0
     capsys.readouterr()
     assert cli.main(["diff", str(a), str(b)]) == 0

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from .conftest import load_config
 from infra.offline import cli
-from infra.config import ConfigError, load_stack_config
+from infra.config import ConfigError
 from infra.offline.stackfile import ROOT, read_stack_file
 
 GOOD_DIGEST = "sha256:" + "a" * 64
@@ -27,13 +28,13 @@ def values(stack: str = "dev") -> dict[str, Any]:
 
 def errors(v: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(ConfigError) as exc:
-        load_stack_config(v, ROOT)
+        load_config(v)
     return {i.path: i.message for i in exc.value.issues}
 
 
 def test_shipped_stacks_are_valid():
     for stack in ("dev", "staging", "prod"):
-        cfg = load_stack_config(read_stack_file(stack).values, ROOT)
+        cfg = load_config(read_stack_file(stack).values)
         assert cfg.environment == stack
 
 
@@ -202,7 +203,7 @@ def test_mixed_split_allowed_explicitly():
     v = values()
     v["llm-serving:releases"][1]["kv_cache_dtype"] = "fp8"
     v["llm-serving:serving"]["allow_mixed_split"] = True
-    load_stack_config(v, ROOT)
+    load_config(v)
 
 
 @pytest.mark.parametrize("mutate,path,message", [
@@ -234,8 +235,8 @@ def test_release_file_errors(tmp_path: Path):
 
 
 def test_release_given_inline_equals_release_file():
-    inline = load_stack_config(values(), ROOT)
-    by_file = load_stack_config(read_stack_file("dev").values, ROOT)
+    inline = load_config(values())
+    by_file = load_config(read_stack_file("dev").values)
     assert inline == by_file
 
 

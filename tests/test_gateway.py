@@ -1,4 +1,4 @@
-"""GKE Inference Gateway (issue 5): upstream-schema validation of every rendered custom resource, the derived
+"""GKE Inference Gateway : upstream-schema validation of every rendered custom resource, the derived
 values (pool selectors, weights, backend timeout, picker KV metric, chart pin), and the gateway config rules."""
 
 from __future__ import annotations
@@ -17,12 +17,16 @@ import yaml
 from components.gateway import chart_filter
 from components.gateway import objects as o
 from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
+from .conftest import load_config
 from infra.offline import cli
-from infra.config import ConfigError, load_stack_config
-from infra.config.gateway import (
-    EPP_CHARTS, INFERENCEPOOL_CHART, KV_METRIC_CURRENT, KV_METRIC_LEGACY, vllm_kv_cache_metric,
-    vllm_kv_cache_metrics,
+from infra.config import ConfigError
+from components.gateway.charts import (
+    EPP_CHARTS, INFERENCEPOOL_CHART, KV_METRIC_CURRENT, KV_METRIC_LEGACY, EppChartProfile, vllm_kv_cache_metrics,
 )
+from infra.offline.inventory import Inventory
+from infra.offline.planrun import PlanRun, summary
+from infra.resolve import ResolvedStack
+from infra.targets.gke import gateway_spec
 from infra.offline.stackfile import ROOT, read_stack_file
 from tests.conftest import REFERENCE, reference, resources
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
@@ -37,8 +41,15 @@ def _reference_present():
     reference("gateway-api")
 
 
+def effective_kv_metric(profile: EppChartProfile, values: dict[str, Any]) -> str:
+    """The KV metric a picker rendered from ``values`` scrapes: the flag when set, else the EPP default."""
+    flags = values["inferenceExtension"]["flags"]
+    items = {f["name"]: f["value"] for f in flags} if isinstance(flags, list) else dict(flags)
+    return str(items.get("kv-cache-usage-percentage-metric", profile.default_kv_metric))
+
+
 def manifests(inventory: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(cli.manifest_objects(inventory).values())
+    return list(Inventory.from_dict(inventory).manifests().values())
 
 
 def find(inventory: dict[str, Any], kind: str, name: str | None = None) -> list[dict[str, Any]]:
@@ -229,7 +240,7 @@ def test_picker_kv_metric_equals_what_vllm_exports(plans):
         for role, pool in cfg.pools():
             values = _chart(inv, role)["inputs"]["values"]
             version = cfg.release(pool.release).vllm_version
-            assert o.effective_kv_metric(profile, values) == vllm_kv_cache_metric(version) == KV_METRIC_CURRENT
+            assert effective_kv_metric(profile, values) == vllm_kv_cache_metrics(version)[0] == KV_METRIC_CURRENT
 
 
 def test_chart_resource_carries_pinned_version_and_values(plans):
@@ -253,8 +264,9 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
             drops = c["postRenderer"]["args"]
             assert drops[:2] == ["-c", CHART_FILTER_SCRIPT.read_text()] and c["postRenderer"]["command"] == "python3"
             assert {drops[i + 1] for i, a in enumerate(drops) if a == "--drop-kind"} == set(CHART_DROPPED_KINDS)
-    summary = cli.summary(*plans["prod"], cli.manifest_objects(plans["prod"][2]))
-    assert "kubernetes:helm.sh/v4:Chart" in summary
+    cfg, plan, inv = plans["prod"]
+    run = PlanRun(ResolvedStack("prod", cfg, plan), Inventory.from_dict(inv))
+    assert "kubernetes:helm.sh/v4:Chart" in summary(run, run.inventory.manifests())
 
 
 def test_picker_pdb_selects_the_chart_pods_the_model_servers_admit(plans):
@@ -290,11 +302,11 @@ def test_objectives_cover_every_priority_class_per_pool(plans):
 
 
 def test_bare_objective_names_follow_the_majority_pool():
-    pools = (o.PoolRoute("stable", "a", 40), o.PoolRoute("canary", "b", 60))
+    pools = (o.PoolRoute("stable", "a", 40, {}), o.PoolRoute("canary", "b", 60, {}))
     assert o.primary_role(pools) == "canary"
     assert o.objective_name("interactive", "canary", "canary") == "interactive"
     assert o.objective_name("interactive", "stable", "canary") == "interactive-stable"
-    assert o.primary_role((o.PoolRoute("stable", "a", 50), o.PoolRoute("canary", "b", 50))) == "stable"
+    assert o.primary_role((o.PoolRoute("stable", "a", 50, {}), o.PoolRoute("canary", "b", 50, {}))) == "stable"
 
 
 def test_gateway_front(plans):
@@ -338,24 +350,24 @@ def test_vllm_kv_metric_by_version():
     assert vllm_kv_cache_metrics("0.9.1") == (KV_METRIC_LEGACY,)
     assert set(vllm_kv_cache_metrics("0.10.2")) == {KV_METRIC_CURRENT, KV_METRIC_LEGACY}
     assert vllm_kv_cache_metrics("0.11.0") == (KV_METRIC_CURRENT,)
-    assert vllm_kv_cache_metric("0.32.0") == KV_METRIC_CURRENT
+    assert vllm_kv_cache_metrics("0.32.0")[0] == KV_METRIC_CURRENT
 
 
 def test_vllm_032_exports_the_current_kv_name():
-    """FACTS §5: the 0.33 metric table (0.32's set is identical) has kv_cache_usage_perc, not the old name."""
+    """vLLM vllm/v1/metrics/loggers.py: the 0.33 metric table (0.32's set is identical) has kv_cache_usage_perc, not the old name."""
     text = reference("vllm", "vllm-0.33.0-prometheus-metrics.tsv").read_text()
     assert KV_METRIC_CURRENT in text and KV_METRIC_LEGACY not in text
 
 
 def test_v110_chart_gets_the_flag_its_default_lacks():
     """Chart v1.1.0's EPP defaults to gpu_cache_usage_perc: the values must carry the flag (list layout)."""
-    cfg = load_stack_config(_values_with(lambda v: v["llm-serving:gateway"]["epp"].update(version="v1.1.0")), ROOT)
-    pool = o.PoolRoute("stable", cfg.serving.stable.release, 100)
-    values = o.epp_values(pool, cfg.gateway)
+    cfg = load_config(_values_with(lambda v: v["llm-serving:gateway"]["epp"].update(version="v1.1.0")))
+    pool = o.PoolRoute("stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"})
+    values = o.epp_values(pool, gateway_spec(cfg.gateway))
     flags = values["inferenceExtension"]["flags"]
     assert {"name": "kv-cache-usage-percentage-metric", "value": KV_METRIC_CURRENT} in flags
     assert values["inferenceExtension"]["monitoring"]["gke"] == {"enabled": True}
-    assert o.effective_kv_metric(EPP_CHARTS["v1.1.0"], values) == KV_METRIC_CURRENT
+    assert effective_kv_metric(EPP_CHARTS["v1.1.0"], values) == KV_METRIC_CURRENT
     assert values["inferenceExtension"]["image"]["tag"] == "v1.1.0"
 
 
@@ -414,7 +426,7 @@ def _values_with(mutate, stack: str = "dev") -> dict[str, Any]:
 
 def _errors(v: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(ConfigError) as exc:
-        load_stack_config(v, ROOT)
+        load_config(v)
     return {i.path: i.message for i in exc.value.issues}
 
 
@@ -458,7 +470,7 @@ def _gw(v: dict[str, Any]) -> dict[str, Any]:
      "llm-serving:gateway.epp.failure_mode_reason", "String should have at least 20 characters"),
     ("dev", lambda v: _gw(v).update(hostnames=["LLM.example"]),
      "llm-serving:gateway.hostnames[0]", "String should match pattern"),
-    ("dev", lambda v: v.pop("llm-serving:gateway"), "llm-serving:gateway", "required key is missing"),
+    ("dev", lambda v: v.pop("llm-serving:gateway"), "llm-serving:gateway", "required when a pool targets gke"),
 ])
 def test_gateway_rules(stack, mutate, path, message):
     e = _errors(_values_with(mutate, stack))

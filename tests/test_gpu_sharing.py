@@ -1,4 +1,4 @@
-"""Co-hosting (seed 003): GPU sharing renders on the node pool, each server's memory share is checked in
+"""Co-hosting (Vertex AI model co-hosting): GPU sharing renders on the node pool, each server's memory share is checked in
 config, and the policy pack agrees with the config rule."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from infra.offline import cli
+from infra.offline.planrun import run_plan
 from infra.offline.stackfile import STACKS_DIR
 
 from .conftest import one
@@ -26,12 +27,13 @@ def _shared_dev(tmp_path: Path, utilization: float) -> Path:
 
 def test_shared_gpu_pool_renders_sharing_and_passes_policy(tmp_path: Path, capsys):
     stacks = _shared_dev(tmp_path, 0.45)
-    cfg, plan, inv = cli.run_plan("dev", stacks)
+    run = run_plan("dev", stacks)
+    plan, inv = run.resolved.plan, run.inventory.to_dict()
     pool = one(inv, "gcp:container/nodePool:NodePool", "platform-gpu-l4-pool")
     acc = pool["inputs"]["nodeConfig"]["guestAccelerators"][0]
     assert acc["gpuSharingConfig"] == {"gpuSharingStrategy": "MPS", "maxSharedClientsPerGpu": 2}
     # the planner sized the smaller share: 1.5 GiB of KV per server -> 2 sequences at 4096 tokens
-    assert plan.pools["stable"].max_seqs_at_max_model_len == 2
+    assert plan.pools["stable"].capacity.max_seqs_at_max_model_len == 2
     out = tmp_path / "out"
     assert cli.main(["policy", "--stack", "dev", "--stacks-dir", str(stacks), "--out", str(out)]) == 0
     assert "gpu-memory-shares-below-one" not in capsys.readouterr().out

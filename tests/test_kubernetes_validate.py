@@ -10,7 +10,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from infra.offline.cli import manifest_objects
+from infra.offline.inventory import Inventory
 
 from .conftest import STACKS
 
@@ -32,7 +32,7 @@ def api_group(api_version: str) -> str:
 def test_manifests_validate_for_the_cluster_minor_version(plans, stack):
     cfg, _, inv = plans[stack]
     version = cfg.gke.minor_version
-    objects = manifest_objects(inv)
+    objects = Inventory.from_dict(inv).manifests()
     assert objects, "the plan has no Kubernetes objects"
     failures, validated, custom = [], 0, set()
     for fname, obj in objects.items():

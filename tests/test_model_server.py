@@ -1,4 +1,4 @@
-"""The vLLM ModelServer (issue 4): derived vLLM flags, probe windows, scale-down protocol, pool diff, isolation.
+"""The vLLM ModelServer : derived vLLM flags, probe windows, scale-down protocol, pool diff, isolation.
 
 Tests start from the real stack plans (``plans`` fixture) and assert what the code derives from the planner
 and the contract; config rules are checked with a bad input each (exact key path + message, nothing
@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from components.serving import probes as probes_mod
-from components.serving.model_server import (GOOGLE_API_RANGES, READINESS_SCRIPT, deployment_name,
-                                             release_annotations)
-from components.serving.vllm_args import render_vllm_args, streamer_extra_config
+from components.naming import deployment_name
+from components.serving.model_server import GOOGLE_API_RANGES, READINESS_SCRIPT
+from infra.planning import probes as probes_mod
+from infra.planning.plan import gke_vllm_inputs, release_info
+from infra.planning.vllm_args import render_vllm_args, streamer_extra_config
+from .conftest import load_config, resolve_values
 from infra.offline import cli
 from infra.planning import capacity
-from infra.config import ConfigError, load_stack_config
+from infra.config import ConfigError
 from infra.offline.stackfile import ROOT, read_stack_file
 from tests.conftest import STACKS, one, resources
 
@@ -74,7 +76,7 @@ def test_max_num_seqs_and_batched_tokens_are_the_planners(plans):
     for stack, role in pool_cases(plans):
         _, plan, inv = plans[stack]
         args = container(deployment(inv, role))["args"]
-        p = plan.pools[role]
+        p = plan.pools[role].capacity
         assert int(flag(args, "--max-num-seqs")) == p.max_num_seqs, (stack, role)
         assert int(flag(args, "--max-num-batched-tokens")) == p.max_num_batched_tokens, (stack, role)
         # The planner's concurrency is the KV budget at the mean context, capped: not vLLM's default of 256.
@@ -143,7 +145,7 @@ def test_lora_and_speculative_options_render(plans):
     doc["model_server"].update(lora={"max_loras": 2, "max_lora_rank": 16, "max_cpu_loras": 4},
                                speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
-    args = render_vllm_args(cfg.release(pool.release), pool, plan.pools["stable"], 60)
+    args = render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, plan.pools["stable"].capacity, 60))
     assert args.count("--enable-lora") == 1
     assert (flag(args, "--max-loras"), flag(args, "--max-lora-rank"), flag(args, "--max-cpu-loras")) == ("2", "16", "4")
     assert json.loads(flag(args, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4,
@@ -159,7 +161,7 @@ def test_startup_window_covers_the_cold_load_estimate_with_the_margin(plans):
         o = dict(cfg.pools())[role].model_server
         probe = container(deployment(inv, role))["startupProbe"]
         window = probe["periodSeconds"] * probe["failureThreshold"]
-        required = plan.pools[role].cold_load_seconds * (1 + o.startup_margin)
+        required = plan.pools[role].capacity.cold_load_seconds * (1 + o.startup_margin)
         assert probe["httpGet"]["path"] == "/health"
         assert window >= required, (stack, role)
         assert window - probe["periodSeconds"] < required, "the window is the smallest that covers the estimate"
@@ -199,7 +201,7 @@ def test_readiness_is_the_rate_limited_script_for_this_release(plans):
         interval = float(flag(cmd, "--min-interval-seconds"))
         # The generation check runs at most once per interval, and a restarted container's state file is
         # always older than the interval by the time the startup probe lets readiness run.
-        assert r["periodSeconds"] < interval <= plan.pools[role].cold_load_seconds
+        assert r["periodSeconds"] < interval <= plan.pools[role].capacity.cold_load_seconds
         assert flag(cmd, "--state-file").startswith("/tmp/")
         # The ConfigMap ships exactly the repository's script; its hash rolls the pods when it changes.
         script = READINESS_SCRIPT.read_text()
@@ -301,7 +303,8 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
         assert z == y, f"{path}: {x!r} -> {y!r} is not derived from the release or role"
 
     paths = set(diff)
-    release_keys = [k for k, v in release_annotations(a).items() if v != release_annotations(b)[k]]
+    ra, rb = release_info(a).annotations(), release_info(b).annotations()
+    release_keys = [k for k, v in ra.items() if v != rb[k]]
     tmpl = "spec.template"
     expected = {
         # role-derived
@@ -416,7 +419,7 @@ def _values(stack: str = "dev") -> dict[str, Any]:
 
 def _errors(v: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(ConfigError) as exc:
-        load_stack_config(v, ROOT)
+        load_config(v)
     return {i.path: i.message for i in exc.value.issues}
 
 
@@ -445,10 +448,7 @@ def _mut_lookup(c):
 
 
 def _window_message() -> str:
-    from infra.planning.sizing import plan_stack
-
-    cfg = load_stack_config(read_stack_file("dev").values, ROOT)
-    cold = plan_stack(cfg).pools["stable"].cold_load_seconds
+    cold = resolve_values(read_stack_file("dev").values).plan.pools["stable"].capacity.cold_load_seconds
     n = math.ceil(cold * 1.5 / 10)
     return (f"the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 + margin 0.5) = "
             f"{cold * 1.5:.0f} s needs {n} x 10 s = {n * 10} s, above max_startup_seconds 60; load faster "
@@ -490,12 +490,17 @@ def test_bad_model_server_config_registers_nothing(tmp_path: Path, capsys, mutat
 
 
 def test_hyperdisk_pool_needs_its_claim(plans):
-    from components.serving.model_server import ModelServerArgs
+    from components.serving.model_server import ModelServerArgs, PodResources
 
     cfg, plan, _ = plans["staging"]
     pool = cfg.serving.stable
+    p = plan.pools["stable"]
     assert pool.loading.path == "hyperdisk_ml"
-    with pytest.raises(ValueError, match="loads via hyperdisk_ml but no Hyperdisk ML claim was given"):
-        ModelServerArgs(role="stable", release=cfg.release(pool.release), pool=pool, plan=plan.pools["stable"],
-                        contract=cfg.contract, namespace="llm-serving", service_account="model-server",
-                        proxy_only_cidr=cfg.gke.ranges.proxy_only)
+    with pytest.raises(ValueError, match="ModelServerArgs.hyperdisk_claim: pool 'stable' loads via hyperdisk_ml "
+                                         "but no Hyperdisk ML claim was given"):
+        ModelServerArgs(role="stable", release=p.release, vllm_args=p.vllm_args, probes=p.probes,
+                        resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
+                        accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1,
+                        max_unavailable_disruptions=1, namespace="llm-serving", service_account="model-server",
+                        proxy_only_cidr=cfg.gke.ranges.proxy_only, stream_bound_seconds=p.probes.stream_bound_seconds,
+                        contract_max_model_len=cfg.contract.max_model_len)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from infra.offline import cli
+from infra.offline.planrun import OWNED_FILES, write_plan
 from infra.offline.runner import PLACEHOLDER
 
-from .conftest import REPO, STACKS
+from .conftest import REPO, STACKS, plan_run
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -23,15 +24,16 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_plan_exits_zero_and_is_byte_identical(plans, stack, tmp_path, capsys):
     """A fresh run of the CLI writes exactly the bytes of the session's earlier run of the same stack."""
-    cfg, plan, inventory = plans[stack]
     a, b = tmp_path / "a", tmp_path / "b"
-    cli.write_plan(inventory, plan, a)
+    write_plan(plan_run(stack), a)
     assert cli.main(["plan", "--stack", stack, "--out", str(b)]) == 0
     out = capsys.readouterr().out
     assert f"stack {stack} ({stack})" in out
     ta, tb = _tree(a), _tree(b)
     # the CLI also writes the policy report (tests/test_policies.py covers it); the plan files match exactly
     assert tb.pop("policy-report.json")
+    assert json.loads(tb.pop(OWNED_FILES))["files"] == sorted([*json.loads(ta.pop(OWNED_FILES))["files"],
+                                                             "policy-report.json"])
     assert ta.keys() == tb.keys()
     assert ta == tb
     assert {"inventory.json", "capacity.json"} <= set(ta)
@@ -42,25 +44,32 @@ def test_plan_exits_zero_and_is_byte_identical(plans, stack, tmp_path, capsys):
 def test_plan_in_a_fresh_process_matches(plans, tmp_path):
     """A separate interpreter (other hash seed, cold imports) produces the same bytes. Integration tier:
     a cold interpreter spends ~15 s importing the provider SDKs."""
-    cfg, plan, inventory = plans["prod"]
     a, b = tmp_path / "a", tmp_path / "b"
-    cli.write_plan(inventory, plan, a)
+    write_plan(plan_run("prod"), a)
     env = {"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-m", "infra.offline.cli", "plan", "--stack", "prod", "--out", str(b)],
                    cwd=REPO, env=env, check=True, capture_output=True)
     (b / "policy-report.json").unlink()  # written by the CLI only; tests/test_policies.py covers it
+    for d in (a, b):
+        (d / OWNED_FILES).unlink()  # the CLI's list also names the policy report
     cmp = filecmp.dircmp(a, b)
     assert not cmp.diff_files and not cmp.left_only and not cmp.right_only
     assert _tree(a) == _tree(b)
 
 
-def test_rerun_into_same_dir_removes_stale_manifests(plans, tmp_path):
-    cfg, plan, inventory = plans["dev"]
+def test_rerun_removes_what_an_earlier_plan_wrote_and_nothing_else(tmp_path):
+    run = plan_run("dev")
     out = tmp_path / "p"
-    cli.write_plan(inventory, plan, out)
-    (out / "manifests" / "stale.yaml").write_text("x")
-    cli.write_plan(inventory, plan, out)
-    assert not (out / "manifests" / "stale.yaml").exists()
+    write_plan(run, out)
+    # An object an earlier plan wrote that the current plan no longer has ...
+    (out / "manifests" / "gone.yaml").write_text("x")
+    owned = json.loads((out / OWNED_FILES).read_text())["files"]
+    (out / OWNED_FILES).write_text(json.dumps({"files": [*owned, "manifests/gone.yaml"]}))
+    # ... and a file the user put there.
+    (out / "notes.txt").write_text("mine")
+    write_plan(run, out)
+    assert not (out / "manifests" / "gone.yaml").exists()
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_inventory_shape_and_capacity_outputs(plans):
@@ -72,7 +81,7 @@ def test_inventory_shape_and_capacity_outputs(plans):
                           "property_dependencies", "options"}
     # the capacity the program exports is the planner's, not the config's
     exported = inv["outputs"]["capacity"]["pools"]["stable"]
-    assert exported["max_num_seqs"] == plan.pools["stable"].max_num_seqs == 206
+    assert exported["max_num_seqs"] == plan.pools["stable"].capacity.max_num_seqs == 206
     assert exported["throughput"] == "unmeasured"
     assert exported["cost_per_million_output_tokens_usd"] is None
 

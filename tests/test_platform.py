@@ -1,4 +1,4 @@
-"""The Google Cloud platform layer (issue 3), asserted on the real stack plans: each test checks a property
+"""The Google Cloud platform layer , asserted on the real stack plans: each test checks a property
 the components DERIVE (from config + capacity plan), as a subset of the registered inputs."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import pytest
 import yaml
 
 from components.cluster import kubeconfig, maintenance_window
-from components.gpu_pool import node_bounds
+from infra.planning.plan import accelerator_plan
 from components.identity import NODE_PROJECT_ROLES, principal_text
 from components.network import HEALTH_CHECK_RANGES
 from components.weights import weights_disk_name
 from infra.planning import capacity
 from infra.offline.runner import placeholder
 
-from .conftest import STACKS, one, resources
+from .conftest import load_config, STACKS, one, resources
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -83,12 +83,10 @@ def test_prod_gpu_pool_consumes_the_stack_owned_reservation(plans):
                                "acceleratorCount": pool["inputs"]["nodeConfig"]["guestAccelerators"][0]["count"]}]}}},
            reservation["inputs"])
     # Autoscaling: warm replicas at the bottom, max replicas + one surge per pool at the top, inside the reservation.
-    per_node = plan.accelerators["h100-tp2"].replicas_per_node
-    warm = sum(p.min_replicas for _, p in cfg.pools())
-    top = plan.accelerators["h100-tp2"].nodes_for_max_plus_surge
-    subset({"totalMinNodeCount": capacity.nodes_for(warm, per_node), "totalMaxNodeCount": top},
-           pool["inputs"]["autoscaling"])
-    assert top * acc.gpus_per_node <= reservation["inputs"]["specificReservation"]["count"] * acc.gpus_per_node
+    # a3-highgpu-2g holds one TP-2 replica per node. Warm: stable 2 + canary 2 = 4 nodes; top: max 4 + 2 plus one
+    # surge replica per pool = 8 nodes, exactly the 8 reserved.
+    subset({"totalMinNodeCount": 4, "totalMaxNodeCount": 8}, pool["inputs"]["autoscaling"])
+    assert reservation["inputs"]["specificReservation"]["count"] == 8
 
 
 def test_gpu_pool_node_shape(plans):
@@ -126,16 +124,16 @@ def test_dev_spot_pool_consumes_no_reservation(plans):
 
 
 def test_node_bounds_cover_all_pools_on_a_topology():
-    def pp(role: str, lo: int, hi: int) -> capacity.PoolPlan:
-        fields = {f: 0 for f in capacity.PoolPlan.__dataclass_fields__}
+    def pp(role: str, lo: int, hi: int) -> capacity.PoolCapacity:
+        fields = {f: 0 for f in capacity.PoolCapacity.__dataclass_fields__}
         fields.update(role=role, release="r", accelerator="a", throughput="unmeasured", replicas_per_node=2,
                       min_replicas=lo, max_replicas=hi, warnings=())
         for f in ("decode_replicas", "prefill_replicas", "required_replicas", "cost_per_million_output_tokens_usd"):
             fields[f] = None
-        return capacity.PoolPlan(**fields)
+        return capacity.PoolCapacity(**fields)
 
     pools = [pp("stable", 2, 5), pp("canary", 1, 2)]
-    b = node_bounds(pools, capacity.plan_accelerator("a", pools, None))
+    b = accelerator_plan("a", pools, None)
     # 3 warm replicas at 2/node -> 2 nodes; 7 max + 2 surge = 9 replicas -> 5 nodes.
     assert (b.min_nodes, b.max_nodes) == (2, 5)
 
@@ -184,13 +182,9 @@ def test_system_pool_is_autoscaled_and_untainted(plans):
 
 
 def test_maintenance_window_is_a_weekly_rrule():
-    from infra.config.gke import MaintenanceWindow
-    from infra.offline.stackfile import ROOT, read_stack_file
-    from infra.config import load_stack_config
+    from components.cluster import MaintenanceWindow
 
-    cfg = load_stack_config(read_stack_file("prod").values, ROOT)
-    g = cfg.gke.model_copy(update={"maintenance": MaintenanceWindow(days=["SU", "SA"], start_utc="22:30", duration_hours=6)})
-    w = maintenance_window(g).recurring_window
+    w = maintenance_window(MaintenanceWindow(days=("SU", "SA"), start_utc="22:30", duration_hours=6)).recurring_window
     # Days in RRULE order; a window starting late crosses midnight.
     assert (w.start_time, w.end_time, w.recurrence) == (
         "2026-01-05T22:30:00Z", "2026-01-06T04:30:00Z", "FREQ=WEEKLY;BYDAY=SA,SU")

@@ -11,8 +11,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
+from .conftest import load_config
 from infra.offline import cli
-from infra.config import ConfigError, load_stack_config
+from infra.config import ConfigError
 from infra.config.gke import INFERENCE_GATEWAY_MIN_GKE, parse_gke_version
 from infra.offline.stackfile import ROOT, read_stack_file
 
@@ -28,7 +29,7 @@ def values(stack: str) -> dict[str, Any]:
 
 def issues(v: dict[str, Any]) -> set[tuple[str, str]]:
     with pytest.raises(ConfigError) as exc:
-        load_stack_config(v, ROOT)
+        load_config(v)
     return {(i.path, i.message) for i in exc.value.issues}
 
 
@@ -161,7 +162,7 @@ def test_version_floor_is_the_inference_pool_crd_version():
 
 def test_shipped_gke_sections_choose_the_documented_shapes():
     for stack, location in (("dev", "zonal"), ("staging", "regional"), ("prod", "regional")):
-        cfg = load_stack_config(read_stack_file(stack).values, ROOT)
+        cfg = load_config(read_stack_file(stack).values)
         assert cfg.gke.location_type == location
         assert cfg.gke.protect is (stack == "prod")
         assert cfg.gke.minor_version == "1.34"

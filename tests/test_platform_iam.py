@@ -1,6 +1,6 @@
-"""Least privilege across every IAM binding of every stack (issue 3 acceptance): no serving identity holds a
+"""Least privilege across every IAM binding of every stack : no serving identity holds a
 project-level role. The one documented exception is the Custom Metrics Stackdriver Adapter, which reads
-Cloud Monitoring for the HPA (FACTS §6): only that principal, only ``roles/monitoring.viewer``.
+Cloud Monitoring for the HPA (GKE inference autoscaling guide and samples): only that principal, only ``roles/monitoring.viewer``.
 
 Serving identities are Workload Identity principals (``principal://``, ``principalSet://``) and any
 user-managed service account. Node service accounts are user-managed and may hold exactly their four

@@ -1,4 +1,4 @@
-"""The CrossGuard policy pack (issue 7).
+"""The CrossGuard policy pack .
 
 Per-policy tests call each policy's own ``validate`` in-process, with properties marshalled exactly as the engine
 does (``to_analyzer_value`` -> pulumi_policy's deserializer and unknown-checking proxy), starting from the shipped
@@ -23,7 +23,10 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra.offline import cli
+from infra.offline import policy as pack
+from infra.resolve import ResolvedStack
 from infra.offline.analyzer import COMPUTED_MARKER, to_analyzer_value
+from infra.offline.inventory import Inventory
 
 from .conftest import REPO, STACKS
 
@@ -47,12 +50,12 @@ def _opts(r: dict[str, Any]) -> PolicyResourceOptions:
     return PolicyResourceOptions(bool(r["options"].get("protect")), [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
 
 
-def policy_config(name: str, cfg: Any, env: str = "prod") -> dict[str, Any]:
+def policy_config(name: str, resolved: ResolvedStack, env: str = "prod") -> dict[str, Any]:
     """Schema defaults, then the environment file's properties plus the stack facts (as the policy command sends)."""
     policy = BY_NAME[name].POLICY
     props = {k: v["default"] for k, v in (policy.config_schema.properties if policy.config_schema else {}).items()
              if "default" in v}
-    entry = cli.merged_policy_config(cfg, CONFIG_DIR / f"{env}.json").get(name) or {}
+    entry = pack.merged_policy_config(resolved, CONFIG_DIR / f"{env}.json").get(name) or {}
     props.update({k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {})
     return props
 
@@ -97,7 +100,8 @@ def set_flag(resources: list[dict[str, Any]], flag: str, value: str | None, dep:
 
 @pytest.fixture(scope="module")
 def prod(plans: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
-    cfg, _, inventory = plans["prod"]
+    cfg, plan, inventory = plans["prod"]
+    cfg = ResolvedStack("prod", cfg, plan)
     return cfg, inventory["resources"]
 
 
@@ -132,9 +136,9 @@ def test_config_files_name_real_policies_and_environment_levels(plans: dict[str,
 
 def test_policy_facts_come_from_planner_and_contract(plans: dict[str, Any]) -> None:
     cfg, plan, _ = plans["prod"]
-    facts = cli.policy_facts(cfg)
+    facts = pack.policy_facts(ResolvedStack("prod", cfg, plan))
     assert facts["startup-window-covers-cold-load"]["coldLoadSeconds"] == {
-        f"vllm-{role}": round(p.cold_load_seconds, 3) for role, p in plan.pools.items()}
+        f"vllm-{role}": round(p.capacity.cold_load_seconds, 3) for role, p in plan.pools.items()}
     assert facts["grace-period-covers-stream-bound"]["streamBoundSeconds"] == pytest.approx((1500 + 4096 * 50) / 1000)
 
 
@@ -381,7 +385,7 @@ def test_one_change_one_violation(name: str, case: str, mutate: Mutation, expect
     rs = copy.deepcopy(resources)
     mutate(rs)
     # The stable pool's cold-load estimate is the planner's (the policy command passes it as a fact).
-    cold = cli.policy_facts(cfg)["startup-window-covers-cold-load"]["coldLoadSeconds"]["vllm-stable"]
+    cold = pack.policy_facts(cfg)["startup-window-covers-cold-load"]["coldLoadSeconds"]["vllm-stable"]
     assert evaluate(name, rs, policy_config(name, cfg)) == sorted(m.replace("{cold}", f"{cold:g}") for m in expected)
 
 
@@ -438,8 +442,8 @@ EXPECTED_LEVEL = {"dev": "advisory", "staging": "mandatory", "prod": "mandatory"
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_shipped_stack_passes_with_its_enforcement(stack: str, plans: dict[str, Any]) -> None:
-    cfg, _, inventory = plans[stack]
-    report, path = cli.check_policies(cfg, inventory, None)
+    cfg, plan, inventory = plans[stack]
+    report, path = pack.check_policies(ResolvedStack(stack, cfg, plan), Inventory.from_dict(inventory))
     assert path == CONFIG_DIR / f"{stack}.json"
     assert set(report.policies) == set(BY_NAME)
     assert set(report.policies.values()) == {EXPECTED_LEVEL[stack]}
@@ -460,7 +464,7 @@ def test_bad_stack_fails_policy_command(tmp_path: Path, capsys: pytest.CaptureFi
     stacks = REPO / "tests" / "fixtures" / "bad-stack"
     out = tmp_path / "report"
     # The fixture is valid configuration (loading raises ConfigError otherwise) ...
-    cli.load("prod", stacks)
+    cli.resolve("prod", stacks)
     # ... which the policy pack, run as the engine runs it, rejects.
     assert cli.main(["policy", "--stack", "prod", "--stacks-dir", str(stacks), "--out", str(out)]) == cli.EXIT_POLICY
     assert _findings(out) == [

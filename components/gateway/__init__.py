@@ -1,5 +1,2 @@
-"""GKE Inference Gateway (issue 5): Gateway, InferencePools per release, endpoint pickers, objectives, policies."""
-
-from .component import InferenceGateway, InferenceGatewayArgs, PoolBackend, PoolBackendArgs, gateway_args
-
-__all__ = ["InferenceGateway", "InferenceGatewayArgs", "PoolBackend", "PoolBackendArgs", "gateway_args"]
+"""GKE Inference Gateway: pure object builders (objects), the pinned picker charts (charts), the chart
+post-renderer (chart_filter) and the components (component)."""

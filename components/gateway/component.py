@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config.gateway import GatewayConfig, crd_urls
-
+from .. import naming
+from ..base import Component
 from . import objects as o
-
-if TYPE_CHECKING:
-    from infra.config import StackConfig
+from .charts import crd_urls
 
 #: Kinds the picker chart renders that this program owns (see chart_filter.py).
 CHART_DROPPED_KINDS: tuple[str, ...] = ("InferencePool", "HealthCheckPolicy", "GCPBackendPolicy",
@@ -28,7 +26,7 @@ CHART_DROPPED_KINDS: tuple[str, ...] = ("InferencePool", "HealthCheckPolicy", "G
 #: not depend on the working directory the Kubernetes provider runs Helm in, and the plan stays
 #: machine-independent (no absolute path).
 CHART_FILTER_SCRIPT = Path(__file__).with_name("chart_filter.py")
-#: Minimum TLS version on the gateway's HTTPS listener (issue 5); MODERN drops the legacy CBC/3DES suites.
+#: Minimum TLS version on the gateway's HTTPS listener ; MODERN drops the legacy CBC/3DES suites.
 SSL_MIN_TLS = "TLS_1_2"
 SSL_PROFILE = "MODERN"
 #: Roles the Google-managed Service Extensions agent needs to call Model Armor from the load balancer.
@@ -57,63 +55,63 @@ def _cr(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions
 @dataclass(frozen=True)
 class PoolBackendArgs:
     pool: o.PoolRoute
-    namespace: str
-    gateway: GatewayConfig
-    stream_bound_seconds: float
+    namespace: pulumi.Input[str]
+    gateway: o.GatewaySpec
+    #: Backend-service timeout (s): the planner's ceiling of the longest allowed stream.
+    backend_timeout_seconds: int
     priority_classes: tuple[o.PriorityClassSpec, ...]
     #: Pool that owns the bare objective names (the one with most traffic).
     primary_role: str
 
 
-class PoolBackend(pulumi.ComponentResource):
+class PoolBackend(Component):
     """InferencePool ``vllm-<role>`` + its endpoint picker (upstream chart, Helm release ``vllm-<role>`` so the
-    picker Service is ``vllm-<role>-epp`` and it watches this pool) + PDB + objectives + GKE policies."""
+    picker Service is ``vllm-<role>-epp`` and it watches this pool) + PDB + objectives + GKE policies. Pass the
+    Kubernetes provider in ``opts.providers``."""
 
     TYPE = "llm-serving:gateway:PoolBackend"
 
-    def __init__(self, name: str, args: PoolBackendArgs, provider: k8s.Provider,
-                 depends_on: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
+    def __init__(self, name: str, args: PoolBackendArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
         pool, ns, gw = args.pool, args.namespace, args.gateway
         role = pool.role
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+        k8s_opts = self.child_opts()
 
         self.pool_object = o.inference_pool_object(pool, ns, gw.epp.failure_mode)
-        self.inference_pool = _cr(f"{o.pool_name(role)}-pool", self.pool_object, k8s_opts)
+        self.inference_pool = _cr(f"{naming.pool_name(role)}-pool", self.pool_object, k8s_opts)
 
         self.chart_values = o.epp_values(pool, gw)
         self.epp = k8s.helm.v4.Chart(
-            o.epp_service_name(role),
+            naming.epp_name(role),
             k8s.helm.v4.ChartArgs(
-                chart=gw.epp.chart, version=gw.epp.version, name=o.pool_name(role), namespace=ns,
+                chart=gw.epp.chart, version=gw.epp.version, name=naming.pool_name(role), namespace=ns,
                 values=self.chart_values, post_renderer=post_renderer(), skip_crds=True),
-            opts=pulumi.ResourceOptions(parent=self, providers=[provider],
-                                        depends_on=[*depends_on, self.inference_pool]))
+            opts=self.child_opts(depends_on=[self.inference_pool]))
 
         # The chart has no PodDisruptionBudget (none in charts/inferencepool/v1.1.0 or v1.5.0 templates). One
         # picker may be evicted at a time, so a node drain keeps the leader or its standby; rollouts of the
         # picker itself use the chart's Recreate strategy and are not governed by a PDB.
         self.pdb = k8s.policy.v1.PodDisruptionBudget(
-            f"{o.epp_service_name(role)}-pdb",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=o.epp_service_name(role), namespace=ns,
+            f"{naming.epp_name(role)}-pdb",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.epp_name(role), namespace=ns,
                                                 labels=o.labels("endpoint-picker", role)),
             spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
                 max_unavailable=1,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=o.epp_pod_selector(role))),
             opts=k8s_opts)
 
-        self.health_check = _cr(f"{o.pool_name(role)}-healthcheck", o.health_check_policy_object(pool, ns),
+        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool, ns),
                                 k8s_opts)
-        self.backend_policy = _cr(f"{o.pool_name(role)}-backendpolicy",
-                                  o.backend_policy_object(pool, ns, gw, args.stream_bound_seconds), k8s_opts)
+        self.backend_policy = _cr(f"{naming.pool_name(role)}-backendpolicy",
+                                  o.backend_policy_object(pool, ns, gw, args.backend_timeout_seconds), k8s_opts)
         # Resource names follow the object name, not the role: when the primary pool changes, the bare-named
         # objective is updated in place (poolRef) instead of deleted and re-created under the same name.
         self.objectives = [
             _cr(f"objective-{obj['metadata']['name']}", obj, k8s_opts)
             for obj in o.objective_objects(pool, ns, args.priority_classes, gw.epp.profile, args.primary_role)]
 
-        self.pool_name = o.pool_name(role)
-        self.register_outputs({"pool_name": self.pool_name, "epp_service": o.epp_service_name(role)})
+        self.pool_name = naming.pool_name(role)
+        self.register_outputs({"pool_name": self.pool_name, "epp_service": naming.epp_name(role)})
 
 
 # ---- the gateway ------------------------------------------------------------------------------------------
@@ -123,15 +121,28 @@ class InferenceGatewayArgs:
     environment: str
     project: str
     region: str
-    namespace: str
-    gateway: GatewayConfig
+    namespace: pulumi.Input[str]
+    gateway: o.GatewaySpec
     pools: tuple[o.PoolRoute, ...]
     priority_classes: tuple[o.PriorityClassSpec, ...]
-    stream_bound_seconds: float
+    #: Backend-service timeout (s): the planner's ceiling of the longest allowed stream.
+    backend_timeout_seconds: int
     #: Node subnet (self link or id); the internal class reserves its VIP there.
     subnetwork: pulumi.Input[str] | None = None
     #: Project number (for the Model Armor service agent); needed only when Model Armor is configured.
     project_number: pulumi.Input[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.pools:
+            raise ValueError("InferenceGatewayArgs.pools: the gateway needs at least one pool to route to")
+        if sum(p.weight for p in self.pools) != 100:
+            raise ValueError(f"InferenceGatewayArgs.pools: weights must sum to 100, got "
+                             f"{[(p.role, p.weight) for p in self.pools]}")
+        if self.gateway.gateway_class == "gke-l7-rilb" and self.subnetwork is None:
+            raise ValueError("InferenceGatewayArgs.subnetwork: the internal gateway class reserves its address there")
+        if self.gateway.model_armor is not None and self.project_number is None:
+            raise ValueError("InferenceGatewayArgs.project_number: Model Armor needs it for the Service Extensions "
+                             "agent")
 
 
 def address_name(environment: str) -> str:
@@ -142,21 +153,19 @@ def ssl_policy_name(environment: str) -> str:
     return f"llm-gateway-{environment}-tls12"
 
 
-class InferenceGateway(pulumi.ComponentResource):
-    """The regional GKE Gateway in front of the serving pools."""
+class InferenceGateway(Component):
+    """The regional GKE Gateway in front of the serving pools. Pass the Kubernetes provider and the objects the
+    gateway's Kubernetes resources wait for (the namespace) in ``opts``."""
 
     TYPE = "llm-serving:gateway:InferenceGateway"
 
-    def __init__(self, name: str, args: InferenceGatewayArgs, provider: k8s.Provider,
-                 depends_on: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
+    def __init__(self, name: str, args: InferenceGatewayArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
         gw, ns = args.gateway, args.namespace
-        child = pulumi.ResourceOptions(parent=self)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+        child = self.child_opts()
+        k8s_opts = self.child_opts()
 
         internal = gw.gateway_class == "gke-l7-rilb"
-        if internal and args.subnetwork is None:
-            raise ValueError("the internal gateway class needs the node subnetwork for its address")
         # External: Standard tier is what regional external Application Load Balancers accept in every region.
         # Internal: SHARED_LOADBALANCER_VIP because the HTTP and HTTPS listeners become two forwarding rules
         # on the same VIP.
@@ -173,11 +182,10 @@ class InferenceGateway(pulumi.ComponentResource):
 
         self.crds = None
         if gw.epp.install_objective_crds:
-            # GKE installs only the GA CRDs (FACTS §1); the objective API the picker reads is installed here,
+            # GKE installs only the GA CRDs (GAIE releases and the llm-d GKE guide); the objective API the picker reads is installed here,
             # from the same upstream commit as the pinned picker.
             self.crds = k8s.yaml.v2.ConfigGroup(
-                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)),
-                opts=pulumi.ResourceOptions(parent=self, providers=[provider]))
+                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)), opts=self.child_opts())
 
         self.gateway = _cr(f"{name}-gateway", o.gateway_object(gw, ns, address_name(args.environment)),
                            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.address])))
@@ -186,14 +194,14 @@ class InferenceGateway(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.ssl_policy, self.gateway])))
 
         primary = o.primary_role(args.pools)
-        pool_deps = [*depends_on, *([self.crds] if self.crds is not None else [])]
+        pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
         self.pools: dict[str, PoolBackend] = {}
         for p in args.pools:
             self.pools[p.role] = PoolBackend(
                 f"{name}-{p.role}",
-                PoolBackendArgs(pool=p, namespace=ns, gateway=gw, stream_bound_seconds=args.stream_bound_seconds,
+                PoolBackendArgs(pool=p, namespace=ns, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
                                 priority_classes=args.priority_classes, primary_role=primary),
-                provider, depends_on=pool_deps, opts=child)
+                opts=pool_opts)
 
         backends = [b.inference_pool for b in self.pools.values()]
         self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools),
@@ -209,13 +217,12 @@ class InferenceGateway(pulumi.ComponentResource):
             self.iap_members = [
                 gcp.iap.WebIamMember(f"{name}-iap-accessor-{i}", project=args.project,
                                      role="roles/iap.httpsResourceAccessor", member=m,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[iap_api]))
+                                     opts=self.child_opts(depends_on=[iap_api]))
                 for i, m in enumerate(gw.iap.members)]
 
         self.model_armor = None
         if gw.model_armor is not None:
-            if args.project_number is None:
-                raise ValueError("Model Armor needs the project number for the Service Extensions agent")
+            assert args.project_number is not None  # checked by InferenceGatewayArgs
             armor_api = gcp.projects.Service(f"{name}-modelarmor-api", project=args.project,
                                              service="modelarmor.googleapis.com", disable_on_destroy=False,
                                              opts=child)
@@ -223,7 +230,7 @@ class InferenceGateway(pulumi.ComponentResource):
                                          "@gcp-sa-dep.iam.gserviceaccount.com")
             grants = [gcp.projects.IAMMember(f"{name}-modelarmor-{role.split('/')[1].replace('.', '-')}",
                                              project=args.project, role=role, member=agent,
-                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[armor_api]))
+                                             opts=self.child_opts(depends_on=[armor_api]))
                       for role in MODEL_ARMOR_AGENT_ROLES]
             self.model_armor = _cr(
                 f"{name}-model-armor",
@@ -234,16 +241,3 @@ class InferenceGateway(pulumi.ComponentResource):
         self.hostnames = list(gw.hostnames)
         self.register_outputs({"address": self.address_value, "hostnames": self.hostnames,
                                "pools": sorted(self.pools)})
-
-
-def gateway_args(cfg: "StackConfig", namespace: str, subnetwork: pulumi.Input[str] | None = None,
-                 project_number: pulumi.Input[str] | None = None) -> InferenceGatewayArgs:
-    """Typed config -> component args (pure: tests build the same args the program does)."""
-    return InferenceGatewayArgs(
-        environment=cfg.environment, project=cfg.project, region=cfg.region, namespace=namespace,
-        gateway=cfg.gateway,
-        pools=tuple(o.PoolRoute(role=r, release=p.release, weight=p.weight) for r, p in cfg.pools()),
-        priority_classes=tuple(o.PriorityClassSpec(c.name, c.priority, c.description)
-                               for c in cfg.contract.priority_classes),
-        stream_bound_seconds=cfg.contract.stream_bound_seconds,
-        subnetwork=subnetwork, project_number=project_number)

@@ -1,19 +1,20 @@
 """Pure builders of the Inference Gateway's Kubernetes objects and the endpoint-picker chart values.
 
 Everything here is a function of typed inputs (no Pulumi), so tests call it directly and the component only
-registers what these return. Names follow the shared naming contract: InferencePool ``vllm-<role>``, picker
-Service ``vllm-<role>-epp`` (ext-proc 9002), vLLM serving port 8000 with ``/health``.
+registers what these return. Names, ports and labels come from the naming contract (``components/naming.py``):
+InferencePool = the pool's Deployment name, picker Service ``<pool>-epp`` on the ext-proc port, vLLM's serving
+port with ``/health``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from infra.config.gateway import (
-    EppChartProfile, GatewayConfig, backend_timeout_seconds,
-)
+from .. import naming
+from .charts import EPP_CHARTS, EppChartProfile
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -28,12 +29,6 @@ MODEL_ARMOR_EXTENSION_NAME = "llm-model-armor"
 HTTPS_LISTENER = "https"
 HTTP_LISTENER = "http"
 
-#: vLLM's OpenAI-compatible HTTP port and health path (naming contract; FACTS §7).
-SERVING_PORT = 8000
-HEALTH_PATH = "/health"
-#: Endpoint-picker ports (FACTS §2): ext-proc gRPC the gateway calls, and the metrics port.
-EPP_EXT_PROC_PORT = 9002
-EPP_METRICS_PORT = 9090
 
 #: OpenAI-compatible paths served through the pools. Anything else (``/metrics``, ``/health``, vLLM admin
 #: endpoints such as ``/reset_prefix_cache``) is not routed, so it is reachable only inside the cluster.
@@ -57,8 +52,61 @@ HC_UNHEALTHY_THRESHOLD = 2
 #: latency and pool gauges for 5-minute alert windows; change with observability's scrape interval.
 EPP_MONITORING_INTERVAL = "10s"
 
-#: Header a client sets to choose its priority class (GAIE v1.x request header for InferenceObjective).
-OBJECTIVE_HEADER = "x-gateway-inference-objective"
+
+# ---- typed inputs -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CertificateSpec:
+    """Regional certificates of the HTTPS listener, created outside the program and referenced by name."""
+
+    source: Literal["certificate-manager", "pre-shared"]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EndpointPickerSpec:
+    chart: str
+    version: str
+    replicas: int
+    failure_mode: Literal["FailOpen", "FailClose"]
+    kv_cache_metric: str
+    install_objective_crds: bool
+
+    def __post_init__(self) -> None:
+        if self.version not in EPP_CHARTS:
+            raise ValueError(f"EndpointPickerSpec.version: unsupported chart release {self.version!r}; "
+                             f"supported: {', '.join(EPP_CHARTS)}")
+
+    @property
+    def profile(self) -> EppChartProfile:
+        return EPP_CHARTS[self.version]
+
+
+@dataclass(frozen=True)
+class IapSpec:
+    enabled: bool
+    members: tuple[str, ...] = ()
+    oauth_client_id: str | None = None
+    oauth_client_secret_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelArmorSpec:
+    template: str
+    fail_open: bool
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    gateway_class: Literal["gke-l7-regional-external-managed", "gke-l7-rilb"]
+    hostnames: tuple[str, ...]
+    certificate: CertificateSpec
+    epp: EndpointPickerSpec
+    iap: IapSpec
+    model_armor: ModelArmorSpec | None
+    request_log_sample_rate: float
+    allow_global_access: bool
 
 
 @dataclass(frozen=True)
@@ -68,6 +116,9 @@ class PoolRoute:
     role: str
     release: str
     weight: int
+    #: Pod labels the InferencePool and its picker select: the model server hands them over
+    #: (``ModelServer.pool_selector``).
+    selector: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -77,46 +128,32 @@ class PriorityClassSpec:
     description: str
 
 
-def pool_name(role: str) -> str:
-    return f"vllm-{role}"
-
-
-def epp_service_name(role: str) -> str:
-    """The chart names the picker ``<release>-epp``; the Helm release is the pool name."""
-    return f"{pool_name(role)}-epp"
-
-
-def pool_selector(pool: PoolRoute) -> dict[str, str]:
-    """Pods of exactly this pool's release (naming contract): a pod of another role or release never matches."""
-    return {"llm-serving.io/pool": pool.role, "llm-serving.io/release": pool.release}
-
-
 def epp_pod_selector(role: str) -> dict[str, str]:
     """The chart's picker pod selector label (``inferencepool: <release>-epp``, chart _helpers.tpl)."""
-    return {"inferencepool": epp_service_name(role)}
+    return {naming.EPP_POD_LABEL: naming.epp_name(role)}
 
 
 def labels(component: str, role: str | None = None) -> dict[str, str]:
-    out = {"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": component,
+    out = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: component,
            "app.kubernetes.io/managed-by": "pulumi"}
     if role is not None:
-        out["llm-serving.io/pool"] = role
+        out[naming.POOL_LABEL] = role
     return out
 
 
-def _meta(name: str, namespace: str, component: str, role: str | None = None) -> dict[str, Any]:
+def _meta(name: str, namespace: Any, component: str, role: str | None = None) -> dict[str, Any]:
     return {"name": name, "namespace": namespace, "labels": labels(component, role)}
 
 
 # ---- Gateway ----------------------------------------------------------------------------------------------
 
-def tls_options(gw: GatewayConfig) -> dict[str, str]:
+def tls_options(gw: GatewaySpec) -> dict[str, str]:
     key = ("networking.gke.io/cert-manager-certs" if gw.certificate.source == "certificate-manager"
            else "networking.gke.io/pre-shared-certs")
     return {key: ",".join(gw.certificate.names)}
 
 
-def gateway_object(gw: GatewayConfig, namespace: str, address_name: str) -> dict[str, Any]:
+def gateway_object(gw: GatewaySpec, namespace: Any, address_name: str) -> dict[str, Any]:
     same_ns = {"namespaces": {"from": "Same"}}
     return {
         "apiVersion": GATEWAY_API, "kind": "Gateway",
@@ -134,7 +171,7 @@ def gateway_object(gw: GatewayConfig, namespace: str, address_name: str) -> dict
     }
 
 
-def gateway_policy_object(gw: GatewayConfig, namespace: str, ssl_policy_name: str) -> dict[str, Any]:
+def gateway_policy_object(gw: GatewaySpec, namespace: Any, ssl_policy_name: str) -> dict[str, Any]:
     default: dict[str, Any] = {"sslPolicy": ssl_policy_name}
     if gw.gateway_class == "gke-l7-rilb":
         default["allowGlobalAccess"] = gw.allow_global_access
@@ -150,7 +187,7 @@ def _parent(section: str) -> dict[str, str]:
     return {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME, "sectionName": section}
 
 
-def redirect_route_object(gw: GatewayConfig, namespace: str) -> dict[str, Any]:
+def redirect_route_object(gw: GatewaySpec, namespace: Any) -> dict[str, Any]:
     return {
         "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
         "metadata": _meta(REDIRECT_ROUTE_NAME, namespace, "gateway"),
@@ -163,7 +200,7 @@ def redirect_route_object(gw: GatewayConfig, namespace: str) -> dict[str, Any]:
     }
 
 
-def api_route_object(gw: GatewayConfig, namespace: str, pools: tuple[PoolRoute, ...]) -> dict[str, Any]:
+def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...]) -> dict[str, Any]:
     """OpenAI paths -> weighted InferencePools. Weighted routing picks a pool first; cache-aware endpoint
     choice then happens inside that (cache-compatible) pool. A weight-0 backend stays attached: a dark canary
     is warm and scraped but gets no user requests."""
@@ -175,7 +212,7 @@ def api_route_object(gw: GatewayConfig, namespace: str, pools: tuple[PoolRoute, 
             "hostnames": list(gw.hostnames),
             "rules": [{
                 "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
-                "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name(p.role),
+                "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
                                  "weight": p.weight} for p in pools],
             }],
         },
@@ -184,16 +221,16 @@ def api_route_object(gw: GatewayConfig, namespace: str, pools: tuple[PoolRoute, 
 
 # ---- per pool -----------------------------------------------------------------------------------------------
 
-def inference_pool_object(pool: PoolRoute, namespace: str, failure_mode: str) -> dict[str, Any]:
+def inference_pool_object(pool: PoolRoute, namespace: Any, failure_mode: str) -> dict[str, Any]:
     return {
         "apiVersion": POOL_API, "kind": "InferencePool",
-        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
         "spec": {
-            "selector": {"matchLabels": pool_selector(pool)},
-            "targetPorts": [{"number": SERVING_PORT}],
+            "selector": {"matchLabels": dict(pool.selector)},
+            "targetPorts": [{"number": naming.VLLM_PORT}],
             "endpointPickerRef": {
-                "group": "", "kind": "Service", "name": epp_service_name(pool.role),
-                "port": {"number": EPP_EXT_PROC_PORT},
+                "group": "", "kind": "Service", "name": naming.epp_name(pool.role),
+                "port": {"number": naming.EPP_EXT_PROC_PORT},
                 # Stated, not defaulted (the CRD default is FailClose): the reason is config's
                 # gateway.epp.failure_mode_reason.
                 "failureMode": failure_mode,
@@ -203,19 +240,19 @@ def inference_pool_object(pool: PoolRoute, namespace: str, failure_mode: str) ->
 
 
 def _target(pool: PoolRoute) -> dict[str, str]:
-    return {"group": POOL_GROUP, "kind": "InferencePool", "name": pool_name(pool.role)}
+    return {"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}
 
 
-def health_check_policy_object(pool: PoolRoute, namespace: str) -> dict[str, Any]:
+def health_check_policy_object(pool: PoolRoute, namespace: Any) -> dict[str, Any]:
     return {
         "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
-        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
         "spec": {
             "targetRef": _target(pool),
             "default": {
                 "checkIntervalSec": HC_INTERVAL_SECONDS, "timeoutSec": HC_TIMEOUT_SECONDS,
                 "healthyThreshold": HC_HEALTHY_THRESHOLD, "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
-                "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": HEALTH_PATH, "port": SERVING_PORT}},
+                "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT}},
             },
         },
     }
@@ -226,9 +263,9 @@ def log_sample_rate(rate: float) -> int:
     return round(rate * 1_000_000)
 
 
-def backend_policy_object(pool: PoolRoute, namespace: str, gw: GatewayConfig,
-                          stream_bound_seconds: float) -> dict[str, Any]:
-    timeout = backend_timeout_seconds(stream_bound_seconds)
+def backend_policy_object(pool: PoolRoute, namespace: Any, gw: GatewaySpec,
+                          timeout: int) -> dict[str, Any]:
+    """``timeout``: the backend-service timeout, the planner's ceiling of the longest allowed stream."""
     default: dict[str, Any] = {
         # The longest allowed stream must finish: LB timeout = ceil(TTFT objective + max output x ITL objective).
         "timeoutSec": timeout,
@@ -246,7 +283,7 @@ def backend_policy_object(pool: PoolRoute, namespace: str, gw: GatewayConfig,
         default["iap"] = iap
     return {
         "apiVersion": GKE_POLICY_API, "kind": "GCPBackendPolicy",
-        "metadata": _meta(pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
         "spec": {"targetRef": _target(pool), "default": default},
     }
 
@@ -264,14 +301,14 @@ def objective_name(class_name: str, role: str, primary: str) -> str:
     return class_name if role == primary else f"{class_name}-{role}"
 
 
-def objective_objects(pool: PoolRoute, namespace: str, classes: tuple[PriorityClassSpec, ...],
+def objective_objects(pool: PoolRoute, namespace: Any, classes: tuple[PriorityClassSpec, ...],
                       profile: EppChartProfile, primary: str) -> list[dict[str, Any]]:
     return [{
         "apiVersion": profile.objective_api_version, "kind": "InferenceObjective",
         "metadata": {**_meta(objective_name(c.name, pool.role, primary), namespace, "inference-objective", pool.role),
                      "annotations": {"llm-serving.io/description": c.description}},
         "spec": {"priority": c.priority, "poolRef": {"group": POOL_GROUP, "kind": "InferencePool",
-                                                     "name": pool_name(pool.role)}},
+                                                     "name": naming.pool_name(pool.role)}},
     } for c in classes]
 
 
@@ -280,14 +317,7 @@ def kv_metric_flag(profile: EppChartProfile, kv_cache_metric: str) -> str | None
     return None if profile.default_kv_metric == kv_cache_metric else kv_cache_metric
 
 
-def effective_kv_metric(profile: EppChartProfile, values: dict[str, Any]) -> str:
-    """The KV metric a picker rendered from ``values`` scrapes: the flag when set, else the EPP default."""
-    flags = values["inferenceExtension"]["flags"]
-    items = {f["name"]: f["value"] for f in flags} if isinstance(flags, list) else dict(flags)
-    return str(items.get("kv-cache-usage-percentage-metric", profile.default_kv_metric))
-
-
-def epp_values(pool: PoolRoute, gw: GatewayConfig) -> dict[str, Any]:
+def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
     """Helm values of one pool's picker release (chart ``inferencepool`` at the pinned version)."""
     profile = gw.epp.profile
     flags: dict[str, Any] = {"v": 1}
@@ -306,7 +336,7 @@ def epp_values(pool: PoolRoute, gw: GatewayConfig) -> dict[str, Any]:
         # The chart's own tag for this release, stated so an upgrade is a reviewed diff; IfNotPresent because
         # the tag is immutable upstream and a registry hiccup must not block a picker restart.
         "image": {"tag": profile.image_tag, "pullPolicy": "IfNotPresent"},
-        "extProcPort": EPP_EXT_PROC_PORT,
+        "extProcPort": naming.EPP_EXT_PROC_PORT,
         "failureMode": gw.epp.failure_mode,
         "flags": rendered_flags,
         "monitoring": monitoring,
@@ -320,8 +350,8 @@ def epp_values(pool: PoolRoute, gw: GatewayConfig) -> dict[str, Any]:
         "inferenceExtension": ext,
         "inferencePool": {
             "modelServerType": "vllm",
-            "targetPorts": [{"number": SERVING_PORT}],
-            "modelServers": {"matchLabels": pool_selector(pool)},
+            "targetPorts": [{"number": naming.VLLM_PORT}],
+            "modelServers": {"matchLabels": dict(pool.selector)},
         },
     }
 
@@ -336,7 +366,7 @@ def model_armor_service(region: str) -> str:
     return f"modelarmor.{region}.rep.googleapis.com"
 
 
-def model_armor_object(gw: GatewayConfig, namespace: str, region: str,
+def model_armor_object(gw: GatewaySpec, namespace: Any, region: str,
                        releases: tuple[str, ...]) -> dict[str, Any]:
     """Screens prompts and responses of the served models (ids = release ids, ``--served-model-name``)."""
     assert gw.model_armor is not None

@@ -1,4 +1,4 @@
-"""Custom Metrics Stackdriver Adapter: the HPA's path to Managed Service for Prometheus (FACTS §6).
+"""Custom Metrics Stackdriver Adapter: the HPA's path to Managed Service for Prometheus (GKE inference autoscaling guide and samples).
 
 Objects follow upstream ``adapter_new_resource_model.yaml`` (GoogleCloudPlatform/k8s-stackdriver): its own
 namespace and KSA, the delegated-auth bindings an aggregated API server needs, read access to pods/nodes, the
@@ -15,7 +15,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.identity import wi_principal
+from .. import naming
+from ..base import Component
+from ..identity import wi_principal
 
 NAMESPACE = "custom-metrics"
 KSA = "custom-metrics-stackdriver-adapter"
@@ -51,19 +53,19 @@ class CustomMetricsAdapterArgs:
     image_digest: str | None = None
 
 
-class CustomMetricsAdapter(pulumi.ComponentResource):
+class CustomMetricsAdapter(Component):
     TYPE = "llm-serving:observability:CustomMetricsAdapter"
 
     def __init__(self, name: str, args: CustomMetricsAdapterArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        super().__init__(name, args, opts)
+        child = self.child_opts()
         meta = k8s.meta.v1.ObjectMetaArgs
         subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=KSA, namespace=NAMESPACE)
 
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata=meta(name=NAMESPACE, labels={"app.kubernetes.io/part-of": "llm-serving"}),
+            f"{name}-ns", metadata=meta(name=NAMESPACE, labels={naming.PART_OF_LABEL: naming.PART_OF}),
             opts=child)
-        ns_child = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        ns_child = self.child_opts(depends_on=[self.namespace])
         self.ksa = k8s.core.v1.ServiceAccount(f"{name}-ksa", metadata=meta(name=KSA, namespace=NAMESPACE), opts=ns_child)
         self.auth_delegator = k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-auth-delegator", metadata=meta(name="custom-metrics:system:auth-delegator"),
@@ -109,7 +111,7 @@ class CustomMetricsAdapter(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ksa]))
+            opts=self.child_opts(depends_on=[self.ksa]))
         self.service = k8s.core.v1.Service(
             f"{name}-service", metadata=meta(name=KSA, namespace=NAMESPACE, labels=LABELS),
             spec=k8s.core.v1.ServiceSpecArgs(
@@ -126,7 +128,7 @@ class CustomMetricsAdapter(pulumi.ComponentResource):
                     insecure_skip_tls_verify=True,
                     group_priority_minimum=100, version_priority=priority,
                     service=k8s.apiregistration.v1.ServiceReferenceArgs(name=KSA, namespace=NAMESPACE)),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.service]))
+                opts=self.child_opts(depends_on=[self.service]))
             for group, version, priority in API_SERVICES
         ]
         self.external_reader = k8s.rbac.v1.ClusterRole(

@@ -2,14 +2,16 @@
 
 Choice: Cloud Monitoring AlertPolicy + ``condition_prometheus_query_language`` rather than GMP ``Rules`` CRs,
 because notification channels are Cloud Monitoring objects (config gives their resource names) and GMP's managed
-rule evaluator would need a separately configured Alertmanager to reach anyone. The same specs render as a
-Prometheus rules file (:func:`prometheus_rules`) so ``promtool check rules`` / ``promtool test rules`` prove them.
+rule evaluator would need a separately configured Alertmanager to reach anyone. The rendered alert
+policies are turned back into a Prometheus rules file by the tests, so ``promtool check rules`` / ``promtool test
+rules`` prove exactly what is deployed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import naming
 from . import metrics as m
 from .views import PoolView, Thresholds
 
@@ -72,7 +74,7 @@ def alert_specs(pools: list[PoolView], t: Thresholds) -> list[AlertSpec]:
                       guard_signal=m.pod_count(p.role), guard_min=p.hpa.max_replicas),
             # The EPP fails closed: without it the pool receives nothing. 60 s = four scrapes.
             AlertSpec("EndpointPickerUnavailable", p.role,
-                      f"No endpoint picker of pool {p.role} ({m.epp_name(p.role)}) answers its scrape",
+                      f"No endpoint picker of pool {p.role} ({naming.epp_name(p.role)}) answers its scrape",
                       m.epp_up(p.role), "<", 1, 60, user_facing),
             AlertSpec("ServingPodsRestarting", p.role,
                       f"Model-server containers of pool {p.role} restarted in the last 15 min",
@@ -92,18 +94,3 @@ def alert_specs(pools: list[PoolView], t: Thresholds) -> list[AlertSpec]:
             f"Canary TTFT p95 more than {t.canary_ttft_ratio}x stable's: hold or roll back the canary",
             f"{q('canary')} / {q('stable')}", ">", t.canary_ttft_ratio, 600, "ERROR"))
     return specs
-
-
-def prometheus_rules(specs: list[AlertSpec], group: str) -> dict:
-    """The specs as a Prometheus rules document (for promtool; same expressions as the alert policies)."""
-    return {"groups": [{
-        "name": group,
-        "interval": f"{EVALUATION_INTERVAL_SECONDS}s",
-        "rules": [{
-            "alert": s.name,
-            "expr": s.expr,
-            "for": f"{s.for_seconds}s",
-            "labels": {"severity": s.severity.lower(), "pool_role": s.role},
-            "annotations": {"summary": s.summary},
-        } for s in specs],
-    }]}

@@ -1,6 +1,6 @@
 """The one module that owns every metric name the program emits, and the PromQL built from them.
 
-vLLM names are the ones vLLM 0.32 exports (FACTS §5; the set is identical in 0.33, see
+vLLM names are the ones vLLM 0.32 exports (vLLM vllm/v1/metrics/loggers.py; the set is identical in 0.33, see
 ``../shared/reference/vllm/vllm-0.33.0-prometheus-metrics.tsv``): prometheus_client exports a Counter ``x`` as
 ``x_total`` and a Histogram ``x`` as ``x_bucket`` / ``x_sum`` / ``x_count``, so the classes below only hand out
 those exported series names — a bare histogram or counter family name can never reach a query.
@@ -12,7 +12,7 @@ the collector's own target labels own ``namespace`` / ``pod``); kube-state names
 Label model (what Managed Service for Prometheus attaches, see ``scraping.py``): ``namespace`` (the PodMonitoring's),
 ``pod``, and ``pool`` / ``release`` copied from the pod labels ``llm-serving.io/pool`` / ``llm-serving.io/release``.
 Every vLLM query therefore filters on ``namespace`` and ``pool`` and groups by ``pool, release``: the stable and
-canary pools are separate metric dimensions (seed 000, "Rollouts Without Corrupting the Cache Boundary").
+canary pools are separate metric dimensions (the design, "Rollouts Without Corrupting the Cache Boundary").
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-#: Serving namespace of the naming contract: every model-server series carries it as ``namespace``.
-SERVING_NAMESPACE = "llm-serving"
+from .. import naming
+
+#: Every model-server series carries the serving namespace as ``namespace``.
+SERVING_NAMESPACE = naming.SERVING_NAMESPACE
 #: Target labels copied from pod labels by the vLLM PodMonitoring (pod label -> Prometheus label).
 POOL_LABEL = "pool"
 RELEASE_LABEL = "release"
-POD_LABEL_TO_TARGET_LABEL = {"llm-serving.io/pool": POOL_LABEL, "llm-serving.io/release": RELEASE_LABEL}
+POD_LABEL_TO_TARGET_LABEL = {naming.POOL_LABEL: POOL_LABEL, naming.RELEASE_LABEL: RELEASE_LABEL}
 SPLIT = (POOL_LABEL, RELEASE_LABEL)
 
 
@@ -69,10 +71,10 @@ class Histogram:
 
 
 # ---- vLLM 0.32 (vllm/v1/metrics/loggers.py) ----------------------------------------------------------------
-NUM_REQUESTS_WAITING = Gauge("vllm:num_requests_waiting")
-NUM_REQUESTS_RUNNING = Gauge("vllm:num_requests_running")
-#: 0-1 fraction. Not the removed ``vllm:gpu_cache_usage_perc`` (gone since 0.12, FACTS §5).
-KV_CACHE_USAGE = Gauge("vllm:kv_cache_usage_perc")
+NUM_REQUESTS_WAITING = Gauge(naming.VLLM_NUM_REQUESTS_WAITING)
+NUM_REQUESTS_RUNNING = Gauge(naming.VLLM_NUM_REQUESTS_RUNNING)
+#: 0-1 fraction. Not the removed ``vllm:gpu_cache_usage_perc`` (gone since 0.12, vLLM vllm/v1/metrics/loggers.py).
+KV_CACHE_USAGE = Gauge(naming.VLLM_KV_CACHE_USAGE)
 TTFT = Histogram("vllm:time_to_first_token_seconds")
 #: Not the removed ``vllm:time_per_output_token_seconds`` (hidden in 0.12, absent in 0.33).
 ITL = Histogram("vllm:inter_token_latency_seconds")
@@ -90,7 +92,6 @@ GOOD_FINISH_REASONS = ("stop", "length")
 
 # ---- endpoint picker (GAIE pkg/epp/metrics) ---------------------------------------------------------------
 EPP_POOL_AVG_QUEUE = Gauge("inference_pool_average_queue_size")
-EPP_POOL_AVG_KV = Gauge("inference_pool_average_kv_cache_utilization")
 EPP_POOL_READY_PODS = Gauge("inference_pool_ready_pods")
 EPP_SCHEDULER_LATENCY = Histogram("inference_extension_scheduler_e2e_duration_seconds")
 EPP_PLUGIN_LATENCY = Histogram("inference_extension_plugin_duration_seconds")
@@ -106,28 +107,19 @@ DCGM_FB_FREE = Gauge("DCGM_FI_DEV_FB_FREE")  # MiB
 KSM_RESTARTS = Counter("kube_pod_container_status_restarts")
 KSM_HPA_CURRENT = Gauge("kube_horizontalpodautoscaler_status_current_replicas")
 KSM_HPA_DESIRED = Gauge("kube_horizontalpodautoscaler_status_desired_replicas")
-KSM_HPA_MAX = Gauge("kube_horizontalpodautoscaler_spec_max_replicas")
 
 
 def gmp_custom_metric(metric: Gauge) -> str:
-    """Name under which the Custom Metrics Stackdriver Adapter serves a GMP gauge to the HPA (FACTS §6)."""
+    """Name under which the Custom Metrics Stackdriver Adapter serves a GMP gauge to the HPA (GKE inference autoscaling guide and samples)."""
     return f"prometheus.googleapis.com|{metric.series}|gauge"
 
 
 # ---- naming contract helpers --------------------------------------------------------------------------------
 
-def deployment_name(role: str) -> str:
-    return f"vllm-{role}"
-
-
-def epp_name(role: str) -> str:
-    return f"vllm-{role}-epp"
-
-
 def pod_name_regex(role: str) -> str:
     """Pods of Deployment ``vllm-<role>`` are ``vllm-<role>-<replicaset hash>-<pod hash>``; the two trailing
     dash-free segments keep ``vllm-<role>-epp-…`` pods out."""
-    return f"{deployment_name(role)}-[a-z0-9]+-[a-z0-9]+"
+    return f"{naming.deployment_name(role)}-[a-z0-9]+-[a-z0-9]+"
 
 
 # ---- PromQL builders ------------------------------------------------------------------------------------------
@@ -201,7 +193,7 @@ def finish_success_ratio(window: str, sel_role: str | None = None) -> str:
 
 
 def cost_per_million_output_tokens(role: str, replica_hourly_usd: float, window: str) -> str:
-    """Observed accelerator cost per 1M output tokens: replicas x $/h over generated tokens/h (seed 000, C_h·10⁶ /
+    """Observed accelerator cost per 1M output tokens: replicas x $/h over generated tokens/h (the design, C_h·10⁶ /
     (3600·θ_o), with θ_o the pool's measured generation rate instead of the benchmark's)."""
     return (f"{_fmt(replica_hourly_usd)} * {pod_count(role)} * 1000000 / "
             f"(3600 * sum(rate({GENERATION_TOKENS.total}{serving(role)}[{window}])))")
@@ -216,9 +208,9 @@ def dcgm(g: Gauge, role: str, op: str = "avg") -> str:
 def epp_scrape_job(role: str) -> str:
     """``job`` label of one pool's endpoint-picker series. The picker is scraped by the PodMonitoring the
     ``inferencepool`` chart renders with ``provider.name: gke`` and monitoring on (bearer-token auth against the
-    picker's protected /metrics, port name ``metrics`` = 9090); the chart names it after the Helm release,
+    picker's protected /metrics, port name ``metrics``); the chart names it after the Helm release,
     ``vllm-<role>``, and GMP sets ``job`` to the PodMonitoring's name."""
-    return deployment_name(role)
+    return naming.deployment_name(role)
 
 
 def epp_job(role: str) -> str:
@@ -237,4 +229,4 @@ def restarts(role: str, window: str) -> str:
 
 
 def hpa_state(g: Gauge, role: str) -> str:
-    return f"max({g.series}{matchers(namespace=SERVING_NAMESPACE, horizontalpodautoscaler=deployment_name(role))})"
+    return f"max({g.series}{matchers(namespace=SERVING_NAMESPACE, horizontalpodautoscaler=naming.deployment_name(role))})"

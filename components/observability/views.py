@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .autoscaling import HpaPlan
+@dataclass(frozen=True)
+class HpaPlan:
+    role: str
+    release: str
+    min_replicas: int
+    max_replicas: int
+    #: Why max_replicas is what it is (pool bound or reservation bound), for the plan output and reviewers.
+    max_reason: str
+    queue_target_per_pod: int
+    kv_cache_target: float | None
+    scale_down_window_seconds: int
+    scale_down_period_seconds: int
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The vLLM model server of one pool (stable | canary): Deployment, readiness-probe ConfigMap,
-PodDisruptionBudget and NetworkPolicy (issue 4; seed 000 "Weight Loading", "Scale-down is a protocol too",
+PodDisruptionBudget and NetworkPolicy (the design's "Weight Loading", "Scale-down is a protocol too" and
 "Security Without Giving the Model a Cloud Account").
 
 Construction is split into pure functions (labels, annotations, volumes, container, pod, each spec) that the
@@ -16,10 +16,10 @@ Decisions stated here once:
   (``ignore_changes``): the HPA owns the live count, and a later ``pulumi up`` must never reset a scaled-out
   pool to its minimum in the middle of a load peak. The HPA's ``minReplicas`` carries later changes of
   ``min_replicas``.
-* **Rollout.** RollingUpdate with maxSurge = ``ROLLOUT_SURGE_REPLICAS`` and maxUnavailable 0: capacity never
+* **Rollout.** RollingUpdate with maxSurge = the planner's surge replicas and maxUnavailable 0: capacity never
   drops during a rollout, and the reservation check (``accelerators.<k>.reservation.count``) already proved
-  the surge replica has a node (seed 000: "maxSurge: 1 cannot manufacture a GPU").
-* **Network.** Ingress to 8000 only from the gateway's proxy-only subnet, this pool's endpoint picker, the
+  the surge replica has a node ("maxSurge: 1 cannot manufacture a GPU").
+* **Network.** Ingress to the vLLM port only from the gateway's proxy-only subnet, this pool's endpoint picker, the
   Managed Prometheus collectors and Google's load-balancer health checkers; egress only DNS, the metadata
   server and the Google API VIPs (see :func:`network_policy_spec`).
 """
@@ -27,25 +27,17 @@ Decisions stated here once:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
-
+from .. import naming
+from ..base import Component
 from ..network import PRIVATE_GOOGLE_APIS_CIDR
-
-from .probes import VLLM_PORT, ProbePlan, plan_probes
-from .vllm_args import VLLM_COMMAND, WEIGHTS_MOUNT_PATH, render_vllm_args
-
-if TYPE_CHECKING:
-    from infra.planning.capacity import PoolPlan
-    from infra.config.contract import WorkloadContract
-    from infra.config.release import ReleaseIdentity
-    from infra.config.serving import ServingPool
+from .spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -68,13 +60,10 @@ PROGRESS_SLACK_SECONDS = 900
 #: Old ReplicaSets kept for ``kubectl rollout undo`` to a previous release.
 REVISION_HISTORY_LIMIT = 5
 
-GPU_RESOURCE = "nvidia.com/gpu"
-ACCELERATOR_LABEL = "llm-serving.io/accelerator"
-GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 #: Google's load-balancer health-check source ranges: the gateway's HealthCheckPolicy probes /health on
-#: port 8000 from here, and a pod unreachable from them is marked unhealthy by the load balancer.
+#: the vLLM port from here, and a pod unreachable from them is marked unhealthy by the load balancer.
 GOOGLE_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 #: Managed Prometheus collectors: ``gke-gmp-system`` on GKE managed collection, ``gmp-system`` for the
 #: self-deployed operator; both label the collector DaemonSet pods ``app.kubernetes.io/name: collector``.
@@ -92,48 +81,25 @@ DNS_PODS = ("kube-dns", "node-local-dns")
 
 # ---- identity ------------------------------------------------------------------------------------------
 
-def deployment_name(role: str) -> str:
-    return f"vllm-{role}"
-
-
-def epp_name(role: str) -> str:
-    """The pool's endpoint picker (Deployment/Service ``vllm-<role>-epp``, naming contract)."""
-    return f"vllm-{role}-epp"
-
-
 def selector_labels(role: str) -> dict[str, str]:
     """The Deployment's (immutable) selector: stable across releases, so a new release is a rolling update."""
-    return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": deployment_name(role)}
+    return {naming.NAME_LABEL: naming.VLLM_APP, naming.INSTANCE_LABEL: naming.deployment_name(role)}
 
 
-def pod_labels(role: str, release: "ReleaseIdentity") -> dict[str, str]:
-    """Naming-contract labels; the InferencePool selects on ``llm-serving.io/pool`` + ``llm-serving.io/release``."""
+def pool_selector(role: str, release_id: str) -> dict[str, str]:
+    """What the pool's InferencePool and picker select: pods of exactly this pool's release."""
+    return {naming.POOL_LABEL: role, naming.RELEASE_LABEL: release_id}
+
+
+def pod_labels(role: str, release: ReleaseInfo) -> dict[str, str]:
+    """Naming-contract labels; the InferencePool selects on :func:`pool_selector`."""
     return {
         **selector_labels(role),
-        "app.kubernetes.io/component": "model-server",
-        "app.kubernetes.io/part-of": "llm-serving",
-        "app.kubernetes.io/version": release.vllm_version,
-        "llm-serving.io/pool": role,
-        "llm-serving.io/release": release.release,
-        "inference.networking.k8s.io/engine-type": "vllm",
-    }
-
-
-def release_annotations(release: "ReleaseIdentity") -> dict[str, str]:
-    """The full immutable release identity (seed 000): what ``kubectl describe`` shows during an incident."""
-    return {
-        "llm-serving.io/release": release.release,
-        "llm-serving.io/model-revision": release.model_revision,
-        "llm-serving.io/tokenizer-revision": release.tokenizer_revision,
-        "llm-serving.io/image-digest": release.digest,
-        "llm-serving.io/weight-manifest": release.weight_manifest,
-        "llm-serving.io/sampling-defaults-version": str(release.sampling_defaults_version),
-        "llm-serving.io/quantization": release.quantization,
-        "llm-serving.io/dtype": release.dtype,
-        "llm-serving.io/kv-cache-dtype": release.kv_cache_dtype,
-        "llm-serving.io/max-model-len": str(release.max_model_len),
-        "llm-serving.io/tensor-parallel-size": str(release.tensor_parallel_size),
-        "llm-serving.io/vllm-version": release.vllm_version,
+        naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT,
+        naming.PART_OF_LABEL: naming.PART_OF,
+        naming.VERSION_LABEL: release.vllm_version,
+        **pool_selector(role, release.release),
+        naming.ENGINE_TYPE_LABEL: "vllm",
     }
 
 
@@ -147,25 +113,57 @@ def script_digest(text: str) -> str:
 
 # ---- arguments -----------------------------------------------------------------------------------------
 
+LoadingPath = Literal["gcs_streaming", "hyperdisk_ml", "gcs_fuse"]
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """Per-replica requests: CPU (no limit), memory (request = limit), /dev/shm inside it, GPUs."""
+
+    cpu: float
+    memory_gib: int
+    shm_gib: int
+    gpus: int
+
+    def __post_init__(self) -> None:
+        if self.shm_gib * 2 > self.memory_gib:
+            raise ValueError(f"PodResources.shm_gib: {self.shm_gib} GiB may use at most half of memory_gib "
+                             f"({self.memory_gib} GiB)")
+
+
 @dataclass(frozen=True)
 class ModelServerArgs:
     role: str
-    release: "ReleaseIdentity"
-    pool: "ServingPool"
-    plan: "PoolPlan"
-    contract: "WorkloadContract"
-    namespace: str
-    service_account: str
+    release: ReleaseInfo
+    #: The planner's ``vllm serve`` arguments (``infra/planning/vllm_args.py``).
+    vllm_args: tuple[str, ...]
+    probes: ProbeTimings
+    resources: PodResources
+    #: Accelerator topology key: the pods select that GPU node pool by its node label.
+    accelerator: str
+    loading_path: LoadingPath
+    #: Starting replica count (the HPA owns it afterwards) and the rollout surge the reservation holds.
+    min_replicas: int
+    max_surge: int
+    #: Voluntary disruptions allowed at once: the replica failures the N+1 headroom absorbs.
+    max_unavailable_disruptions: int
+    namespace: pulumi.Input[str]
+    service_account: pulumi.Input[str]
     #: The gateway's proxy-only subnet (REGIONAL_MANAGED_PROXY): where load-balanced requests come from.
     proxy_only_cidr: str
+    #: Planner facts policies check the rendered spec against.
+    stream_bound_seconds: float
+    contract_max_model_len: int
     #: PVC of the release's Hyperdisk ML volume; required when the pool loads via ``hyperdisk_ml``.
     hyperdisk_claim: str | None = None
-    #: Resources the objects must wait for (namespace, GPU node pool, PVC): explicit ordering.
-    depends_on: tuple[pulumi.Resource, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if self.pool.loading.path == "hyperdisk_ml" and not self.hyperdisk_claim:
-            raise ValueError(f"pool {self.role!r} loads via hyperdisk_ml but no Hyperdisk ML claim was given")
+        if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
+            raise ValueError(f"ModelServerArgs.hyperdisk_claim: pool {self.role!r} loads via hyperdisk_ml but no "
+                             "Hyperdisk ML claim was given")
+        if self.resources.gpus != self.release.tensor_parallel_size:
+            raise ValueError(f"ModelServerArgs.resources.gpus: {self.resources.gpus} GPU(s) for tensor_parallel_size "
+                             f"{self.release.tensor_parallel_size} (one GPU per rank)")
 
 
 def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
@@ -173,34 +171,17 @@ def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
     grace period vs stream bound, --max-model-len vs contract). On the Deployment's own metadata, not the pod
     template: a re-estimate must not roll the pods."""
     return {
-        "llm-serving.io/cold-load-seconds": f"{round(args.plan.cold_load_seconds, 3):g}",
-        "llm-serving.io/stream-bound-seconds": f"{round(args.contract.stream_bound_seconds, 3):g}",
-        "llm-serving.io/contract-max-model-len": str(args.contract.max_model_len),
+        naming.COLD_LOAD_ANNOTATION: f"{round(args.probes.cold_load_seconds, 3):g}",
+        naming.STREAM_BOUND_ANNOTATION: f"{round(args.stream_bound_seconds, 3):g}",
+        naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION: str(args.contract_max_model_len),
     }
-
-
-def probe_plan(args: ModelServerArgs) -> ProbePlan:
-    o = args.pool.model_server
-    return plan_probes(
-        cold_load_seconds=args.plan.cold_load_seconds, stream_bound_seconds=args.contract.stream_bound_seconds,
-        ttft_p95_ms=args.contract.ttft_p95_ms, startup_margin=o.startup_margin,
-        startup_period_seconds=o.startup_period_seconds, max_startup_seconds=o.max_startup_seconds,
-        drain_seconds=o.drain_seconds)
-
-
-def vllm_args(args: ModelServerArgs, probes: ProbePlan) -> list[str]:
-    return render_vllm_args(args.release, args.pool, args.plan, probes.shutdown_timeout_seconds)
 
 
 # ---- pod -----------------------------------------------------------------------------------------------
 
-def config_map_name(role: str) -> str:
-    return f"vllm-{role}-readiness"
-
-
-def readiness_command(release_id: str, probes: ProbePlan) -> list[str]:
+def readiness_command(release_id: str, probes: ProbeTimings) -> list[str]:
     return ["python3", f"{PROBE_MOUNT_PATH}/readiness_probe.py",
-            "--port", str(VLLM_PORT), "--release-id", release_id,
+            "--port", str(naming.VLLM_PORT), "--release-id", release_id,
             "--deadline-seconds", str(probes.readiness_deadline_seconds),
             "--state-file", READINESS_STATE_FILE,
             "--min-interval-seconds", str(probes.readiness_generation_interval_seconds)]
@@ -223,15 +204,15 @@ def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
 
 
 def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
-    o = args.pool.model_server
     vols = [
-        core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{o.shm_gib}Gi")),
+        core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory",
+                                                                            size_limit=f"{args.resources.shm_gib}Gi")),
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{TMP_SIZE_GIB}Gi")),
         core.VolumeArgs(name="home", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{CACHE_SIZE_GIB}Gi")),
         core.VolumeArgs(name="readiness-probe", config_map=core.ConfigMapVolumeSourceArgs(
-            name=config_map_name(args.role), default_mode=0o444)),
+            name=naming.readiness_config_map_name(args.role), default_mode=0o444)),
     ]
-    path = args.pool.loading.path
+    path = args.loading_path
     if path == "hyperdisk_ml":
         vols.append(core.VolumeArgs(name="weights", persistent_volume_claim=core.PersistentVolumeClaimVolumeSourceArgs(
             claim_name=args.hyperdisk_claim, read_only=True)))
@@ -253,19 +234,19 @@ def volume_mounts(args: ModelServerArgs) -> list[core.VolumeMountArgs]:
         core.VolumeMountArgs(name="home", mount_path=HOME),
         core.VolumeMountArgs(name="readiness-probe", mount_path=PROBE_MOUNT_PATH, read_only=True),
     ]
-    if args.pool.loading.path in ("hyperdisk_ml", "gcs_fuse"):
-        mounts.append(core.VolumeMountArgs(name="weights", mount_path=WEIGHTS_MOUNT_PATH, read_only=True))
+    if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
+        mounts.append(core.VolumeMountArgs(name="weights", mount_path=naming.WEIGHTS_MOUNT_PATH, read_only=True))
     return mounts
 
 
 def resources(args: ModelServerArgs) -> core.ResourceRequirementsArgs:
-    o = args.pool.model_server
-    gpus = str(args.release.tensor_parallel_size)  # one GPU per tensor-parallel rank
+    r = args.resources
+    gpus = str(r.gpus)  # one GPU per tensor-parallel rank
     ephemeral = f"{TMP_SIZE_GIB + CACHE_SIZE_GIB}Gi"
-    memory = f"{o.memory_gib}Gi"
+    memory = f"{r.memory_gib}Gi"
     return core.ResourceRequirementsArgs(
-        requests={"cpu": f"{o.cpu:g}", "memory": memory, GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
-        limits={"memory": memory, GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
+        requests={"cpu": f"{r.cpu:g}", "memory": memory, naming.GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
+        limits={"memory": memory, naming.GPU_RESOURCE: gpus, "ephemeral-storage": ephemeral},
     )
 
 
@@ -278,28 +259,29 @@ def container_security_context() -> core.SecurityContextArgs:
     )
 
 
-def container(args: ModelServerArgs, probes: ProbePlan) -> core.ContainerArgs:
+def container(args: ModelServerArgs) -> core.ContainerArgs:
+    probes = args.probes
     http = lambda path: core.HTTPGetActionArgs(path=path, port="http", scheme="HTTP")  # noqa: E731
     return core.ContainerArgs(
         name="vllm",
         image=args.release.image,  # by digest only (validated in infra/config/release.py)
         image_pull_policy="IfNotPresent",
         command=list(VLLM_COMMAND),
-        args=vllm_args(args, probes),
-        ports=[core.ContainerPortArgs(name="http", container_port=VLLM_PORT, protocol="TCP")],
+        args=list(args.vllm_args),
+        ports=[core.ContainerPortArgs(name="http", container_port=naming.VLLM_PORT, protocol="TCP")],
         env=env(args),
         resources=resources(args),
         volume_mounts=volume_mounts(args),
         security_context=container_security_context(),
         startup_probe=core.ProbeArgs(
-            http_get=http("/health"), period_seconds=probes.startup_period_seconds,
+            http_get=http(naming.HEALTH_PATH), period_seconds=probes.startup_period_seconds,
             failure_threshold=probes.startup_failure_threshold, timeout_seconds=probes.startup_timeout_seconds),
         readiness_probe=core.ProbeArgs(
             exec_=core.ExecActionArgs(command=readiness_command(args.release.release, probes)),
             period_seconds=probes.readiness_period_seconds, timeout_seconds=probes.readiness_timeout_seconds,
             failure_threshold=probes.readiness_failure_threshold, success_threshold=1),
         liveness_probe=core.ProbeArgs(
-            http_get=http("/health"), period_seconds=probes.liveness_period_seconds,
+            http_get=http(naming.HEALTH_PATH), period_seconds=probes.liveness_period_seconds,
             timeout_seconds=probes.liveness_timeout_seconds, failure_threshold=probes.liveness_failure_threshold),
         lifecycle=core.LifecycleArgs(pre_stop=core.LifecycleHandlerArgs(
             sleep=core.SleepActionArgs(seconds=probes.pre_stop_seconds))),
@@ -308,13 +290,14 @@ def container(args: ModelServerArgs, probes: ProbePlan) -> core.ContainerArgs:
 
 
 def pod_annotations(args: ModelServerArgs, script_sha: str) -> dict[str, str]:
-    ann = {**release_annotations(args.release), "llm-serving.io/readiness-probe-sha256": script_sha}
-    if args.pool.loading.path == "gcs_fuse":
+    ann = {**args.release.annotations(), naming.READINESS_SCRIPT_SHA_ANNOTATION: script_sha}
+    if args.loading_path == "gcs_fuse":
         ann["gke-gcsfuse/volumes"] = "true"  # asks GKE to inject the GCS FUSE sidecar
     return ann
 
 
-def pod_spec(args: ModelServerArgs, probes: ProbePlan) -> core.PodSpecArgs:
+def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
+    probes = args.probes
     return core.PodSpecArgs(
         service_account_name=args.service_account,
         # vLLM never calls the Kubernetes API; Workload Identity and the GCS FUSE driver do not need the token.
@@ -322,8 +305,9 @@ def pod_spec(args: ModelServerArgs, probes: ProbePlan) -> core.PodSpecArgs:
         # A Service named "vllm" would inject VLLM_PORT=tcp://..., which vLLM reads as its own port setting.
         enable_service_links=False,
         termination_grace_period_seconds=probes.termination_grace_seconds,
-        node_selector={ACCELERATOR_LABEL: args.pool.accelerator},
-        tolerations=[core.TolerationArgs(key=GPU_TAINT[0], operator="Equal", value=GPU_TAINT[1], effect=GPU_TAINT[2])],
+        node_selector={naming.ACCELERATOR_LABEL: args.accelerator},
+        tolerations=[core.TolerationArgs(key=naming.GPU_TAINT_KEY, operator="Equal", value=naming.GPU_TAINT_VALUE,
+                                         effect=naming.GPU_TAINT_EFFECT)],
         topology_spread_constraints=[core.TopologySpreadConstraintArgs(
             # One replica per node where possible: a node loss then costs one replica, which the N+1
             # headroom absorbs. Tainted / non-matching nodes are not counted as empty domains.
@@ -333,34 +317,35 @@ def pod_spec(args: ModelServerArgs, probes: ProbePlan) -> core.PodSpecArgs:
         security_context=core.PodSecurityContextArgs(
             run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
             seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
-        containers=[container(args, probes)],
+        containers=[container(args)],
         volumes=volumes(args),
     )
 
 
-def deployment_spec(args: ModelServerArgs, probes: ProbePlan, script_sha: str) -> k8s.apps.v1.DeploymentSpecArgs:
+def deployment_spec(args: ModelServerArgs, script_sha: str) -> k8s.apps.v1.DeploymentSpecArgs:
+    probes = args.probes
     return k8s.apps.v1.DeploymentSpecArgs(
-        replicas=args.pool.min_replicas,
+        replicas=args.min_replicas,
         selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
         strategy=k8s.apps.v1.DeploymentStrategyArgs(
             type="RollingUpdate",
-            rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=ROLLOUT_SURGE_REPLICAS, max_unavailable=0)),
+            rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=args.max_surge, max_unavailable=0)),
         progress_deadline_seconds=probes.startup_window_seconds + PROGRESS_SLACK_SECONDS,
         revision_history_limit=REVISION_HISTORY_LIMIT,
         template=core.PodTemplateSpecArgs(
             metadata=meta.ObjectMetaArgs(labels=pod_labels(args.role, args.release),
                                          annotations=pod_annotations(args, script_sha)),
-            spec=pod_spec(args, probes)),
+            spec=pod_spec(args)),
     )
 
 
 # ---- disruption budget and network policy --------------------------------------------------------------
 
-def pdb_spec(role: str) -> k8s.policy.v1.PodDisruptionBudgetSpecArgs:
+def pdb_spec(role: str, max_unavailable: int) -> k8s.policy.v1.PodDisruptionBudgetSpecArgs:
     """A voluntary disruption (node upgrade, drain) may take down as many replicas as the N+1 headroom
     absorbs; pods that are not ready may always be evicted, so a crash-looping pod never blocks a drain."""
     return k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-        max_unavailable=FAILURE_HEADROOM_REPLICAS,
+        max_unavailable=max_unavailable,
         selector=meta.LabelSelectorArgs(match_labels=selector_labels(role)),
         unhealthy_pod_eviction_policy="AlwaysAllow",
     )
@@ -375,13 +360,14 @@ def network_policy_spec(role: str, proxy_only_cidr: str) -> k8s.networking.v1.Ne
     ns_in = lambda names: meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(  # noqa: E731
         key="kubernetes.io/metadata.name", operator="In", values=list(names))])
     ingress = [
-        net.NetworkPolicyIngressRuleArgs(ports=_tcp(VLLM_PORT), from_=[
+        net.NetworkPolicyIngressRuleArgs(ports=_tcp(naming.VLLM_PORT), from_=[
             # Requests: the regional gateway's Envoy proxies live in the proxy-only subnet.
             net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
             # Load-balancer health checks of the InferencePool backends.
             *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
             # This pool's endpoint picker scrapes /metrics to score endpoints (GAIE epplib selector label).
-            net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(match_labels={"inferencepool": epp_name(role)})),
+            net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(
+                match_labels={naming.EPP_POD_LABEL: naming.epp_name(role)})),
             # Managed Prometheus collectors scrape /metrics.
             net.NetworkPolicyPeerArgs(namespace_selector=ns_in(GMP_NAMESPACES),
                                       pod_selector=meta.LabelSelectorArgs(match_labels=GMP_COLLECTOR_LABELS)),
@@ -406,47 +392,50 @@ def network_policy_spec(role: str, proxy_only_cidr: str) -> k8s.networking.v1.Ne
 
 # ---- the component ------------------------------------------------------------------------------------
 
-class ModelServer(pulumi.ComponentResource):
-    """One pool's vLLM Deployment and its companions; pass the Kubernetes provider via ``opts``."""
+class ModelServer(Component):
+    """One pool's vLLM Deployment and its companions. Pass the Kubernetes provider and what the objects must
+    wait for (namespace, GPU node pool, weight volume) in ``opts``."""
 
     TYPE = "llm-serving:serving:ModelServer"
 
     def __init__(self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(self.TYPE, name, None, opts)
-        probes = probe_plan(args)
+        super().__init__(name, args, opts)
         script = readiness_script()
         sha = script_digest(script)
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        child = self.child_opts()
         common_labels = pod_labels(args.role, args.release)
         meta_of = lambda n, ann=None: meta.ObjectMetaArgs(  # noqa: E731
             name=n, namespace=args.namespace, labels=common_labels, annotations=ann)
+        deployment = naming.deployment_name(args.role)
 
         self.config_map = core.ConfigMap(
-            f"{name}-readiness", metadata=meta_of(config_map_name(args.role)),
+            f"{name}-readiness", metadata=meta_of(naming.readiness_config_map_name(args.role)),
             data={"readiness_probe.py": script}, opts=child)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata=meta_of(deployment_name(args.role), {**release_annotations(args.release), **plan_annotations(args)}),
-            spec=deployment_spec(args, probes, sha),
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[self.config_map], ignore_changes=["spec.replicas"])))
+            metadata=meta_of(deployment, {**args.release.annotations(), **plan_annotations(args)}),
+            spec=deployment_spec(args, sha),
+            opts=self.child_opts(depends_on=[self.config_map], ignore_changes=["spec.replicas"]))
         self.pdb = k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb", metadata=meta_of(deployment_name(args.role)), spec=pdb_spec(args.role), opts=child)
+            f"{name}-pdb", metadata=meta_of(deployment), spec=pdb_spec(args.role, args.max_unavailable_disruptions),
+            opts=child)
         self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-netpol", metadata=meta_of(deployment_name(args.role)),
+            f"{name}-netpol", metadata=meta_of(deployment),
             spec=network_policy_spec(args.role, args.proxy_only_cidr), opts=child)
 
         self.role = args.role
         self.release_id = args.release.release
-        self.deployment_name = deployment_name(args.role)
-        self.selector = {"llm-serving.io/pool": args.role, "llm-serving.io/release": args.release.release}
-        self.port = VLLM_PORT
-        self.probes = probes
-        self.vllm_args = vllm_args(args, probes)
-        self.termination_grace_seconds = probes.termination_grace_seconds
+        #: The Deployment's name as an Output: the HPA scales exactly this object.
+        self.deployment_name: pulumi.Output[str] = self.deployment.metadata.name
+        #: What the pool's InferencePool and picker select. A plain value on purpose: taking it from the
+        #: Deployment's outputs would make the gateway objects wait for the Deployment's rollout.
+        self.pool_selector: dict[str, str] = pool_selector(args.role, args.release.release)
+        self.port = naming.VLLM_PORT
+        self.probes = args.probes
+        self.vllm_args = list(args.vllm_args)
+        self.termination_grace_seconds = args.probes.termination_grace_seconds
         self.register_outputs({
-            "deployment_name": self.deployment_name, "release_id": self.release_id, "selector": self.selector,
-            "port": self.port, "vllm_args": self.vllm_args, "probes": probes.to_dict(),
+            "deployment_name": self.deployment_name, "release_id": self.release_id, "selector": self.pool_selector,
+            "port": self.port, "vllm_args": self.vllm_args, "probes": args.probes.to_dict(),
             "termination_grace_seconds": self.termination_grace_seconds,
         })
-

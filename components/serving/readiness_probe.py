@@ -264,7 +264,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         return value
 
     p = argparse.ArgumentParser(description="vLLM readiness probe (health, served model, 1-token generation).")
-    p.add_argument("--port", type=int, default=8000, help="vLLM HTTP port (vLLM's default: 8000)")
+    p.add_argument("--port", type=int, required=True, help="vLLM HTTP port (the rendered --port of the server)")
     p.add_argument("--host", default="127.0.0.1", help="address to probe; the pod's own loopback by default")
     p.add_argument("--release-id", required=True, help="the one model id /v1/models must list (--served-model-name)")
     p.add_argument(

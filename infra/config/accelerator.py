@@ -1,5 +1,5 @@
 """Accelerator topology: the GPU machine shape a pool runs on, its price, and the zonal reservation it
-consumes (seed 000, "Autoscaling Has Two Clocks": quota is not capacity)."""
+consumes (the design, "Autoscaling Has Two Clocks": quota is not capacity)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,17 @@ G2_GPUS: dict[str, int] = {
 }
 
 
+#: Machine families whose boot disk must be Hyperdisk (A3 Ultra and A4 support no Persistent Disk).
+HYPERDISK_BOOT_FAMILIES = frozenset({"a3-ultragpu", "a4-highgpu"})
+
+
 def machine_family(machine_type: str) -> str:
     return machine_type.rsplit("-", 1)[0]
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """Boot disk type a GPU node of this machine type can use."""
+    return "hyperdisk-balanced" if machine_family(machine_type) in HYPERDISK_BOOT_FAMILIES else "pd-balanced"
 
 
 def gpus_of_machine_type(machine_type: str) -> int | None:
@@ -69,7 +78,7 @@ class Reservation(Strict):
 
 
 class GpuSharing(Strict):
-    """GPU sharing for co-hosting pools (seed 003): several small servers share one physical GPU."""
+    """GPU sharing for co-hosting pools (Vertex AI model co-hosting): several small servers share one physical GPU."""
 
     strategy: Literal["MPS", "TIME_SHARING"] = Field(description="GKE GPU sharing strategy.")
     max_shared_clients_per_gpu: Annotated[int, Field(ge=2, le=48)] = Field(description="Containers sharing one GPU.")

@@ -1,4 +1,4 @@
-"""The workload contract: what the service promises and the traffic it is sized for (seed 000,
+"""The workload contract: what the service promises and the traffic it is sized for (the design,
 "Start With a Workload Contract"). Target-neutral: the same contract sizes GKE, Cloud Run or Vertex."""
 
 from __future__ import annotations
@@ -76,5 +76,5 @@ class WorkloadContract(Strict):
 
     @property
     def stream_bound_seconds(self) -> float:
-        """Longest allowed stream: TTFT objective + max output tokens x ITL objective (seed 000)."""
+        """Longest allowed stream: TTFT objective + max output tokens x ITL objective (the design)."""
         return (self.ttft_p95_ms + self.max_output_tokens * self.itl_p95_ms) / 1000.0

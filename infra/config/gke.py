@@ -1,5 +1,5 @@
 """The Google Cloud platform the GKE target runs on: network, cluster, system pool, Artifact Registry, weight
-stores and the optional model-hub token (issue 3; seed 000 "Weight Loading", "Security").
+stores and the optional model-hub token (the design's "Weight Loading", "Security").
 
 GPU node pools are not configured here: each accelerator topology (``accelerators``) becomes one GPU node
 pool, sized by the capacity planner and pinned to its zonal reservation.
@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from .base import Strict, check
 
-if TYPE_CHECKING:
-    from .stack import StackConfig
-
 #: Oldest GKE version this program supports. GKE installs the InferencePool CRD itself from
-#: ``1.34.0-gke.1626000`` (FACTS §1, llm-d guides/prereq/gateways/gke.md), and the program never creates
+#: ``1.34.0-gke.1626000`` (GAIE releases and the llm-d GKE guide, llm-d guides/prereq/gateways/gke.md), and the program never creates
 #: the Gateway API / Inference Extension CRDs, so an older control plane would have no InferencePool kind.
-#: It also satisfies the Inference Gateway deploy page's floor of 1.32.3 (FACTS §4).
+#: It also satisfies the Inference Gateway deploy page's floor of 1.32.3 (GKE Inference Gateway deploy guide).
 INFERENCE_GATEWAY_MIN_GKE = "1.34.0-gke.1626000"
 
 GKE_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-gke\.(?P<build>\d+)$")
@@ -63,10 +60,10 @@ class NetworkRanges(Strict):
         "Secondary range for Pod IPs (VPC-native); a /14 gives the default 110 Pods on up to 1024 nodes."))
     services: str = Field(description="Secondary range for ClusterIP Services.")
     proxy_only: str = Field(description=(
-        "Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (FACTS §4); Google "
+        "Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (GKE Inference Gateway deploy guide); Google "
         "recommends a /23."))
     master: str = Field(description=(
-        "Control-plane range of the private cluster (a /28, FACTS §8 Cluster ``private_cluster_config``)."))
+        "Control-plane range of the private cluster (a /28, Terraform google provider docs Cluster ``private_cluster_config``)."))
 
     @model_validator(mode="after")
     def _disjoint(self) -> "NetworkRanges":
@@ -163,7 +160,7 @@ class ArtifactRegistry(Strict):
 
 
 class HyperdiskMl(Strict):
-    """A read-only Hyperdisk ML volume per release loading via ``hyperdisk_ml`` (FACTS §8).
+    """A read-only Hyperdisk ML volume per release loading via ``hyperdisk_ml`` (Terraform google provider docs).
 
     Each disk is created ``READ_ONLY_MANY`` from a snapshot of a disk the release pipeline hydrated with the
     release's immutable ``gs://<bucket>/<model>/<revision>/`` folder and verified against its manifest: an
@@ -246,100 +243,3 @@ class GkeConfig(Strict):
         v = parse_gke_version(self.min_version)
         assert v is not None
         return f"{v[0]}.{v[1]}"
-
-
-# ---- cross-section rules (called from stack.semantic_issues) ------------------------------------------
-
-#: Accelerator keys become resource names: node pool ``gpu-<key>`` (<= 40 chars) and node service account
-#: ``gke-gpu-<key>`` (<= 30 chars), so a key is a short lowercase name.
-ACCELERATOR_KEY_RE = re.compile(r"^[a-z]([-a-z0-9]{0,20}[a-z0-9])?$")
-GIB = 1024**3
-
-
-def registry_prefix(project: str, region: str, repository_id: str) -> str:
-    """``<region>-docker.pkg.dev/<project>/<repo>/``: where every serving image of the stack lives."""
-    return f"{region}-docker.pkg.dev/{project}/{repository_id}/"
-
-
-def hyperdisk_releases(cfg: "StackConfig") -> dict[str, str]:
-    """Release id -> zone of the Hyperdisk ML volume, for every pool that loads via ``hyperdisk_ml``
-    (the disk sits in the zone of the pool's accelerator, i.e. its reservation's zone)."""
-    out: dict[str, str] = {}
-    for _, pool in cfg.pools():
-        if pool.loading.path == "hyperdisk_ml" and pool.accelerator in cfg.accelerators:
-            out.setdefault(pool.release, cfg.accelerators[pool.accelerator].zone)
-    return dict(sorted(out.items()))
-
-
-def platform_issues(cfg: "StackConfig") -> list[tuple[tuple[str | int, ...], str]]:
-    """Rules between ``gke`` and the other sections: (location, message) pairs."""
-    g = cfg.gke
-    out: list[tuple[tuple[str | int, ...], str]] = []
-    if cfg.environment == "prod":
-        if g.location_type != "regional":
-            out.append((("gke", "location_type"), "prod needs a regional cluster: a zonal control plane is a single point of failure"))
-        if not g.protect:
-            out.append((("gke", "protect"), "prod must protect the cluster, reservations, weights bucket and disks"))
-    if g.location_type == "regional" and len(cfg.zones) < 2:
-        out.append((("zones",), f"a regional cluster spreads its system pool over at least 2 zones, got {cfg.zones}"))
-
-    for name in cfg.accelerators:
-        if not ACCELERATOR_KEY_RE.match(name):
-            out.append((("accelerators", name), "accelerator keys name the node pool gpu-<key> and its service account "
-                        "gke-gpu-<key>: lowercase letters, digits and '-', at most 22 characters"))
-
-    prefix = registry_prefix(cfg.project, cfg.region, g.registry.repository_id)
-    digests: dict[str, set[str]] = {}
-    for i, rel in enumerate(cfg.releases):
-        if rel.weights_bucket != g.weights.bucket:
-            out.append((("releases", i, "weight_manifest"),
-                        f"weights must live in the stack's weights bucket gs://{g.weights.bucket}/, got gs://{rel.weights_bucket}/"))
-        if not rel.image.startswith(prefix):
-            out.append((("releases", i, "image"),
-                        f"serving images must come from the stack's Artifact Registry repository {prefix}..., got {rel.image}"))
-        else:
-            package = rel.image[len(prefix):].split("@", 1)[0]
-            digests.setdefault(package, set()).add(rel.digest)
-    most = max((len(d) for d in digests.values()), default=0)
-    if g.registry.keep_recent_versions < most:
-        out.append((("gke", "registry", "keep_recent_versions"),
-                    f"{g.registry.keep_recent_versions} is fewer than the {most} image versions the stack's releases pin: "
-                    "the cleanup policy must keep every deployed digest"))
-
-    hd = g.weights.hyperdisk_ml
-    disks = hyperdisk_releases(cfg)
-    ids = {r.release for r in cfg.releases}
-    for role, pool in cfg.pools():
-        if pool.loading.path != "hyperdisk_ml":
-            continue
-        if hd is None:
-            out.append((("serving", role, "loading", "path"), "hyperdisk_ml loading needs gke.weights.hyperdisk_ml"))
-            continue
-        if pool.loading.throughput_mib_s > hd.provisioned_throughput_mib_s:
-            out.append((("serving", role, "loading", "throughput_mib_s"),
-                        f"{pool.loading.throughput_mib_s:g} MiB/s exceeds the Hyperdisk ML volume's provisioned "
-                        f"throughput ({hd.provisioned_throughput_mib_s} MiB/s)"))
-        zone = disks.get(pool.release)
-        acc = cfg.accelerators.get(pool.accelerator)
-        if zone is not None and acc is not None and acc.zone != zone:
-            out.append((("serving", role, "accelerator"),
-                        f"release {pool.release!r} loads from one Hyperdisk ML volume in {zone}; accelerator "
-                        f"{pool.accelerator!r} is in {acc.zone}"))
-    if hd is not None:
-        for rid in disks:
-            if rid not in ids:
-                continue
-            if rid not in hd.snapshots:
-                out.append((("gke", "weights", "hyperdisk_ml", "snapshots"),
-                            f"release {rid!r} loads via hyperdisk_ml but names no hydrated source snapshot"))
-            rel = cfg.release(rid)
-            params = rel.model.resolved()[0]
-            need_gib = params * rel.bytes_per_weight / GIB
-            if hd.size_gib < need_gib:
-                out.append((("gke", "weights", "hyperdisk_ml", "size_gib"),
-                            f"{hd.size_gib} GiB cannot hold release {rid!r} ({need_gib:.1f} GiB of weights)"))
-        for rid in hd.snapshots:
-            if rid not in disks:
-                out.append((("gke", "weights", "hyperdisk_ml", "snapshots", rid),
-                            "no pool loads this release via hyperdisk_ml"))
-    return out

@@ -1,4 +1,4 @@
-"""Per-pool vLLM model-server settings for the GKE target (issue 4): pod resources, probe margins, the drain
+"""Per-pool vLLM model-server settings for the GKE target : pod resources, probe margins, the drain
 window, and optional engine features (LoRA, n-gram speculative decoding).
 
 These belong to a pool, not to the release: the release is target-neutral (the same identity can run on Cloud
@@ -8,15 +8,11 @@ target runs it. Every field has a documented default, so ``serving.<role>.model_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from .base import Strict, check
-
-if TYPE_CHECKING:
-    from ..planning.capacity import PoolPlan
-    from .stack import StackConfig
 
 #: ``--max-lora-rank`` values vLLM 0.32's parser accepts (its ``choices``); anything else is rejected at start.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -52,7 +48,7 @@ class LoraOptions(Strict):
 class NgramSpeculation(Strict):
     """Prompt-lookup (n-gram) speculative decoding (``--speculative-config``). Only the n-gram method is
     offered: it needs no draft weights, whereas a draft model brings its own weights and KV cache that the
-    capacity planner does not size (seed 000, "Speculative Decoding Fits Inside the Model Server")."""
+    capacity planner does not size (the design, "Speculative Decoding Fits Inside the Model Server")."""
 
     method: Literal["ngram"] = Field(description=(
         "Proposal method; only ``ngram`` (prompt lookup, no draft weights)."))
@@ -91,7 +87,7 @@ class ModelServerOptions(Strict):
     max_startup_seconds: Annotated[int, Field(ge=60, le=7200)] = Field(1800, description=(
         "Longest startup window allowed. A cold load that needs more (after the margin) is a configuration error: "
         "the window is also how long a broken pod holds a GPU before it is restarted, and the delay before a "
-        "scale-up adds capacity (seed 000, \"Autoscaling Has Two Clocks\")."))
+        "scale-up adds capacity (the design, \"Autoscaling Has Two Clocks\")."))
     drain_seconds: Annotated[int, Field(ge=0, le=300)] = Field(30, description=(
         "preStop sleep: how long the pod keeps serving after it is marked terminating so the endpoint picker and "
         "the load balancer stop sending it new requests. 30 s is the upstream reference deployment's p99 "
@@ -105,24 +101,3 @@ class ModelServerOptions(Strict):
                 f"memory_gib ({self.memory_gib} GiB), the rest is for the server processes")]
               if self.shm_gib * 2 > self.memory_gib else [])
         return self
-
-
-# ---- cross-section rules (called from stack.semantic_issues) ------------------------------------------
-
-def model_server_issues(cfg: "StackConfig", pool_plans: "dict[str, PoolPlan]") -> list[tuple[tuple[str | int, ...], str]]:
-    """Rules that need the planner: every planned pool's startup window must cover its cold-load estimate
-    with the stated margin within ``max_startup_seconds`` (the probe maths lives with the probes)."""
-    from components.serving.probes import ProbeError, startup_failure_threshold
-
-    out: list[tuple[tuple[str | int, ...], str]] = []
-    for role, pool in cfg.pools():
-        plan = pool_plans.get(role)
-        if plan is None:
-            continue
-        o = pool.model_server
-        try:
-            startup_failure_threshold(plan.cold_load_seconds, o.startup_margin, o.startup_period_seconds,
-                                      o.max_startup_seconds)
-        except ProbeError as exc:
-            out.append((("serving", role, "model_server", "max_startup_seconds"), str(exc)))
-    return out

@@ -21,7 +21,7 @@ SHA256_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 class Autoscaling(Strict):
     queue_target_per_pod: Annotated[int, Field(ge=1, le=100)] = Field(3, description=(
         "HPA ``AverageValue`` target of ``vllm:num_requests_waiting`` per pod. GKE's inference autoscaling guidance "
-        "says \"start with a value between 3-5\" (FACTS §6); 3, the low end, because this contract is interactive and "
+        "says \"start with a value between 3-5\" (GKE inference autoscaling guide and samples); 3, the low end, because this contract is interactive and "
         "every queued request is pure TTFT. Change it together with the latency curve of one replica."))
     kv_cache_target: Annotated[float, Field(gt=0, lt=1)] | None = Field(None, description=(
         "Optional second HPA metric: ``vllm:kv_cache_usage_perc`` average per pod (0-1). Off by default: the queue "
@@ -48,7 +48,7 @@ class Alerts(Strict):
 
 class Observability(Strict):
     scrape_interval_seconds: Annotated[int, Field(ge=5, le=60)] = Field(15, description=(
-        "Scrape interval of the vLLM and endpoint-picker PodMonitorings (GMP CRD v0.17 requires it, FACTS §6). 15 s "
+        "Scrape interval of the vLLM and endpoint-picker PodMonitorings (GMP CRD v0.17 requires it, GKE inference autoscaling guide and samples). 15 s "
         "(the GKE samples' value) gives the HPA a fresh queue sample well inside its 15 s sync period and puts 20 "
         "samples in every 5 min alert window."))
     autoscaling: Autoscaling = Field(Autoscaling(), description=(

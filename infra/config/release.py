@@ -1,4 +1,4 @@
-"""The immutable model release (seed 000, "The Serving Architecture"): one identity that names the model
+"""The immutable model release (the design, "The Serving Architecture"): one identity that names the model
 revision, tokenizer revision, serving-image digest, weights manifest, precision and serving limits.
 
 The release is target-neutral: the same identity can be served by the GKE path, Cloud Run GPU or Vertex AI.
@@ -75,7 +75,7 @@ class ModelGeometry(Strict):
 
 
 class ReleaseIdentity(Strict):
-    """One immutable release, with the field names of seed 000's release JSON plus precision and engine."""
+    """One immutable release, with the field names of the design's release JSON plus precision and engine."""
 
     release: Annotated[str, Field(pattern=RELEASE_ID_PATTERN)] = Field(description=(
         "Release id; also the served model name and the release label."))
@@ -84,7 +84,7 @@ class ReleaseIdentity(Strict):
     image: str = Field(description=(
         "Full image reference pinned by digest: ``<registry>/<path>@sha256:<64 hex>``; tags are refused."))
     image_digest: str | None = Field(None, description=(
-        "Optional copy of the digest as in seed 000's JSON; when given it must equal the digest in ``image``."))
+        "Optional copy of the digest as in the design's JSON; when given it must equal the digest in ``image``."))
     weight_manifest: str = Field(description=(
         "gs://<bucket>/<model>/<revision>/manifest.json: checksummed weights; the folder is the weights location."))
     max_model_len: Annotated[int, Field(gt=0)] = Field(description=(

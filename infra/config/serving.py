@@ -1,8 +1,8 @@
 """Serving pools: which release runs where, with what share of traffic and what replica bounds.
 
-Stable and canary are separate pools (seed 000, "Rollouts Without Corrupting the Cache Boundary"): each
-names one immutable release, an accelerator topology, a traffic weight and replica bounds. Target-neutral
-except ``loading``, which names the weight-loading path used by the GKE target.
+Stable and canary are separate pools (the design, "Rollouts Without Corrupting the Cache Boundary"): each
+names one immutable release, an accelerator topology, a traffic weight and replica bounds. Each pool names
+its serving target (``target``); the keys that only make sense on one target live in that target's pool type.
 """
 
 from __future__ import annotations
@@ -43,14 +43,16 @@ class MeasuredThroughput(Strict):
         "Where the number comes from (benchmark run id, date): a number without a source is not a measurement."))
 
 
-class ServingPool(Strict):
+class PoolCommon(Strict):
+    """What every pool states whatever it runs on: the release, its traffic share, replica bounds, the memory
+    share vLLM may take, and an optional measurement. Target-specific keys live in the target's pool type."""
+
+    target: str = Field(description="Serving target of this pool; selects the pool type.")
     release: str = Field(description="Release id served by this pool.")
-    accelerator: str = Field(description="Accelerator topology key this pool runs on.")
     weight: Annotated[int, Field(ge=0, le=100)] = Field(description=(
-        "Percent of traffic routed to this pool by the HTTPRoute weight split (stable + canary = 100)."))
+        "Percent of traffic routed to this pool by the target's weight split (stable + canary = 100)."))
     min_replicas: Annotated[int, Field(ge=1)] = Field(description="Warm minimum replicas (>= 2 in prod).")
     max_replicas: Annotated[int, Field(ge=1)] = Field(description="Replica ceiling (bounded by the reservation).")
-    loading: WeightLoading = Field(description="Weight loading path and its stated throughput.")
     gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(0.90, description=(
         "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."))
     runtime_overhead_gib: Annotated[float, Field(ge=0)] = Field(2.0, description=(
@@ -59,15 +61,28 @@ class ServingPool(Strict):
         "``max_num_batched_tokens`` or multimodal models."))
     measured: MeasuredThroughput | None = Field(None, description=(
         "Measured throughput; absent = unmeasured (no replica/cost figures invented)."))
-    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
-        "How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding); every "
-        "field has a default (infra/config/model_server.py)."))
 
     @model_validator(mode="after")
-    def _bounds(self) -> "ServingPool":
+    def _bounds(self) -> "PoolCommon":
         check([("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
               if self.max_replicas < self.min_replicas else [])
         return self
+
+
+class GkePool(PoolCommon):
+    """A pool of vLLM pods on GKE GPU nodes behind the GKE Inference Gateway."""
+
+    target: Literal["gke"] = Field(description=(
+        "``gke``: vLLM Deployments on a GPU node pool, routed by the GKE Inference Gateway."))
+    accelerator: str = Field(description="Accelerator topology key (``accelerators.<key>``) this pool runs on.")
+    loading: WeightLoading = Field(description="Weight loading path and its stated throughput.")
+    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
+        "How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding); every "
+        "field has a default."))
+
+
+#: A serving pool, by target. More targets join this union (a pydantic discriminated union on ``target``).
+ServingPool = GkePool
 
 
 class ServingPools(Strict):
@@ -75,7 +90,7 @@ class ServingPools(Strict):
     canary: ServingPool | None = Field(None, description="Optional canary pool with a new release.")
     allow_mixed_split: bool = Field(False, description=(
         "Allow a weight split between pools of different base models / serving configurations. Off by default: KV "
-        "caches and adapters belong to one base model and configuration (seed 000, cache compatibility)."))
+        "caches and adapters belong to one base model and configuration (the design, cache compatibility)."))
 
     @model_validator(mode="after")
     def _weights(self) -> "ServingPools":

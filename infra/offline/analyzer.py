@@ -77,6 +77,8 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, engine_pb2, en
 from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
+from .inventory import COMPUTED_MARKER, SECRET_MARKER, Inventory, InventoryError, Resource
+
 __all__ = [
     "COMPUTED_MARKER",
     "SECRET_MARKER",
@@ -93,11 +95,6 @@ __all__ = [
     "to_analyzer_value",
 ]
 
-COMPUTED_MARKER = "<computed>"
-"""How the plan writer renders a value unknown at preview."""
-
-SECRET_MARKER = "[secret]"
-"""How the plan writer renders a secret value."""
 
 # Must agree with pulumi_policy.proxy._is_unknown and with the engine's plugin.UnknownStringValue.
 ENGINE_UNKNOWN = UNKNOWN_STRING_VALUE
@@ -147,10 +144,6 @@ class PolicyPackStartError(PolicyPackError):
 
 class PolicyConfigError(ValueError):
     """The policy config is malformed, names an unknown policy, or fails a policy's config schema."""
-
-
-class InventoryError(ValueError):
-    """The inventory does not have the documented ``inventory.json`` shape."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,63 +312,18 @@ def _name_from_urn(urn: str) -> str:
     return parts[3] if len(parts) == 4 else urn
 
 
-@dataclass(frozen=True)
-class _Resource:
-    urn: str
-    type: str
-    name: str
-    inputs: Mapping[str, Any]
-    parent: str
-    provider_ref: str
-    dependencies: tuple[str, ...]
-    property_dependencies: Mapping[str, list[str]]
-    options: Mapping[str, Any]
+def _parse_inventory(inventory: Mapping[str, Any]) -> tuple[str, str, list[Resource]]:
+    inv = Inventory.from_dict(inventory)
+    return inv.project, inv.stack, sorted(inv.resources, key=lambda r: r.urn)
 
 
-def _parse_inventory(inventory: Mapping[str, Any]) -> tuple[str, str, list[_Resource]]:
-    if not isinstance(inventory, Mapping):
-        raise InventoryError(f"inventory must be a JSON object, got {type(inventory).__name__}")
-    missing = [k for k in ("project", "stack", "resources") if k not in inventory]
-    if missing:
-        raise InventoryError(f"inventory is missing key(s): {', '.join(missing)}")
-    resources: list[_Resource] = []
-    seen: set[str] = set()
-    for i, r in enumerate(inventory["resources"]):
-        if not isinstance(r, Mapping) or not r.get("urn") or not r.get("type"):
-            raise InventoryError(f"inventory resources[{i}] needs non-empty 'urn' and 'type'")
-        urn = str(r["urn"])
-        if urn in seen:
-            raise InventoryError(f"duplicate urn in inventory: {urn}")
-        seen.add(urn)
-        inputs = r.get("inputs") or {}
-        if not isinstance(inputs, Mapping):
-            raise InventoryError(f"inventory resource {urn}: 'inputs' must be an object")
-        resources.append(
-            _Resource(
-                urn=urn,
-                type=str(r["type"]),
-                name=str(r.get("name") or _name_from_urn(urn)),
-                inputs=inputs,
-                parent=str(r.get("parent") or ""),
-                provider_ref=str(r.get("provider") or ""),
-                dependencies=tuple(str(d) for d in (r.get("dependencies") or [])),
-                property_dependencies={
-                    str(k): [str(u) for u in v] for k, v in (r.get("property_dependencies") or {}).items()
-                },
-                options=r.get("options") or {},
-            )
-        )
-    resources.sort(key=lambda res: res.urn)
-    return str(inventory["project"]), str(inventory["stack"]), resources
-
-
-def _options(res: _Resource) -> analyzer_pb2.AnalyzerResourceOptions:
+def _options(res: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
     o = res.options
     opts = analyzer_pb2.AnalyzerResourceOptions(
         protect=bool(o.get("protect", False)),
         ignoreChanges=[str(x) for x in (o.get("ignore_changes") or [])],
         additionalSecretOutputs=[str(x) for x in (o.get("additional_secret_outputs") or [])],
-        parent=res.parent,
+        parent=res.parent or "",
     )
     if o.get("delete_before_replace") is True:
         opts.deleteBeforeReplace = True
@@ -384,16 +332,16 @@ def _options(res: _Resource) -> analyzer_pb2.AnalyzerResourceOptions:
 
 
 def _provider(
-    res: _Resource, providers: Mapping[str, _Resource]
+    res: Resource, providers: Mapping[str, Resource]
 ) -> analyzer_pb2.AnalyzerProviderResource | None:
     """Resolve ``<provider urn>::<id>`` against provider resources in the inventory.
 
     Like the engine (``resolveProvider``), an unresolvable reference yields no provider rather than
     a guess.
     """
-    if not res.provider_ref:
+    if not res.provider:
         return None
-    prov_urn = res.provider_ref.rsplit("::", 1)[0]
+    prov_urn = res.provider.rsplit("::", 1)[0]
     prov = providers.get(prov_urn)
     if prov is None:
         return None
@@ -823,14 +771,14 @@ def run_policy_pack(
                 urn=res.urn,
                 name=res.name,
                 options=_options(res),
-                parent=res.parent,
+                parent=res.parent or "",
                 dependencies=list(res.dependencies),
             )
             prov = _provider(res, providers)
             if prov is not None:
                 ar.provider.CopyFrom(prov)
             for prop, urns in sorted(res.property_dependencies.items()):
-                ar.propertyDependencies[prop].CopyFrom(analyzer_pb2.AnalyzerPropertyDependencies(urns=urns))
+                ar.propertyDependencies[prop].CopyFrom(analyzer_pb2.AnalyzerPropertyDependencies(urns=list(urns)))
             stack_req.resources.append(ar)
         resp = call(stub.AnalyzeStack, stack_req, "AnalyzeStack", optional=True)
         if resp is not None:

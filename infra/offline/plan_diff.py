@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from .inventory import Inventory, InventoryError
+
 __all__ = [
     "ABSENT",
     "CONDITIONAL_REPLACEMENTS",
@@ -668,18 +670,14 @@ def render(diff: PlanDiff) -> str:
 
 
 def _load_inventory(plan_dir: Path) -> dict:
+    """The plan directory's inventory, checked by the inventory format's owner."""
     path = Path(plan_dir) / "inventory.json"
+    if not path.is_file():
+        raise PlanDiffError(f"no inventory.json in {plan_dir} (run `plan --out {plan_dir}` first)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanDiffError(f"no inventory.json in {plan_dir} (run `plan --out {plan_dir}` first)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PlanDiffError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(data, dict):
-        raise PlanDiffError(f"{path} must contain a JSON object")
-    return data
+        return Inventory.load(path).to_dict()
+    except InventoryError as e:
+        raise PlanDiffError(str(e)) from None
 
 
 def diff_plan_dirs(old_dir: Path, new_dir: Path) -> PlanDiff:

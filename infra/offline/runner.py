@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from google.protobuf import json_format
 
+from .inventory import COMPUTED_MARKER, SECRET_MARKER, Inventory, Resource
+
 PLACEHOLDER = "<known-after-apply:{}>"
 
 # Pulumi wire-format signatures (pulumi.runtime.rpc): how secrets, resource references and unknowns travel.
@@ -27,8 +29,8 @@ _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 _OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-SECRET_TEXT = "[secret]"
-UNKNOWN_TEXT = "<computed>"
+SECRET_TEXT = SECRET_MARKER
+UNKNOWN_TEXT = COMPUTED_MARKER
 
 
 def placeholder(what: str) -> str:
@@ -91,33 +93,12 @@ def plain(value: Any) -> Any:
     return value
 
 
-@dataclass
-class Registration:
-    urn: str
-    type: str
-    name: str
-    custom: bool
-    parent: str | None
-    provider: str
-    inputs: dict[str, Any]
-    dependencies: list[str]
-    property_dependencies: dict[str, list[str]]
-    options: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom, "parent": self.parent,
-            "provider": self.provider, "inputs": self.inputs, "dependencies": self.dependencies,
-            "property_dependencies": self.property_dependencies, "options": self.options,
-        }
-
-
 def _strip_provider_id(ref: str) -> str:
     """Provider references are ``<urn>::<id>``; the mock id is the name, keep only the stable URN."""
     return ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
 
 
-def _registration(request: Any, urn: str) -> Registration:
+def _registration(request: Any, urn: str) -> Resource:
     inputs = plain(json_format.MessageToDict(request.object)) if request.HasField("object") else {}
     prop_deps = {k: sorted(v.urns) for k, v in sorted(request.propertyDependencies.items()) if v.urns}
     options = {
@@ -128,11 +109,11 @@ def _registration(request: Any, urn: str) -> Registration:
         "retain_on_delete": bool(request.retainOnDelete),
         "additional_secret_outputs": sorted(request.additionalSecretOutputs),
     }
-    return Registration(
+    return Resource(
         urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
         parent=request.parent or None, provider=_strip_provider_id(request.provider),
-        inputs=inputs, dependencies=sorted(set(request.dependencies)), property_dependencies=prop_deps,
-        options=options,
+        inputs=inputs, dependencies=tuple(sorted(set(request.dependencies))),
+        property_dependencies={k: tuple(v) for k, v in prop_deps.items()}, options=options,
     )
 
 
@@ -140,22 +121,18 @@ def _registration(request: Any, urn: str) -> Registration:
 class OfflineRun:
     project: str
     stack: str
-    resources: list[Registration] = field(default_factory=list)
+    resources: list[Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     invokes: list[str] = field(default_factory=list)
 
-    def inventory(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "stack": self.stack,
-            "resources": [r.to_dict() for r in sorted(self.resources, key=lambda r: r.urn)],
-            "outputs": self.outputs,
-        }
+    def inventory(self) -> Inventory:
+        return Inventory(project=self.project, stack=self.stack,
+                         resources=tuple(sorted(self.resources, key=lambda r: r.urn)), outputs=self.outputs)
 
-    def by_type(self, typ: str) -> list[Registration]:
+    def by_type(self, typ: str) -> list[Resource]:
         return sorted((r for r in self.resources if r.type == typ), key=lambda r: r.urn)
 
-    def one(self, typ: str, name: str | None = None) -> Registration:
+    def one(self, typ: str, name: str | None = None) -> Resource:
         found = [r for r in self.by_type(typ) if name is None or r.name == name]
         if len(found) != 1:
             raise LookupError(f"expected exactly one {typ} named {name!r}, found {[r.name for r in found]}")
@@ -224,7 +201,3 @@ def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str]
         resolved[key] = SECRET_TEXT if secret else json.loads(json.dumps(value, sort_keys=True, default=str))
     result.outputs = resolved
     return result
-
-
-def write_inventory(run: OfflineRun, path: Path) -> None:
-    path.write_text(json.dumps(run.inventory(), indent=2, sort_keys=True) + "\n")

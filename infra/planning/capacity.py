@@ -1,4 +1,4 @@
-"""Capacity planner: seed 000's sizing formulas as pure functions (no Pulumi import).
+"""Capacity planner: the design's sizing formulas as pure functions (no Pulumi import).
 
 Memory ("Memory Before Throughput"):
     weights            W      = P * b_w                          (b_w in bytes per parameter)
@@ -29,7 +29,7 @@ MIB = 1024**2
 #: vLLM's default KV-cache block size on CUDA (tokens per block): allocations are whole blocks.
 KV_BLOCK_TOKENS = 16
 #: Replicas a rolling update may add above the desired count (Deployment maxSurge). The reservation must
-#: hold the nodes for them: "maxSurge: 1 cannot manufacture a GPU" (seed 000).
+#: hold the nodes for them: "maxSurge: 1 cannot manufacture a GPU" (the design).
 ROLLOUT_SURGE_REPLICAS = 1
 #: Replica failures the provisioned count absorbs (N+1).
 FAILURE_HEADROOM_REPLICAS = 1
@@ -39,7 +39,13 @@ MAX_NUM_SEQS_CAP = 1024
 
 
 class PlanningError(ValueError):
-    """A configuration the formulas prove cannot work; the message names the numbers."""
+    """A configuration the formulas prove cannot work; the message names the numbers and ``subject`` names the
+    planner input it concerns (``tensor_parallel_size``, ``max_model_len`` or ``weights``), so the caller can
+    point at the right config key without reading the message."""
+
+    def __init__(self, subject: str, message: str) -> None:
+        super().__init__(message)
+        self.subject = subject
 
 
 @dataclass(frozen=True)
@@ -68,10 +74,10 @@ def kv_heads_per_device(kv_heads: int, tp: int) -> int:
     """KV heads each tensor-parallel rank holds: split when H_KV >= TP, one replicated head when TP > H_KV."""
     if kv_heads >= tp:
         if kv_heads % tp:
-            raise PlanningError(f"{kv_heads} KV heads cannot be split evenly across tensor_parallel_size {tp}")
+            raise PlanningError("tensor_parallel_size", f"{kv_heads} KV heads cannot be split evenly across tensor_parallel_size {tp}")
         return kv_heads // tp
     if tp % kv_heads:
-        raise PlanningError(f"tensor_parallel_size {tp} is not a multiple of the {kv_heads} KV heads to replicate")
+        raise PlanningError("tensor_parallel_size", f"tensor_parallel_size {tp} is not a multiple of the {kv_heads} KV heads to replicate")
     return 1
 
 
@@ -151,7 +157,7 @@ class PoolInputs:
 
 
 @dataclass(frozen=True)
-class PoolPlan:
+class PoolCapacity:
     role: str
     release: str
     accelerator: str
@@ -188,17 +194,17 @@ class PoolPlan:
 
 
 def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
-    """vLLM 0.32's own per-GPU default (FACTS §7): 8192 on >= 70 GiB GPUs, 2048 below. Stated explicitly in
+    """vLLM 0.32's own per-GPU default (vLLM engine arguments): 8192 on >= 70 GiB GPUs, 2048 below. Stated explicitly in
     the rendered args so a vLLM upgrade cannot silently change the chunked-prefill budget."""
     return 8192 if gpu_memory_gib >= 70 else 2048
 
 
-def plan_pool(p: PoolInputs) -> PoolPlan:
+def plan_pool(p: PoolInputs) -> PoolCapacity:
     """Size one pool; raises PlanningError naming the numbers when the model or context cannot fit."""
     g = p.geometry
     tp = p.tensor_parallel_size
     if tp > p.gpus_per_node:
-        raise PlanningError(f"tensor_parallel_size {tp} exceeds the {p.gpus_per_node} GPU(s) of one node "
+        raise PlanningError("tensor_parallel_size", f"tensor_parallel_size {tp} exceeds the {p.gpus_per_node} GPU(s) of one node "
                             f"({p.accelerator}); multi-node serving is not supported")
     w = weight_bytes(g)
     k = kv_bytes_per_token(g)
@@ -206,13 +212,13 @@ def plan_pool(p: PoolInputs) -> PoolPlan:
     budget = kv_budget_bytes_per_device(p.gpu_memory_gib, p.gpu_memory_utilization, w, tp, p.runtime_overhead_gib)
     if budget <= 0:
         raise PlanningError(
-            f"weights do not fit: {w / GIB:.1f} GiB / TP {tp} = {w / tp / GIB:.1f} GiB per GPU + "
+            "weights", f"weights do not fit: {w / GIB:.1f} GiB / TP {tp} = {w / tp / GIB:.1f} GiB per GPU + "
             f"{p.runtime_overhead_gib:.1f} GiB overhead > {p.gpu_memory_gib:.0f} GiB x "
             f"{p.gpu_memory_utilization} = {p.gpu_memory_gib * p.gpu_memory_utilization:.1f} GiB usable")
     seqs_max = max_sequences(budget, k_dev, p.max_model_len)
     if seqs_max == 0:
         raise PlanningError(
-            f"max_model_len {p.max_model_len} leaves zero concurrency: one sequence needs "
+            "max_model_len", f"max_model_len {p.max_model_len} leaves zero concurrency: one sequence needs "
             f"{k_dev * blocks_rounded(p.max_model_len) / GIB:.2f} GiB of KV cache per GPU, the budget is "
             f"{budget / GIB:.2f} GiB")
     mean_ctx = p.mean_prompt_tokens + p.mean_output_tokens
@@ -233,7 +239,7 @@ def plan_pool(p: PoolInputs) -> PoolPlan:
         if required > p.max_replicas:
             warnings.append(f"max_replicas {p.max_replicas} is below the {required} replicas the measured "
                             f"throughput requires at peak (incl. one failure)")
-    return PoolPlan(
+    return PoolCapacity(
         role=p.role, release=p.release, accelerator=p.accelerator, tensor_parallel_size=tp,
         gpus_per_replica=tp, replicas_per_node=p.gpus_per_node // tp,
         weights_gib=w / GIB, weight_shard_gib_per_device=w / tp / GIB,
@@ -252,7 +258,7 @@ def plan_pool(p: PoolInputs) -> PoolPlan:
 
 
 @dataclass(frozen=True)
-class AcceleratorPlan:
+class AcceleratorCapacity:
     """Node arithmetic for one accelerator topology shared by one or more pools."""
 
     name: str
@@ -270,12 +276,12 @@ class AcceleratorPlan:
         return d
 
 
-def plan_accelerator(name: str, pools: list[PoolPlan], reserved_nodes: int | None) -> AcceleratorPlan:
+def plan_accelerator(name: str, pools: list[PoolCapacity], reserved_nodes: int | None) -> AcceleratorCapacity:
     """Nodes needed when every pool on this topology is at max replicas, plus one surge replica per pool."""
     per_node = min(p.replicas_per_node for p in pools)
     max_r = sum(p.max_replicas for p in pools)
     surge = ROLLOUT_SURGE_REPLICAS * len(pools)
-    return AcceleratorPlan(
+    return AcceleratorCapacity(
         name=name, pools=tuple(p.role for p in pools), replicas_per_node=per_node, max_replicas=max_r,
         surge_replicas=surge, nodes_for_max_replicas=nodes_for(max_r, per_node),
         nodes_for_max_plus_surge=nodes_for(max_r + surge, per_node), reserved_nodes=reserved_nodes,

@@ -45,20 +45,22 @@ class _Unknown:
 
 UNKNOWN: Any = _Unknown()
 
-# ---- naming contract shared with the components (docs: common brief, "Shared naming contract") ----------
-SERVING_NAMESPACE = "llm-serving"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-MODEL_SERVER = "model-server"
-VERSION_LABEL = "app.kubernetes.io/version"
-POOL_LABEL = "llm-serving.io/pool"
-RELEASE_LABEL = "llm-serving.io/release"
-ACCELERATOR_LABEL = "llm-serving.io/accelerator"
-#: Annotations the model server renders on each serving Deployment (components/serving/model_server.py).
-COLD_LOAD_ANNOTATION = "llm-serving.io/cold-load-seconds"
-STREAM_BOUND_ANNOTATION = "llm-serving.io/stream-bound-seconds"
-CONTRACT_MAX_MODEL_LEN_ANNOTATION = "llm-serving.io/contract-max-model-len"
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-GPU_RESOURCE = "nvidia.com/gpu"
+# ---- the naming contract: a generated copy of components/naming.py (the pack runs in its own process) -------
+from . import _naming as naming  # noqa: E402
+
+SERVING_NAMESPACE = naming.SERVING_NAMESPACE
+COMPONENT_LABEL = naming.COMPONENT_LABEL
+MODEL_SERVER = naming.MODEL_SERVER_COMPONENT
+VERSION_LABEL = naming.VERSION_LABEL
+POOL_LABEL = naming.POOL_LABEL
+RELEASE_LABEL = naming.RELEASE_LABEL
+ACCELERATOR_LABEL = naming.ACCELERATOR_LABEL
+#: Annotations the model server renders on each serving Deployment.
+COLD_LOAD_ANNOTATION = naming.COLD_LOAD_ANNOTATION
+STREAM_BOUND_ANNOTATION = naming.STREAM_BOUND_ANNOTATION
+CONTRACT_MAX_MODEL_LEN_ANNOTATION = naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION
+RESERVATION_KEY = naming.RESERVATION_NAME_KEY
+GPU_RESOURCE = naming.GPU_RESOURCE
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"

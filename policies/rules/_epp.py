@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import HELM_CHART, UNKNOWN, Res, get, is_serving_deployment, pod_labels, selector_matches
+from ._common import HELM_CHART, naming, UNKNOWN, Res, get, is_serving_deployment, pod_labels, selector_matches
 
 #: KV-cache metric the EPP scrapes when not told otherwise: GAIE <= v1.2.x defaults to the old vLLM name,
-#: v1.3.0+ (and the llm-d-router charts) to the new one (FACTS §5).
-OLD_KV_METRIC = "vllm:gpu_cache_usage_perc"
-NEW_KV_METRIC = "vllm:kv_cache_usage_perc"
+#: v1.3.0+ (and the llm-d-router charts) to the new one.
+OLD_KV_METRIC = naming.VLLM_KV_CACHE_USAGE_LEGACY
+NEW_KV_METRIC = naming.VLLM_KV_CACHE_USAGE
 KV_FLAG = "kv-cache-usage-percentage-metric"
 
 
@@ -85,7 +85,7 @@ def default_kv_metric(chart: Res) -> str | None:
 
 
 def accepted_kv_metrics(vllm_version: Any) -> tuple[str, ...] | None:
-    """Names a vLLM version exports (FACTS §5): <= 0.9.1 old only; 0.9.2-0.10.x both; >= 0.11 the new name (the
+    """Names a vLLM version exports (vLLM vllm/v1/metrics/loggers.py): <= 0.9.1 old only; 0.9.2-0.10.x both; >= 0.11 the new name (the
     old one is hidden in 0.11 and gone from 0.12)."""
     v = _version_tuple(vllm_version)
     if v is None:

@@ -1,7 +1,7 @@
 """epp-kv-metric-matches-vllm: the endpoint picker scrapes a KV-cache metric the served vLLM version exports.
 
 vLLM renamed ``vllm:gpu_cache_usage_perc`` to ``vllm:kv_cache_usage_perc`` (deprecated 0.9.2, hidden 0.11, gone
-0.12), while GAIE charts <= v1.2.x still default the picker to the old name (FACTS §5). A mismatch does not fail
+0.12), while GAIE charts <= v1.2.x still default the picker to the old name (vLLM vllm/v1/metrics/loggers.py). A mismatch does not fail
 loudly: the picker just sees no KV pressure and routes blind.
 """
 

@@ -1,4 +1,4 @@
-"""epp-min-replicas: the endpoint picker runs redundantly (seed 000: "a clever router that is down is worse than a
+"""epp-min-replicas: the endpoint picker runs redundantly (the design: "a clever router that is down is worse than a
 simple router that is alive")."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """gateway-tls-min-1-2: the gateway's load balancer refuses TLS below 1.2.
 
-A GKE Gateway takes its SSL policy from a GCPGatewayPolicy (``spec.default.sslPolicy``, FACTS §4). Without one,
+A GKE Gateway takes its SSL policy from a GCPGatewayPolicy (``spec.default.sslPolicy``, GKE Inference Gateway deploy guide). Without one,
 Google Cloud's default SSL policy applies, whose minimum is TLS 1.0.
 """
 

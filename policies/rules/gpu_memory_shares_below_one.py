@@ -1,6 +1,6 @@
 """gpu-memory-shares-below-one: vLLM servers sharing one GPU claim less than all of its memory together.
 
-Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU (seed 003: co-hosting gives each
+Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU (Vertex AI model co-hosting: co-hosting gives each
 model a memory partition such as 0.4). On a GPU-sharing node pool (MPS / time-sharing), up to
 ``maxSharedClientsPerGpu`` containers land on one GPU and the scheduler does not look at memory, so the worst case
 is the largest utilisations that can meet: the top ``maxSharedClientsPerGpu`` values over every replica the pool

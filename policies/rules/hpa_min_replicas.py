@@ -1,4 +1,4 @@
-"""hpa-min-replicas: keep warm replicas (seed 000: "scaling from zero is a poor default for an interactive SLO")."""
+"""hpa-min-replicas: keep warm replicas (the design: "scaling from zero is a poor default for an interactive SLO")."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ NAME = "iam-no-project-roles-for-serving-identities"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None  # least privilege; no CIS control names project-level roles for workload identities.
 PROJECT_IAM = ("gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding")
-#: Workload Identity Federation principals of Kubernetes service accounts (FACTS §9).
+#: Workload Identity Federation principals of Kubernetes service accounts (Workload Identity Federation for GKE docs).
 KSA_PRINCIPAL_RE = re.compile(r"^principal(Set)?://iam\.googleapis\.com/projects/[^/]+/locations/global/"
                               r"workloadIdentityPools/[^/]+\.svc\.id\.goog/(?P<subject>.+)$")
-#: The documented exception: the Custom Metrics Stackdriver Adapter reads metrics project-wide (FACTS §6).
+#: The documented exception: the Custom Metrics Stackdriver Adapter reads metrics project-wide (GKE inference autoscaling guide and samples).
 EXCEPTIONS = {("subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter", "roles/monitoring.viewer")}
 REMEDIATION = ("Grant serving identities roles on the exact resource (bucket, repository, secret) instead of the "
                "project; only the metrics adapter's roles/monitoring.viewer is allowed at project level.")

@@ -1,4 +1,4 @@
-"""vllm-no-request-logging: prompts and completions never reach the logs (seed 000, "Security")."""
+"""vllm-no-request-logging: prompts and completions never reach the logs (the design, "Security")."""
 
 from __future__ import annotations
 

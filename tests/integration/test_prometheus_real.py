@@ -1,4 +1,4 @@
-"""Integration tier of issue 6: a real Prometheus (Debian ``prometheus`` package) scrapes the real vLLM of the
+"""Integration tier: a real Prometheus (Debian ``prometheus`` package) scrapes the real vLLM of the
 model-server harness on loopback while a short, bounded completion load runs; then EVERY dashboard query and
 every alert query of every stack runs through Prometheus' HTTP API. Each returns data, or is on the allow-list
 below with the reason it cannot here (no GPU, no endpoint picker, no kube-state metrics on a laptop-sized CPU
@@ -28,7 +28,7 @@ import yaml
 
 from components.observability import alerts as alerting
 from components.observability import metrics as m
-from components.observability import pool_views, thresholds
+from infra.targets.gke import pool_views, thresholds
 from components.observability.dashboard import dashboard_queries
 
 from ..conftest import STACKS, planned, resources
@@ -188,7 +188,7 @@ def stack_queries(stack: str) -> tuple[list[str], list[alerting.AlertSpec]]:
     cfg, plan, inv = planned(stack)
     dash = [q for r in resources(inv, "gcp:monitoring/dashboard:Dashboard")
             for q in dashboard_queries(r["inputs"]["dashboardJson"])]
-    specs = alerting.alert_specs(pool_views(cfg, plan), thresholds(cfg))
+    specs = alerting.alert_specs(list(pool_views(cfg, plan)), thresholds(cfg))
     rendered = sorted(c["conditionPrometheusQueryLanguage"]["query"]
                       for r in resources(inv, "gcp:monitoring/alertPolicy:AlertPolicy") for c in r["inputs"]["conditions"])
     assert sorted(s.expr for s in specs) == rendered, "alert specs differ from the rendered alert policies"

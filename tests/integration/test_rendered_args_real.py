@@ -1,4 +1,4 @@
-"""Every vLLM argument list the stacks render parses with vLLM 0.32's own ``vllm serve`` parser (issue 4, 6a).
+"""Every vLLM argument list the stacks render parses with vLLM 0.32's own ``vllm serve`` parser.
 
 The lists are read from the plan's Kubernetes manifests (what would be applied), not re-rendered, so the test
 covers the exact container ``args`` of every Deployment. The parser is vLLM's, built with
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.serving.probes import plan_probes
-from components.serving.vllm_args import render_vllm_args
-from infra.offline.cli import run_plan, write_plan
-from tests.conftest import STACKS
+from infra.offline.planrun import write_plan
+from infra.planning.plan import gke_vllm_inputs
+from infra.planning.vllm_args import render_vllm_args
+from tests.conftest import STACKS, plan_run
 
 from .vllm_harness import check_vllm_args
 
@@ -30,8 +30,9 @@ def rendered_args(out: Path) -> dict[str, list[str]]:
     """``{"<stack>/<deployment>": args}`` for every vLLM Deployment in the stacks' plan manifests."""
     sets: dict[str, list[str]] = {}
     for stack in STACKS:
-        cfg, plan, inventory = run_plan(stack)
-        write_plan(inventory, plan, out / stack)
+        run = plan_run(stack)
+        cfg = run.resolved.config
+        write_plan(run, out / stack)
         for path in sorted((out / stack / "manifests").glob("deployment--*--vllm-*.yaml")):
             doc = yaml.safe_load(path.read_text())
             (c,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
@@ -43,19 +44,16 @@ def rendered_args(out: Path) -> dict[str, list[str]]:
 
 def optional_features_args() -> list[str]:
     """The dev stable pool with LoRA capacity and n-gram speculation switched on."""
-    cfg, plan, _ = run_plan("dev")
+    run = plan_run("dev")
+    cfg, plan = run.resolved.config, run.resolved.plan
     doc = cfg.serving.stable.model_dump()
     doc["model_server"].update(lora={"max_loras": 2, "max_lora_rank": 16, "max_cpu_loras": 4},
                                speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                                             "prompt_lookup_min": 2})
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
     p = plan.pools["stable"]
-    o = pool.model_server
-    probes = plan_probes(cold_load_seconds=p.cold_load_seconds, stream_bound_seconds=cfg.contract.stream_bound_seconds,
-                         ttft_p95_ms=cfg.contract.ttft_p95_ms, startup_margin=o.startup_margin,
-                         startup_period_seconds=o.startup_period_seconds, max_startup_seconds=o.max_startup_seconds,
-                         drain_seconds=o.drain_seconds)
-    return render_vllm_args(cfg.release(pool.release), pool, p, probes.shutdown_timeout_seconds)
+    return render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, p.capacity,
+                                            p.probes.shutdown_timeout_seconds))
 
 
 @pytest.fixture(scope="module")

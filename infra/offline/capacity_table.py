@@ -1,56 +1,20 @@
-"""The capacity plan of a whole stack: the planner applied to every pool and accelerator topology.
-
-Pure (no Pulumi import); the program, the CLI and the tests all read the same plan.
-"""
+"""The capacity plan as a human table (one column per pool), for ``llm-serving capacity`` and the plan summary."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from . import capacity
-from ..config import StackConfig, pool_inputs
-
-
-@dataclass(frozen=True)
-class CapacityPlan:
-    pools: dict[str, capacity.PoolPlan]  # by role: stable, canary
-    accelerators: dict[str, capacity.AcceleratorPlan]
-
-    def to_dict(self) -> dict:
-        return {
-            "formulas": {
-                "weights": "P * b_w",
-                "kv_bytes_per_token": "2 * L * H_KV * d_h * b_KV",
-                "kv_budget_per_device": "M_gpu * gpu_memory_utilization - W / TP - runtime_overhead",
-                "decode_replicas": "ceil(lambda * E[O] / (theta_o * rho))",
-                "prefill_replicas": "ceil(lambda * E[I] / (theta_i * rho))",
-                "required_replicas": "max(decode, prefill) + 1",
-                "cost_per_million_output_tokens": "C_h * 1e6 / (3600 * theta_o)",
-                "cold_load_seconds": "W / load_throughput + engine_init_seconds",
-            },
-            "pools": {role: p.to_dict() for role, p in sorted(self.pools.items())},
-            "accelerators": {n: a.to_dict() for n, a in sorted(self.accelerators.items())},
-        }
+from ..planning.capacity import PoolCapacity
+from ..planning.plan import StackPlan
 
 
-def plan_stack(cfg: StackConfig) -> CapacityPlan:
-    """Plan every pool; config validation has already proven each one fits."""
-    pools = {role: capacity.plan_pool(pool_inputs(cfg, role, pool)) for role, pool in cfg.pools()}
-    accs = {}
-    for name, acc in sorted(cfg.accelerators.items()):
-        on_it = [pools[role] for role, p in cfg.pools() if p.accelerator == name]
-        if on_it:
-            accs[name] = capacity.plan_accelerator(name, on_it, acc.reservation.count if acc.reservation else None)
-    return CapacityPlan(pools=pools, accelerators=accs)
-
-
-def render_table(plan: CapacityPlan) -> str:
+def render_table(plan: StackPlan) -> str:
     """Human capacity table (one column per pool)."""
     roles = sorted(plan.pools, key=lambda r: (r != "stable", r))
     rows: list[tuple[str, list[str]]] = []
 
-    def row(label: str, fn) -> None:
-        rows.append((label, [fn(plan.pools[r]) for r in roles]))
+    def row(label: str, fn: Callable[[PoolCapacity], str]) -> None:
+        rows.append((label, [fn(plan.pools[r].capacity) for r in roles]))
 
     row("release", lambda p: p.release)
     row("accelerator", lambda p: f"{p.accelerator} (TP {p.tensor_parallel_size}, {p.replicas_per_node} replica/node)")
@@ -71,11 +35,12 @@ def render_table(plan: CapacityPlan) -> str:
     colw = [max(len(r), *(len(vals[i]) for _, vals in rows)) for i, r in enumerate(roles)]
     out = [" " * width + "  " + "  ".join(r.ljust(colw[i]) for i, r in enumerate(roles))]
     out += [label.ljust(width) + "  " + "  ".join(v.ljust(colw[i]) for i, v in enumerate(vals)) for label, vals in rows]
-    for name, a in sorted(plan.accelerators.items()):
+    for name, ap in sorted(plan.accelerators.items()):
+        a = ap.capacity
         reserved = "no reservation" if a.reserved_nodes is None else f"{a.reserved_nodes} reserved"
         out.append(f"nodes on {name}: {a.nodes_for_max_replicas} at max replicas ({a.max_replicas}), "
                    f"{a.nodes_for_max_plus_surge} with rollout surge; {reserved}")
     for r in roles:
-        for w in plan.pools[r].warnings:
+        for w in plan.pools[r].capacity.warnings:
             out.append(f"warning [{r}]: {w}")
     return "\n".join(line.rstrip() for line in out)

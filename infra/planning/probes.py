@@ -9,7 +9,7 @@ Seed 000 separates three questions, and each gets its own probe:
   declared release served, a rate-limited 1-token generation within a deadline) and fails fast.
 * liveness: is the engine dead? ``/health`` with a generous threshold, because a restart costs a full cold load.
 
-Scale-down protocol (seed 000, "Scale-down is a protocol too"): the preStop sleep keeps the pod serving while
+Scale-down protocol (the design, "Scale-down is a protocol too"): the preStop sleep keeps the pod serving while
 the endpoint picker and load balancer de-register it; SIGTERM then makes vLLM stop admitting and drain
 in-flight streams for ``--shutdown-timeout`` = the longest allowed stream (TTFT objective + max output tokens x
 ITL objective); the grace period covers preStop + drain + a teardown slack.
@@ -18,10 +18,8 @@ ITL objective); the grace period covers preStop + drain + a teardown slack.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
-#: vLLM's HTTP port: /health, /v1/*, /metrics.
-VLLM_PORT = 8000
+from components.serving.spec import ProbeTimings
 
 #: Startup probe timeout: /health answers in milliseconds once the server is up; 5 s tolerates a busy node.
 STARTUP_TIMEOUT_SECONDS = 5
@@ -62,39 +60,6 @@ class ProbeError(ValueError):
     """The probes cannot be made consistent with the planner's numbers; the message names them."""
 
 
-@dataclass(frozen=True)
-class ProbePlan:
-    """Every number of the pod's probes and shutdown, with the inputs that produced them."""
-
-    cold_load_seconds: float
-    startup_margin: float
-    startup_required_seconds: float  # cold_load x (1 + margin)
-    startup_period_seconds: int
-    startup_failure_threshold: int
-    startup_timeout_seconds: int
-    readiness_deadline_seconds: int
-    readiness_timeout_seconds: int
-    readiness_period_seconds: int
-    readiness_failure_threshold: int
-    readiness_generation_interval_seconds: int
-    liveness_period_seconds: int
-    liveness_timeout_seconds: int
-    liveness_failure_threshold: int
-    stream_bound_seconds: float
-    pre_stop_seconds: int
-    shutdown_timeout_seconds: int  # vLLM --shutdown-timeout: drain in-flight streams after SIGTERM
-    termination_grace_seconds: int
-
-    @property
-    def startup_window_seconds(self) -> int:
-        return self.startup_period_seconds * self.startup_failure_threshold
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["startup_window_seconds"] = self.startup_window_seconds
-        return d
-
-
 def startup_failure_threshold(cold_load_seconds: float, margin: float, period_seconds: int,
                               max_startup_seconds: int) -> int:
     """Smallest failureThreshold whose window period x threshold covers cold_load x (1 + margin).
@@ -116,13 +81,13 @@ def readiness_deadline_seconds(ttft_p95_ms: int) -> int:
 
 
 def plan_probes(*, cold_load_seconds: float, stream_bound_seconds: float, ttft_p95_ms: int, startup_margin: float,
-                startup_period_seconds: int, max_startup_seconds: int, drain_seconds: int) -> ProbePlan:
+                startup_period_seconds: int, max_startup_seconds: int, drain_seconds: int) -> ProbeTimings:
     """All probe / shutdown numbers for one pool; raises ProbeError when the startup window cannot be covered."""
     threshold = startup_failure_threshold(cold_load_seconds, startup_margin, startup_period_seconds, max_startup_seconds)
     deadline = readiness_deadline_seconds(ttft_p95_ms)
     r_timeout = deadline + READINESS_TIMEOUT_SLACK_SECONDS
     shutdown = math.ceil(stream_bound_seconds)
-    return ProbePlan(
+    return ProbeTimings(
         cold_load_seconds=cold_load_seconds,
         startup_margin=startup_margin,
         startup_required_seconds=cold_load_seconds * (1 + startup_margin),

@@ -1,0 +1,102 @@
+"""The naming contract: every name, label, port and metric name that more than one part of the system must agree
+on, defined once.
+
+Used by the components, the planner and the offline tools; the policy pack (which must stay self-contained, it
+runs in its own process) carries a generated copy, ``policies/rules/_naming.py``, that a unit test keeps byte-equal
+to this file (regenerate it with ``python -m infra.offline.docs --write``).
+
+Standard library only, no imports from the rest of the project.
+"""
+
+from __future__ import annotations
+
+# ---- Kubernetes namespaces and service accounts ---------------------------------------------------------------
+#: Namespace of the model servers, endpoint pickers, gateway objects and their PodMonitorings.
+SERVING_NAMESPACE = "llm-serving"
+#: Kubernetes service account of the vLLM pods: the Workload Identity principal that reads the weights.
+MODEL_SERVER_KSA = "model-server"
+
+# ---- labels ---------------------------------------------------------------------------------------------------
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+VERSION_LABEL = "app.kubernetes.io/version"
+#: Value of ``PART_OF_LABEL`` on everything this program creates.
+PART_OF = "llm-serving"
+#: ``COMPONENT_LABEL`` value of the vLLM pods (policies find serving Deployments by it).
+MODEL_SERVER_COMPONENT = "model-server"
+#: ``NAME_LABEL`` value of the vLLM pods.
+VLLM_APP = "vllm"
+#: Serving pool of a pod (``stable`` | ``canary``): the InferencePool and every metric split by it.
+POOL_LABEL = "llm-serving.io/pool"
+#: Release id of a pod: metrics and dashboards split by it.
+RELEASE_LABEL = "llm-serving.io/release"
+#: Node label of every GPU node: the accelerator topology key; serving pods select their node pool by it.
+ACCELERATOR_LABEL = "llm-serving.io/accelerator"
+#: Node label of the CPU system pool (endpoint pickers, adapters, controllers).
+POOL_KIND_LABEL = "llm-serving.io/pool-kind"
+#: GAIE's engine label on model-server pods (the upstream reference Deployment sets it).
+ENGINE_TYPE_LABEL = "inference.networking.k8s.io/engine-type"
+#: The endpoint-picker chart's pod selector label key (chart ``_helpers.tpl``: ``inferencepool: <release>-epp``).
+EPP_POD_LABEL = "inferencepool"
+
+# ---- annotations: the immutable release identity and planner facts policies check ----------------------------
+ANNOTATION_PREFIX = "llm-serving.io/"
+COLD_LOAD_ANNOTATION = "llm-serving.io/cold-load-seconds"
+STREAM_BOUND_ANNOTATION = "llm-serving.io/stream-bound-seconds"
+CONTRACT_MAX_MODEL_LEN_ANNOTATION = "llm-serving.io/contract-max-model-len"
+READINESS_SCRIPT_SHA_ANNOTATION = "llm-serving.io/readiness-probe-sha256"
+
+# ---- GPU nodes -------------------------------------------------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"
+#: Taint of every GPU node: only pods that tolerate it (the model servers) land there.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+GPU_TAINT_EFFECT = "NoSchedule"
+#: Reservation-affinity key a node pool uses to consume a SPECIFIC_RESERVATION by name.
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+
+# ---- ports and paths -------------------------------------------------------------------------------------------
+#: vLLM's HTTP port on GKE: ``/health``, ``/v1/*``, ``/metrics`` (the InferencePool's target port).
+VLLM_PORT = 8000
+HEALTH_PATH = "/health"
+METRICS_PATH = "/metrics"
+MODELS_PATH = "/v1/models"
+#: Endpoint-picker ext-proc port (GAIE chart default ``extProcPort``): the gateway calls the picker on it.
+EPP_EXT_PROC_PORT = 9002
+#: Where a mounted weights volume (Hyperdisk ML, GCS FUSE, Cloud Run's Cloud Storage volume) appears in the
+#: serving container, read-only; its root is the release's immutable ``gs://<bucket>/<model>/<revision>/`` folder.
+WEIGHTS_MOUNT_PATH = "/weights"
+#: Request header that chooses a priority class (GAIE v1.x InferenceObjective header).
+OBJECTIVE_HEADER = "x-gateway-inference-objective"
+
+# ---- vLLM metric names (vLLM 0.32 ``vllm/v1/metrics/loggers.py``) ------------------------------------------------
+VLLM_NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"
+VLLM_NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
+#: KV-cache usage gauge (0-1) since vLLM 0.9.2; the only name from 0.12 on.
+VLLM_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+#: The old KV-cache gauge: the only name up to 0.9.1, hidden in 0.11, removed in 0.12.
+VLLM_KV_CACHE_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
+
+
+# ---- object names ----------------------------------------------------------------------------------------------
+
+def deployment_name(role: str) -> str:
+    """Model-server Deployment of a pool; also its InferencePool, PDB, NetworkPolicy, HPA and picker Helm release."""
+    return f"vllm-{role}"
+
+
+def pool_name(role: str) -> str:
+    """InferencePool of a pool (same name as its Deployment)."""
+    return deployment_name(role)
+
+
+def epp_name(role: str) -> str:
+    """The pool's endpoint picker: the chart names its Deployment and Service ``<helm release>-epp``."""
+    return f"{deployment_name(role)}-epp"
+
+
+def readiness_config_map_name(role: str) -> str:
+    """ConfigMap carrying the readiness script of a pool."""
+    return f"{deployment_name(role)}-readiness"

@@ -1,0 +1,141 @@
+"""Autoscaling and observability of the serving pools: the Custom Metrics Stackdriver Adapter, one HPA per pool on
+``vllm:num_requests_waiting``, Managed Prometheus scraping of vLLM, the Cloud Monitoring dashboard and the alert
+policies.
+
+Cluster-side prerequisites owned by the platform: Managed Service for Prometheus managed collection and
+``monitoring_config.enable_components`` with ``DCGM`` (GPU panels), ``POD`` (restart alert) and ``HPA`` (replica
+panels) — see ``components/cluster.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from .. import naming
+from ..base import Component
+from . import alerts as alerting
+from . import metrics as m
+from .adapter import CustomMetricsAdapter, CustomMetricsAdapterArgs
+from .autoscaling import hpa_spec
+from .dashboard import dashboard_json, panels
+from .views import PoolView, Thresholds
+
+
+def pod_monitoring_specs(scrape_interval_seconds: int) -> dict[str, dict]:
+    """PodMonitoring specs by object name: one for every vLLM pod of the stack.
+
+    The endpoint pickers are not scraped here: the ``inferencepool`` chart (gateway component) renders their
+    PodMonitoring with the bearer token the picker's /metrics requires (``m.epp_scrape_job``); a second,
+    unauthenticated PodMonitoring would only scrape 401s and double-count the picker's series.
+    """
+    return {
+        "vllm-model-servers": {
+            "selector": {"matchLabels": {naming.NAME_LABEL: naming.VLLM_APP, naming.PART_OF_LABEL: naming.PART_OF,
+                                         naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT}},
+            "endpoints": [{"port": naming.VLLM_PORT, "path": naming.METRICS_PATH, "scheme": "http",
+                           "interval": f"{scrape_interval_seconds}s"}],
+            # pool / release become series labels: every panel and alert is split by them.
+            "targetLabels": {"fromPod": [{"from": k, "to": v} for k, v in sorted(m.POD_LABEL_TO_TARGET_LABEL.items())]},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class ObservabilityArgs:
+    project: str
+    environment: str
+    #: The serving namespace (the platform's Output): HPAs and PodMonitorings live there.
+    namespace: pulumi.Input[str]
+    pools: tuple[PoolView, ...]
+    #: Role -> the Deployment the pool's HPA scales (the model server's Output).
+    scale_targets: Mapping[str, pulumi.Input[str]]
+    thresholds: Thresholds
+    scrape_interval_seconds: int
+    notification_channels: tuple[str, ...]
+    adapter_image_digest: str | None
+    project_number: pulumi.Input[str]
+
+    def __post_init__(self) -> None:
+        missing = sorted({p.role for p in self.pools} - set(self.scale_targets))
+        if missing:
+            raise ValueError(f"ObservabilityArgs.scale_targets: no Deployment for pool(s) {missing}")
+
+
+# ---- the component --------------------------------------------------------------------------------------------
+
+class Observability(Component):
+    """Adapter + HPAs + PodMonitorings + dashboard + alert policies. Kubernetes children use the provider given
+    in ``opts.providers``."""
+
+    TYPE = "llm-serving:observability:Observability"
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        child = self.child_opts()
+        self.pools = args.pools
+        self.adapter = CustomMetricsAdapter(
+            f"{name}-adapter", CustomMetricsAdapterArgs(project=args.project, project_number=args.project_number,
+                                                        image_digest=args.adapter_image_digest), opts=child)
+        labels = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "autoscaling"}
+        self.hpas: dict[str, k8s.autoscaling.v2.HorizontalPodAutoscaler] = {}
+        for p in args.pools:
+            self.hpas[p.role] = k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa-{p.role}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.deployment_name(p.role), namespace=args.namespace,
+                                                    labels={**labels, naming.POOL_LABEL: p.role}),
+                spec=hpa_spec(p.hpa, args.scale_targets[p.role]),
+                # The adapter's APIServices must exist before the HPA can read its metric.
+                opts=self.child_opts(depends_on=self.adapter.api_services))
+        self.pod_monitorings = {
+            obj_name: k8s.apiextensions.CustomResource(
+                f"{name}-podmonitoring-{obj_name}", api_version="monitoring.googleapis.com/v1", kind="PodMonitoring",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=obj_name, namespace=args.namespace,
+                                                    labels={naming.PART_OF_LABEL: naming.PART_OF}),
+                spec=spec, opts=child)
+            for obj_name, spec in pod_monitoring_specs(args.scrape_interval_seconds).items()
+        }
+        queue_target = args.pools[0].hpa.queue_target_per_pod if args.pools else 0
+        self.dashboard_json = dashboard_json(
+            f"LLM serving — {args.environment}",
+            panels(list(args.pools), args.thresholds, queue_target, args.scrape_interval_seconds))
+        self.dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", project=args.project,
+                                                  dashboard_json=self.dashboard_json, opts=child)
+        self.alert_specs = alerting.alert_specs(list(args.pools), args.thresholds)
+        self.alert_policies = [self._policy(name, args, s) for s in self.alert_specs]
+        self.register_outputs({
+            "adapter_principal": self.adapter.principal,
+            "hpas": {r: h.metadata.name for r, h in self.hpas.items()},
+            "dashboard": self.dashboard.id,
+            "alert_policies": [a.display_name for a in self.alert_policies],
+        })
+
+    def _policy(self, name: str, args: ObservabilityArgs, s: alerting.AlertSpec) -> gcp.monitoring.AlertPolicy:
+        slug = f"{s.role}-{''.join('-' + c.lower() if c.isupper() else c for c in s.name).lstrip('-')}"
+        return gcp.monitoring.AlertPolicy(
+            f"{name}-alert-{slug}",
+            project=args.project,
+            display_name=f"[{args.environment}] {s.name} ({s.role})",
+            combiner="OR",
+            severity=s.severity,
+            notification_channels=list(args.notification_channels),
+            user_labels={"environment": args.environment, "pool": s.role},
+            documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
+                content=f"{s.summary}.\n\nCondition: `{s.expr}` for {s.for_seconds}s.", mime_type="text/markdown",
+                subject=f"[{args.environment}] {s.name} ({s.role})"),
+            conditions=[gcp.monitoring.AlertPolicyConditionArgs(
+                display_name=s.summary[:100],
+                condition_prometheus_query_language=gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
+                    query=s.expr,
+                    duration=f"{s.for_seconds}s",
+                    evaluation_interval=f"{alerting.EVALUATION_INTERVAL_SECONDS}s",
+                    alert_rule=s.name,
+                    rule_group=f"llm-serving-{s.role}",
+                    labels={"severity": s.severity.lower()},
+                ),
+            )],
+            opts=self.child_opts())

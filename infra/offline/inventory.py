@@ -1,0 +1,174 @@
+"""The one owner of the plan inventory format (``inventory.json``): what the offline runner writes, and what the
+Analyzer harness, the plan diff and the tests read.
+
+An inventory is the list of every resource the program registered under the mock monitor: URN, type, name,
+custom or component, parent, provider reference, inputs (decoded from Pulumi's wire format, see
+``runner.plain``), dependencies, property dependencies and the options the engine acts on (``protect``,
+``ignore_changes`` ...), plus the stack outputs. Sorted by URN and serialised with sorted keys, so two plans of a
+stack are byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: How a value unknown at preview, and a secret, appear in an inventory.
+COMPUTED_MARKER = "<computed>"
+SECRET_MARKER = "[secret]"
+#: The options recorded for every resource, with their types.
+OPTION_KEYS: dict[str, type] = {
+    "protect": bool, "delete_before_replace": bool, "ignore_changes": list, "replace_on_changes": list,
+    "retain_on_delete": bool, "additional_secret_outputs": list,
+}
+
+
+class InventoryError(ValueError):
+    """A document that is not an inventory of this format; the message names the offending entry."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str | None
+    #: ``<provider urn>`` (the runner strips the mock's ``::<id>`` suffix) or ``""`` for a default provider.
+    provider: str
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...]
+    property_dependencies: dict[str, tuple[str, ...]]
+    options: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom, "parent": self.parent,
+            "provider": self.provider, "inputs": self.inputs, "dependencies": list(self.dependencies),
+            "property_dependencies": {k: list(v) for k, v in sorted(self.property_dependencies.items())},
+            "options": self.options,
+        }
+
+    @property
+    def kubernetes_object(self) -> dict[str, Any] | None:
+        """The object a Kubernetes custom resource applies (``apiVersion``/``kind`` inputs), else None."""
+        i = self.inputs
+        if self.custom and self.type.startswith("kubernetes:") and "kind" in i and "apiVersion" in i:
+            return i
+        return None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    project: str
+    stack: str
+    resources: tuple[Resource, ...]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for r in self.resources:
+            if r.urn in seen:
+                raise InventoryError(f"duplicate urn in inventory: {r.urn}")
+            seen.add(r.urn)
+
+    # ---- serialisation ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"project": self.project, "stack": self.stack,
+                "resources": [r.to_dict() for r in sorted(self.resources, key=lambda r: r.urn)],
+                "outputs": self.outputs}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, doc: Any, source: str = "inventory") -> "Inventory":
+        """Parse and check a decoded ``inventory.json``; every problem names its entry."""
+        if not isinstance(doc, Mapping):
+            raise InventoryError(f"{source} must be a JSON object, got {type(doc).__name__}")
+        missing = [k for k in ("project", "stack", "resources") if k not in doc]
+        if missing:
+            raise InventoryError(f"{source} is missing key(s): {', '.join(missing)}")
+        if not isinstance(doc["resources"], list):
+            raise InventoryError(f"{source}: 'resources' must be a list")
+        return cls(project=str(doc["project"]), stack=str(doc["stack"]),
+                   resources=tuple(_resource(r, f"{source} resources[{i}]") for i, r in enumerate(doc["resources"])),
+                   outputs=dict(doc.get("outputs") or {}))
+
+    @classmethod
+    def load(cls, path: Path) -> "Inventory":
+        """Read ``inventory.json``; a missing or malformed file is an :class:`InventoryError` naming it."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InventoryError(f"no inventory file {path} (run `llm-serving plan --out DIR` first)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InventoryError(f"cannot read inventory {path}: {exc}") from None
+        try:
+            doc = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InventoryError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_dict(doc, str(path))
+
+    # ---- look-ups --------------------------------------------------------------------------------------
+    def by_urn(self) -> dict[str, Resource]:
+        return {r.urn: r for r in self.resources}
+
+    def of_type(self, *types: str) -> list[Resource]:
+        return sorted((r for r in self.resources if r.type in types), key=lambda r: r.urn)
+
+    def manifests(self) -> dict[str, dict[str, Any]]:
+        """Kubernetes objects the program registers, keyed by a stable file name ``<kind>--<ns>--<name>.yaml``."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.resources:
+            obj = r.kubernetes_object
+            if obj is None:
+                continue
+            meta = obj.get("metadata") or {}
+            ns = meta.get("namespace") or "_cluster"
+            fname = f"{_slug(obj['kind'])}--{_slug(ns)}--{_slug(meta.get('name') or r.name)}.yaml"
+            if fname in out:
+                raise InventoryError(f"two Kubernetes objects map to {fname}: names must be unique per kind/namespace")
+            out[fname] = obj
+        return dict(sorted(out.items()))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", str(text).lower()).strip("-")
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InventoryError(f"{where} must be a list of strings")
+    return tuple(value)
+
+
+def _resource(r: Any, where: str) -> Resource:
+    if not isinstance(r, Mapping) or not r.get("urn") or not r.get("type"):
+        raise InventoryError(f"{where} needs non-empty 'urn' and 'type'")
+    inputs = r.get("inputs") or {}
+    if not isinstance(inputs, Mapping):
+        raise InventoryError(f"{where} ({r['urn']}): 'inputs' must be an object")
+    props = r.get("property_dependencies") or {}
+    if not isinstance(props, Mapping):
+        raise InventoryError(f"{where} ({r['urn']}): 'property_dependencies' must be an object")
+    options = r.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise InventoryError(f"{where} ({r['urn']}): 'options' must be an object")
+    for key, typ in OPTION_KEYS.items():
+        if key in options and not isinstance(options[key], typ):
+            raise InventoryError(f"{where} ({r['urn']}): option {key!r} must be a {typ.__name__}")
+    urn = str(r["urn"])
+    return Resource(
+        urn=urn, type=str(r["type"]), name=str(r.get("name") or urn.rsplit("::", 1)[-1]),
+        custom=bool(r.get("custom", True)), parent=(str(r["parent"]) if r.get("parent") else None),
+        provider=str(r.get("provider") or ""), inputs=dict(inputs),
+        dependencies=_strings(r.get("dependencies") or [], f"{where} ({urn}) dependencies"),
+        property_dependencies={str(k): _strings(v, f"{where} ({urn}) property_dependencies.{k}")
+                               for k, v in props.items()},
+        options=dict(options))
+

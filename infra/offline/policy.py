@@ -1,0 +1,71 @@
+"""Run the policy pack (``policies/``) against a plan through the Analyzer gRPC protocol, with the stack
+environment's enforcement file (the same one ``pulumi preview --policy-pack-config`` takes) plus the facts the
+plan derived."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components import naming
+
+from ..resolve import ResolvedStack
+from .analyzer import PolicyConfigError, PolicyReport, run_policy_pack
+from .inventory import Inventory
+from .stackfile import ROOT
+
+POLICY_PACK = ROOT / "policies"
+
+
+def policy_config_path(environment: str) -> Path:
+    return POLICY_PACK / "config" / f"{environment}.json"
+
+
+def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
+    """Facts the policies read from Deployment annotations when present, given here as config properties for
+    the offline check: cold-load estimates per Deployment, the contract's stream bound and max_model_len."""
+    plan, cfg = resolved.plan, resolved.config
+    return {
+        "startup-window-covers-cold-load": {
+            "coldLoadSeconds": {naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3)
+                                for role, p in sorted(plan.pools.items())}},
+        "grace-period-covers-stream-bound": {"streamBoundSeconds": plan.stream_bound_seconds},
+        "max-model-len-within-contract": {"maxModelLen": cfg.contract.max_model_len},
+    }
+
+
+def read_policy_config(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PolicyConfigError(f"policy config {path} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise PolicyConfigError(f"policy config {path} is not a readable JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise PolicyConfigError(f"policy config {path} must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def merged_policy_config(resolved: ResolvedStack, path: Path) -> dict[str, Any]:
+    """The environment file with the stack's facts added; a property the file sets itself wins."""
+    merged: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in read_policy_config(path).items()}
+    for name, facts in policy_facts(resolved).items():
+        entry = merged.get(name)
+        if isinstance(entry, str):
+            entry = {"enforcementLevel": entry}
+        merged[name] = {**facts, **(entry or {})}
+    return merged
+
+
+def check_policies(resolved: ResolvedStack, inventory: Inventory,
+                   config_path: Path | None = None) -> tuple[PolicyReport, Path]:
+    """Run the pack against an inventory with the environment's config."""
+    path = config_path or policy_config_path(resolved.config.environment)
+    report = run_policy_pack(POLICY_PACK, inventory.to_dict(), merged_policy_config(resolved, path))
+    return report, path
+
+
+def policy_summary(report: PolicyReport) -> str:
+    return (f"{len(report.violations)} violation(s): {report.mandatory_count} mandatory, "
+            f"{report.advisory_count} advisory, {len(report.policies)} policies")

@@ -1,0 +1,110 @@
+"""The ``vllm serve`` argument list of one pool, rendered from the release, the pool and the planner (pure).
+
+Pinned to vLLM 0.32 (``infra.config.release.SUPPORTED_VLLM_SERIES``): the flag spellings below are the 0.32
+parser's (0.33 renamed ~50 negative flags), and the integration tier parses every rendered list with the real
+0.32 parser built with ``allow_abbrev=False`` (tests/integration/test_rendered_args_real.py).
+
+Everything the engine would otherwise choose by itself from the GPU it finds is stated explicitly, so a vLLM
+upgrade or a different GPU cannot silently change the operating point the planner sized:
+
+* ``--max-num-seqs`` / ``--max-num-batched-tokens`` are the planner's concurrency and chunked-prefill budget;
+* ``--enable-chunked-prefill`` and ``--enable-prefix-caching`` are on (both default on in the V1 engine,
+  written anyway);
+* request and output logging are off (the design: prompts and completions are not logged by default), and the
+  access log skips the endpoints the probes and collectors hit every few seconds;
+* ``--shutdown-timeout`` makes SIGTERM drain in-flight streams for the longest allowed stream instead of
+  aborting them (vLLM's default 0 = abort).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from components import naming
+
+#: Endpoints whose access-log lines are dropped: kubelet probes, the readiness script and metric scrapes
+#: would otherwise write several lines per second per replica.
+QUIET_ENDPOINTS = (naming.HEALTH_PATH, naming.METRICS_PATH, naming.MODELS_PATH)
+
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    max_loras: int
+    max_lora_rank: int
+    max_cpu_loras: int | None
+
+
+@dataclass(frozen=True)
+class VllmInputs:
+    """Everything ``vllm serve`` is told, whatever the target: the target decides where the weights are and which
+    port the server listens on; the release and the planner decide the rest."""
+
+    #: ``gs://…/<revision>/`` (streamed) or the mount path of a staged volume.
+    model: str
+    #: Run:ai streamer reader threads when ``model`` is a gs:// URI; None for a mounted path.
+    streamer_concurrency: int | None
+    served_model_names: tuple[str, ...]
+    port: int
+    tensor_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    dtype: str
+    kv_cache_dtype: str
+    quantization: str
+    shutdown_timeout_seconds: int
+    lora: LoraSettings | None = None
+    #: ``--speculative-config`` as a mapping (rendered as canonical JSON); None = off.
+    speculative: tuple[tuple[str, object], ...] | None = None
+
+
+def streamer_extra_config(concurrency: int, tensor_parallel_size: int) -> str:
+    """``--model-loader-extra-config`` JSON: reader concurrency, and distributed streaming when TP > 1 (each rank
+    reads its own share from object storage; Google's guidance for TP > 1, vLLM engine arguments)."""
+    cfg: dict[str, object] = {"concurrency": concurrency}
+    if tensor_parallel_size > 1:
+        cfg["distributed"] = True
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def render_vllm_args(v: VllmInputs) -> list[str]:
+    """What follows ``vllm serve`` in the container: every value derived from typed config and the plan."""
+    args = ["--model", v.model]
+    if v.streamer_concurrency is not None:
+        args += ["--load-format", "runai_streamer",
+                 "--model-loader-extra-config", streamer_extra_config(v.streamer_concurrency, v.tensor_parallel_size)]
+    args += [
+        "--served-model-name", *v.served_model_names,
+        "--port", str(v.port),
+        "--tensor-parallel-size", str(v.tensor_parallel_size),
+        "--max-model-len", str(v.max_model_len),
+        "--gpu-memory-utilization", _fmt(v.gpu_memory_utilization),
+        "--max-num-seqs", str(v.max_num_seqs),
+        "--max-num-batched-tokens", str(v.max_num_batched_tokens),
+        "--enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--dtype", v.dtype,
+        "--kv-cache-dtype", v.kv_cache_dtype,
+    ]
+    if v.quantization != "none":
+        args += ["--quantization", v.quantization]
+    args += [
+        "--no-enable-log-requests",
+        "--no-enable-log-outputs",
+        "--disable-access-log-for-endpoints", ",".join(QUIET_ENDPOINTS),
+        "--shutdown-timeout", str(v.shutdown_timeout_seconds),
+    ]
+    if v.lora is not None:
+        args += ["--enable-lora", "--max-loras", str(v.lora.max_loras), "--max-lora-rank", str(v.lora.max_lora_rank)]
+        if v.lora.max_cpu_loras is not None:
+            args += ["--max-cpu-loras", str(v.lora.max_cpu_loras)]
+    if v.speculative is not None:
+        args += ["--speculative-config", json.dumps(dict(v.speculative), sort_keys=True, separators=(",", ":"))]
+    return args

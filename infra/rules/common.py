@@ -1,0 +1,105 @@
+"""Rules every stack obeys, whatever its serving target: releases, zones, pools and their references, prod warm
+capacity, cache compatibility of a weight split, and who alerts notify."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..config.accelerator import zone_region
+from ..config.release import ReleaseIdentity
+from ..config.stack import StackConfig
+from . import Finding, rule
+
+#: Minimum warm replicas per serving pool in prod: scaling from zero is a poor default for an interactive SLO,
+#: and one replica cannot survive its own rollout or node loss.
+PROD_MIN_WARM_REPLICAS = 2
+
+
+@rule(needs={"releases"})
+def unique_release_ids(cfg: StackConfig) -> Iterator[Finding]:
+    ids = [r.release for r in cfg.releases]
+    for i, rid in enumerate(ids):
+        if ids.index(rid) != i:
+            yield ("releases", i, "release"), f"duplicate release id {rid!r}"
+
+
+@rule(needs={"zones", "region"})
+def zones_in_region(cfg: StackConfig) -> Iterator[Finding]:
+    for i, zone in enumerate(cfg.zones):
+        if zone_region(zone) != cfg.region:
+            yield ("zones", i), f"zone {zone!r} is not in region {cfg.region!r}"
+
+
+@rule(needs={"releases", "contract"})
+def release_context_within_contract(cfg: StackConfig) -> Iterator[Finding]:
+    need = cfg.contract.max_input_tokens + cfg.contract.max_output_tokens
+    for i, rel in enumerate(cfg.releases):
+        if rel.max_model_len < need:
+            yield (("releases", i, "max_model_len"),
+                   f"{rel.max_model_len} cannot hold the contract's max_input_tokens + max_output_tokens = {need}")
+        elif rel.max_model_len > cfg.contract.max_model_len:
+            yield (("releases", i, "max_model_len"),
+                   f"{rel.max_model_len} exceeds the contract's max_model_len {cfg.contract.max_model_len}: "
+                   "context beyond the workload only costs concurrency")
+
+
+@rule(needs={"serving", "releases"})
+def pools_name_known_releases(cfg: StackConfig) -> Iterator[Finding]:
+    ids = [r.release for r in cfg.releases]
+    for role, pool in cfg.pools():
+        if pool.release not in ids:
+            yield ("serving", role, "release"), f"unknown release {pool.release!r}; known: {', '.join(ids)}"
+
+
+@rule(needs={"serving", "environment"})
+def prod_keeps_warm_replicas(cfg: StackConfig) -> Iterator[Finding]:
+    if cfg.environment != "prod":
+        return
+    for role, pool in cfg.pools():
+        if pool.min_replicas < PROD_MIN_WARM_REPLICAS:
+            yield (("serving", role, "min_replicas"),
+                   f"prod keeps at least {PROD_MIN_WARM_REPLICAS} warm replicas per pool, got {pool.min_replicas}")
+
+
+def compatibility_differences(a: ReleaseIdentity, b: ReleaseIdentity) -> list[str]:
+    """Fields that make two releases cache-incompatible (different base model or serving configuration)."""
+    out = []
+    if a.model.resolved() != b.model.resolved() or a.model.catalogue != b.model.catalogue:
+        out.append("base model")
+    for f in ("quantization", "dtype", "kv_cache_dtype", "tensor_parallel_size", "max_model_len"):
+        if getattr(a, f) != getattr(b, f):
+            out.append(f)
+    return out
+
+
+@rule(needs={"serving", "releases"})
+def split_is_cache_compatible(cfg: StackConfig) -> Iterator[Finding]:
+    """KV caches and adapters belong to one base model and serving configuration: a weight split between
+    incompatible releases must be asked for explicitly."""
+    if cfg.serving.canary is None or cfg.serving.allow_mixed_split:
+        return
+    ids = {r.release for r in cfg.releases}
+    a, b = cfg.serving.stable, cfg.serving.canary
+    if a.release in ids and b.release in ids:
+        diff = compatibility_differences(cfg.release(a.release), cfg.release(b.release))
+        if diff:
+            yield (("serving", "canary", "release"),
+                   f"stable and canary differ in {', '.join(diff)}: KV caches and adapters are not compatible "
+                   "across them; set serving.allow_mixed_split: true to split traffic anyway")
+
+
+@rule(needs={"observability", "project"})
+def channels_belong_to_project(cfg: StackConfig) -> Iterator[Finding]:
+    for i, channel in enumerate(cfg.observability.alerts.notification_channels):
+        owner = channel.split("/")[1]
+        if owner != cfg.project:
+            yield (("observability", "alerts", "notification_channels"),
+                   f"[{i}] {channel!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify "
+                   "its own channels")
+
+
+@rule(needs={"observability", "environment"})
+def prod_notifies_someone(cfg: StackConfig) -> Iterator[Finding]:
+    if cfg.environment == "prod" and not cfg.observability.alerts.notification_channels:
+        yield (("observability", "alerts", "notification_channels"),
+               "prod must name at least one notification channel: an alert nobody receives is not an alert")

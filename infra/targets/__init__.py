@@ -1,0 +1,17 @@
+"""Serving targets: one composition module per target, each mapping the resolved plan to component Args.
+
+``COMPOSERS`` maps a pool's ``target`` to the function that deploys every pool of that target; the program
+dispatches to it. Adding a target = a config pool type, its planning, its rules module and one module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..resolve import ResolvedStack
+from . import gke
+
+#: target -> compose(resolved, shared) -> the target's stack outputs.
+COMPOSERS: dict[str, Callable[..., dict[str, object]]] = {
+    gke.TARGET: gke.compose,
+}

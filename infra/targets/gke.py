@@ -1,0 +1,194 @@
+"""The ``gke`` target: vLLM Deployments on GPU node pools behind the GKE Inference Gateway.
+
+Maps the validated config and the resolved plan to each component's small typed Args, and wires the siblings
+through their attributes (the model server's Deployment-name Output scales the HPA; its pool selector feeds
+the InferencePool; the platform's namespace Output places every Kubernetes object).
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import naming
+from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
+from components.gateway.component import InferenceGateway, InferenceGatewayArgs
+from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, GatewaySpec, IapSpec, ModelArmorSpec,
+                                        PoolRoute, PriorityClassSpec)
+from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
+from components.network import NetworkArgs
+from components.observability.component import Observability, ObservabilityArgs
+from components.observability.views import PoolView, Thresholds
+from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
+from components.project import ProjectServices
+from components.serving.model_server import ModelServer, ModelServerArgs, PodResources
+from components.weights import HyperdiskSpec
+
+from ..config.accelerator import AcceleratorTopology, boot_disk_type
+from ..config.gateway import GatewayConfig
+from ..config.gke import GkeConfig
+from ..config.stack import StackConfig
+from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
+from ..planning.plan import StackPlan
+from ..resolve import ResolvedStack
+
+TARGET = "gke"
+
+
+def platform_labels(cfg: StackConfig) -> dict[str, str]:
+    return {"app": "llm-serving", "environment": cfg.environment, "managed-by": "pulumi"}
+
+
+# ---- config -> component specs ------------------------------------------------------------------------------
+
+def accelerator_spec(key: str, acc: AcceleratorTopology) -> AcceleratorSpec:
+    r = acc.reservation
+    return AcceleratorSpec(
+        key=key, machine_type=acc.machine_type, gpu_type=acc.gpu_type, gpus_per_node=acc.gpus_per_node,
+        zone=acc.zone, spot=acc.spot, boot_disk_type=boot_disk_type(acc.machine_type),
+        reservation=ReservationSpec(r.mode, r.name, r.count, r.owner_project) if r else None,
+        gpu_sharing=(GpuSharingSpec(acc.gpu_sharing.strategy, acc.gpu_sharing.max_shared_clients_per_gpu)
+                     if acc.gpu_sharing else None))
+
+
+def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
+    regional = g.location_type == "regional"
+    return ClusterSpec(
+        # Regional clusters live in the region; zonal ones in the stack's first zone, keeping GKE's default
+        # node location (that zone).
+        name=g.cluster_name, location=cfg.region if regional else cfg.zones[0],
+        node_locations=tuple(sorted(cfg.zones)) if regional else None, master_cidr=g.ranges.master,
+        authorized_networks=tuple(AuthorizedNetwork(n.cidr, n.display_name) for n in g.authorized_networks),
+        release_channel=g.release_channel, min_version=g.min_version,
+        maintenance=MaintenanceWindow(tuple(g.maintenance.days), g.maintenance.start_utc, g.maintenance.duration_hours),
+        system_pool=SystemPoolSpec(g.system_pool.machine_type, g.system_pool.min_nodes_per_zone,
+                                   g.system_pool.max_nodes_per_zone, g.system_pool.disk_size_gb),
+        gpu_driver_version=g.gpu_driver_version)
+
+
+def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
+    g = cfg.gke
+    assert g is not None  # the gke rules require the section for a gke pool
+    hd = g.weights.hyperdisk_ml
+    return PlatformArgs(
+        project=cfg.project, region=cfg.region,
+        network=NetworkArgs(project=cfg.project, region=cfg.region, prefix=g.cluster_name, subnet_cidr=g.ranges.subnet,
+                            pods_cidr=g.ranges.pods, services_cidr=g.ranges.services,
+                            proxy_only_cidr=g.ranges.proxy_only),
+        cluster=cluster_spec(cfg, g),
+        # One node pool per accelerator that serves at least one pool.
+        gpu_pools=tuple(GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
+                        for name, a in sorted(plan.accelerators.items())),
+        registry=RegistrySpec(g.registry.repository_id, g.registry.keep_recent_versions,
+                              g.registry.untagged_retention_days),
+        weights=WeightsSpec(
+            bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days,
+            hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
+            hyperdisk_releases=dict(plan.hyperdisk_releases)),
+        hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None,
+        labels=platform_labels(cfg), protect=g.protect)
+
+
+def gateway_spec(gw: GatewayConfig) -> GatewaySpec:
+    e = gw.epp
+    return GatewaySpec(
+        gateway_class=gw.gateway_class, hostnames=tuple(gw.hostnames),
+        certificate=CertificateSpec(gw.certificate.source, tuple(gw.certificate.names)),
+        epp=EndpointPickerSpec(chart=e.chart, version=e.version, replicas=e.replicas, failure_mode=e.failure_mode,
+                               kv_cache_metric=e.kv_cache_metric, install_objective_crds=e.install_objective_crds),
+        iap=IapSpec(gw.iap.enabled, tuple(gw.iap.members), gw.iap.oauth_client_id, gw.iap.oauth_client_secret_name),
+        model_armor=(ModelArmorSpec(gw.model_armor.template, gw.model_armor.fail_open, gw.model_armor.timeout_ms)
+                     if gw.model_armor else None),
+        request_log_sample_rate=gw.request_log_sample_rate, allow_global_access=gw.allow_global_access)
+
+
+def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
+    views = []
+    for role, pool in cfg.pools():
+        p = plan.pools[role]
+        views.append(PoolView(
+            role=role, release=pool.release, weight=pool.weight, hpa=p.hpa,
+            replica_hourly_usd=p.capacity.replica_hourly_usd,
+            planned_cost_per_million_usd=p.capacity.cost_per_million_output_tokens_usd,
+            measurement_source=pool.measured.source if pool.measured else None))
+    return tuple(views)
+
+
+def thresholds(cfg: StackConfig) -> Thresholds:
+    a = cfg.observability.alerts
+    return Thresholds(
+        ttft_p95_seconds=cfg.contract.ttft_p95_ms / 1000.0, itl_p95_seconds=cfg.contract.itl_p95_ms / 1000.0,
+        kv_cache_usage=a.kv_cache_usage, kv_cache_for_minutes=a.kv_cache_for_minutes,
+        canary_ttft_ratio=a.canary_ttft_ratio, no_traffic_minutes=a.no_traffic_minutes)
+
+
+# ---- composition ----------------------------------------------------------------------------------------------
+
+def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
+    cfg, plan = resolved.config, resolved.plan
+    assert cfg.gateway is not None  # the gke rules require the section for a gke pool
+    # The Google Cloud platform: network, cluster, GPU node pools on their reservations, registry, weight
+    # stores, Workload Identity and the Kubernetes provider the serving components deploy with.
+    platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
+    k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
+
+    # One vLLM model server per pool: Deployment, readiness ConfigMap, PDB, NetworkPolicy.
+    model_servers: dict[str, ModelServer] = {}
+    for role, pool in cfg.pools():
+        p = plan.pools[role]
+        o = pool.model_server
+        model_servers[role] = ModelServer(naming.deployment_name(role), ModelServerArgs(
+            role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
+            resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
+                                   gpus=p.release.tensor_parallel_size),
+            accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
+            max_surge=ROLLOUT_SURGE_REPLICAS, max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
+            namespace=platform.serving_namespace, service_account=platform.model_server_ksa,
+            proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
+            contract_max_model_len=cfg.contract.max_model_len,
+            hyperdisk_claim=platform.hyperdisk_claims.get(pool.release) if pool.loading.path == "hyperdisk_ml" else None),
+            opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
+                depends_on=[platform.serving_namespace_resource, platform.gpu_node_pools[pool.accelerator]])))
+
+    # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
+    # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
+    gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
+        environment=cfg.environment, project=cfg.project, region=cfg.region, namespace=platform.serving_namespace,
+        gateway=gateway_spec(cfg.gateway),
+        pools=tuple(PoolRoute(role=r, release=pool.release, weight=pool.weight,
+                              selector=model_servers[r].pool_selector) for r, pool in cfg.pools()),
+        priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.description)
+                               for c in cfg.contract.priority_classes),
+        backend_timeout_seconds=plan.backend_timeout_seconds,
+        subnetwork=platform.network.subnet.id, project_number=platform.project_number),
+        # No depends_on: every Kubernetes object takes the namespace from the platform's Output (so it waits for
+        # the Namespace), and nothing here needs a model server to be up. Waiting for the Deployments' rollouts
+        # would only serialise the first deploy.
+        opts=k8s)
+
+    # Autoscaling and observability: custom-metrics adapter, one HPA per pool scaling its model server's
+    # Deployment (which ignores spec.replicas: the HPA owns the count), the vLLM PodMonitoring, dashboard, alerts.
+    obs = cfg.observability
+    observability = Observability("observability", ObservabilityArgs(
+        project=cfg.project, environment=cfg.environment, namespace=platform.serving_namespace,
+        pools=pool_views(cfg, plan), scale_targets={r: m.deployment_name for r, m in model_servers.items()},
+        thresholds=thresholds(cfg), scrape_interval_seconds=obs.scrape_interval_seconds,
+        notification_channels=tuple(obs.alerts.notification_channels),
+        adapter_image_digest=obs.adapter_image_digest, project_number=platform.project_number),
+        opts=k8s)
+
+    return {
+        "cluster": {"name": platform.cluster.name, "location": platform.gke.location,
+                    "workload_pool": platform.workload_pool},
+        "gateway": {"address": gateway.address_value, "hostnames": gateway.hostnames,
+                    "pools": {role: b.pool_name for role, b in sorted(gateway.pools.items())}},
+        "gpu_node_pools": {k: p.name for k, p in sorted(platform.gpu_node_pools.items())},
+        "weights_bucket": platform.weights_bucket_name,
+        "image_registry": platform.registry.prefix,
+        "model_servers": {role: {
+            "deployment": m.deployment_name, "release": m.release_id, "vllm_args": m.vllm_args,
+            "startup_window_seconds": m.probes.startup_window_seconds,
+            "termination_grace_seconds": m.termination_grace_seconds} for role, m in sorted(model_servers.items())},
+        "autoscaling": {p.role: {"min_replicas": p.hpa.min_replicas, "max_replicas": p.hpa.max_replicas,
+                                 "max_replicas_bound": p.hpa.max_reason} for p in observability.pools},
+    }
+

@@ -1,0 +1,106 @@
+"""The architecture holds: dependencies run one way (import-linter contracts in pyproject.toml), the planner runs
+once per plan, and the naming contract has one definition plus the policy pack's generated copy."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import resolve
+
+from .conftest import REPO
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    # A fresh process whose import path starts at ``root``: the copy is analysed, not the installed tree.
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("arch")
+    for pkg in ("infra", "components"):
+        shutil.copytree(REPO / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_contracts_are_kept():
+    if not LINT_IMPORTS.exists():
+        pytest.fail(f"{LINT_IMPORTS} is missing: install the test extra (pip install -e '.[test]')")
+    result = _lint(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
+
+
+@pytest.mark.parametrize("module,line,contract", [
+    ("components/naming.py", "import infra.resolve", "components never import infra"),
+    ("infra/config/contract.py", "import infra.planning.capacity",
+     "the config schema imports neither planning nor components"),
+    ("infra/planning/probes.py", "import pulumi", "the planning maths is pure"),
+    ("infra/program.py", "import infra.offline.cli", "the deployable program never imports the offline toolchain"),
+])
+def test_a_violating_import_breaks_its_contract(tree_copy: Path, module: str, line: str, contract: str):
+    path = tree_copy / module
+    original = path.read_text()
+    try:
+        path.write_text(original + f"\n{line}  # deliberate violation\n")
+        result = _lint(tree_copy)
+    finally:
+        path.write_text(original)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken = {ln.removesuffix(" BROKEN") for ln in result.stdout.splitlines() if ln.endswith(" BROKEN")}
+    # A violation in a module the planner imports (naming) also breaks the planner's purity; nothing else breaks.
+    assert contract in broken and broken <= {contract, "the planning maths is pure"}, result.stdout
+
+
+def test_the_planner_runs_once_per_plan():
+    from infra.offline.planrun import run_plan
+
+    before = resolve.PLANNER_CALLS[0]
+    run_plan("prod")
+    assert resolve.PLANNER_CALLS[0] - before == 1
+
+
+#: Scripts shipped on their own into pods or into Helm (standard library only, no project imports): they receive
+#: every contract value on their command line, and their docstrings and vLLM's own API paths may spell them.
+STANDALONE = {"components/serving/readiness_probe.py", "components/serving/verify_release.py",
+              "components/gateway/chart_filter.py"}
+
+
+def _sources() -> list[Path]:
+    return [p for base in ("infra", "components") for p in sorted((REPO / base).rglob("*.py"))
+            if str(p.relative_to(REPO)) not in STANDALONE]
+
+
+#: Values of the naming contract that must be spelled exactly once in infra/ and components/.
+CONTRACT_LITERALS = [
+    '"llm-serving.io/pool"', '"llm-serving.io/release"', '"llm-serving.io/accelerator"', '"nvidia.com/gpu"',
+    '"vllm:num_requests_waiting"', '"vllm:kv_cache_usage_perc"', '"vllm:gpu_cache_usage_perc"',
+    '"compute.googleapis.com/reservation-name"', '"x-gateway-inference-objective"', '"model-server"',
+    'f"vllm-{role}"', '"/health"', '"/metrics"',
+]
+
+
+@pytest.mark.parametrize("literal", CONTRACT_LITERALS)
+def test_naming_contract_values_are_defined_once(literal: str):
+    hits = [(p.relative_to(REPO), i) for p in _sources()
+            for i, text in enumerate(p.read_text().splitlines(), 1) if literal in text]
+    assert {str(h[0]) for h in hits} == {"components/naming.py"}, hits
+
+
+@pytest.mark.parametrize("number", ["8000", "9002", "9090"])
+def test_contract_ports_are_defined_once(number: str):
+    pattern = re.compile(rf"(?<![\w.]){number}(?![\w.])")
+    hits = [str(p.relative_to(REPO)) for p in _sources()
+            for text in p.read_text().splitlines() if pattern.search(text.split("#", 1)[0])]
+    assert set(hits) == {"components/naming.py"}, hits
