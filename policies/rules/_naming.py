@@ -66,9 +66,8 @@ VLLM_PORT = 8000
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 MODELS_PATH = "/v1/models"
-#: Endpoint-picker ports (GAIE chart defaults): ext-proc gRPC the gateway calls, and the metrics port.
+#: Endpoint-picker ext-proc port (GAIE chart default ``extProcPort``): the gateway calls the picker on it.
 EPP_EXT_PROC_PORT = 9002
-EPP_METRICS_PORT = 9090
 #: Where a mounted weights volume (Hyperdisk ML, GCS FUSE, Cloud Run's Cloud Storage volume) appears in the
 #: serving container, read-only; its root is the release's immutable ``gs://<bucket>/<model>/<revision>/`` folder.
 WEIGHTS_MOUNT_PATH = "/weights"
