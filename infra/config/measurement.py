@@ -1,0 +1,245 @@
+"""The measurement record: one replica's latency/throughput curve and its operating point, with provenance.
+
+Written once by ``llm-serving bench`` (infra/offline/bench) and kept under ``stacks/measurements/``; a pool cites
+it (``measured: <file>``) so that θ_o and θ_i in the capacity plan come from a named, checkable measurement of
+the same release, image, engine arguments and accelerator topology. Every number is finite and bounded, so a
+corrupted or hand-edited file fails validation instead of sizing a fleet.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from .base import Strict, check
+
+#: Bump on any change a reader of older records must know about.
+SCHEMA_VERSION = 1
+
+#: Largest count or rate the schema accepts: far above any single replica (1e9 tokens/s, 1e9 requests), low
+#: enough that an overflowed or garbage number is rejected.
+_BIG = 1e9
+
+
+def _num(description: str, *, lo: float = 0.0, hi: float = _BIG) -> Any:
+    return Field(ge=lo, le=hi, allow_inf_nan=False, description=description)
+
+
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Quantiles(Strict):
+    """Nearest-rank percentiles of one latency, ms."""
+
+    p50: float = _num("50th percentile, ms.")
+    p95: float = _num("95th percentile, ms (the contract's objectives are p95 targets).")
+    p99: float = _num("99th percentile, ms.")
+
+
+class Gauge(Strict):
+    """A /metrics gauge sampled during one rate's measurement window."""
+
+    mean: float = _num("Mean of the samples.")
+    max: float = _num("Largest sample.")
+    samples: int = Field(ge=1, le=10**7, description="Number of samples taken in the window.")
+
+
+class CurvePoint(Strict):
+    """Everything measured at one offered rate (definitions: infra/offline/bench/analysis.py)."""
+
+    offered_rps: float = _num("Offered Poisson arrival rate, all classes together, requests/s.", lo=1e-9)
+    achieved_rps: float = _num("Arrivals in the measurement window divided by its length, requests/s.")
+    window_seconds: float = _num("Length of the measurement window (all class streams active, after warm-up), s.",
+                                 lo=1e-9)
+    arrivals: int = Field(ge=0, le=10**9, description="Requests scheduled to arrive in the window.")
+    successful: int = Field(ge=0, le=10**9, description="Arrivals that completed.")
+    errored: int = Field(ge=0, le=10**9, description="Arrivals that failed.")
+    cut_off_late: int = Field(ge=0, le=10**9, description=(
+        "Arrivals still waiting for a first token at the end of the run after more than the TTFT objective: "
+        "counted as violations."))
+    cut_off_undetermined: int = Field(ge=0, le=10**9, description=(
+        "Arrivals cut off by the end of the run before breaching an objective: excluded from goodput."))
+    ttft_ms: Quantiles | None = Field(description="Time to first token percentiles; null when no sample.")
+    itl_ms: Quantiles | None = Field(description="Inter-token latency percentiles, token-weighted; null when no sample.")
+    output_tokens_per_s: float = _num("Output tokens produced in the window per second.")
+    input_tokens_per_s: float = _num("Prompt tokens prefilled in the window per second.")
+    error_rate: Share | None = Field(description="errored / (successful + errored); null without either.")
+    goodput_share: Share | None = Field(description=(
+        "Share of determined arrivals meeting both the TTFT and the ITL objective; null when none is determined."))
+    goodput_output_tokens_per_s: float = _num("Output tokens of conforming arrivals per second of window.")
+    dispatch_delay_mean_s: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
+        "Mean of scheduled arrival -> request sent (the load generator's own lag), s; null without samples."))
+    dispatch_delay_p95_s: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
+        "p95 of the same, s; null without samples."))
+    queue_waiting: Gauge | None = Field(description="vllm:num_requests_waiting during the window; null if not scraped.")
+    kv_cache_usage: Gauge | None = Field(description=(
+        "vllm:kv_cache_usage_perc (a 0-1 fraction) during the window; null if not scraped."))
+    meets_slo: bool = Field(description="True when failures is empty.")
+    failures: list[str] = Field(description="Why this rate does not meet the SLO (empty when it does).")
+    error_examples: list[str] = Field(max_length=3, description=(
+        "Up to three distinct error messages of errored arrivals (truncated to 300 characters)."))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CurvePoint":
+        problems = []
+        if self.meets_slo != (not self.failures):
+            problems.append(("meets_slo", f"is {self.meets_slo} but failures has {len(self.failures)} entries"))
+        if self.successful + self.errored + self.cut_off_late + self.cut_off_undetermined != self.arrivals:
+            problems.append(("arrivals", "must equal successful + errored + cut_off_late + cut_off_undetermined"))
+        if self.kv_cache_usage is not None and self.kv_cache_usage.max > 1:
+            problems.append(("kv_cache_usage.max", f"is a fraction and must be <= 1, got {self.kv_cache_usage.max}"))
+        check(problems)
+        return self
+
+
+class OperatingPoint(Strict):
+    """The highest offered rate meeting the SLO with every lower rate meeting it too."""
+
+    offered_rps: float = _num("Offered rate of the operating point, requests/s (one of the curve's rates).", lo=1e-9)
+    output_tokens_per_s: float = _num("θ_o: output tokens/s of one replica at the SLO.", lo=1e-9)
+    input_tokens_per_s: float = _num("θ_i: prompt tokens/s of one replica at the SLO.", lo=1e-9)
+    ttft_p95_ms: float = _num("TTFT p95 at this rate, ms.")
+    itl_p95_ms: float = _num("ITL p95 at this rate, ms.")
+    goodput_share: Share = Field(description="Goodput at this rate.")
+    limit: Literal["slo", "sweep_end"] = Field(description=(
+        "slo: a higher measured rate failed the SLO (this is the knee); sweep_end: no higher rate was measured, "
+        "so θ is a lower bound."))
+
+
+class Slo(Strict):
+    """The objectives the curve is judged against (from the contract)."""
+
+    ttft_p95_ms: float = _num("TTFT objective at p95, ms.", lo=1e-9)
+    itl_p95_ms: float = _num("ITL objective at p95, ms.", lo=1e-9)
+    min_goodput_share: Share = Field(description="Goodput the operating point must reach (0.95).")
+
+
+class Accelerator(Strict):
+    """The topology the replica ran on."""
+
+    machine_type: str = Field(min_length=1, description="Machine type (a3-highgpu-2g; `cpu` for a CPU build).")
+    gpu_type: str = Field(min_length=1, description="Accelerator type (nvidia-h100-80gb; `none` on CPU).")
+    gpus_per_node: int = Field(ge=0, le=64, description="GPUs per node.")
+    tensor_parallel_size: int = Field(ge=1, le=64, description="Tensor-parallel size of the replica.")
+
+
+class EngineArgs(Strict):
+    """The vLLM arguments: as the stack renders them, and as the measured server ran if that differed."""
+
+    rendered: list[str] = Field(description="Arguments after `vllm serve` the pool renders.")
+    rendered_sha256: Sha256Hex = Field(description="SHA-256 of `rendered` as a compact JSON array.")
+    served: list[str] | None = Field(description="Arguments the measured server ran with, when not `rendered`.")
+    served_sha256: Sha256Hex | None = Field(description="SHA-256 of `served`; null with it.")
+    served_reason: str | None = Field(description="Why `served` differs from `rendered`; null with it.")
+
+    @model_validator(mode="after")
+    def _served_together(self) -> "EngineArgs":
+        set_ = [x is not None for x in (self.served, self.served_sha256, self.served_reason)]
+        check([("served", "served, served_sha256 and served_reason are set together or not at all")]
+              if any(set_) and not all(set_) else [])
+        return self
+
+
+class Tool(Strict):
+    """The load generator."""
+
+    name: Literal["guidellm"] = Field(description="Load generator.")
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+\S*$", description="Its installed package version.")
+    request_format: str = Field(description="OpenAI route the requests used (/v1/completions).")
+
+
+class LengthWorkload(Strict):
+    """One length distribution: the contract's numbers, the fit guidellm received, and what was sent.
+
+    Contract, fitted and realised numbers are whole lengths (a prompt's shared prefix included); ``mu``,
+    ``sigma``, ``lower`` and ``upper`` are guidellm's parameters for the part after the prefix."""
+
+    contract_mean: float = _num("Contract mean, tokens.", lo=1e-9)
+    contract_p95: int = Field(ge=1, le=10**8, description="Contract p95, tokens.")
+    distribution: Literal["censored_normal", "constant"] = Field(description=(
+        "round(clip(N(mu, sigma), lower, upper)) as guidellm draws it, or a constant."))
+    mu: int = Field(ge=1, le=10**8, description="guidellm *_tokens.")
+    sigma: int = Field(ge=0, le=10**8, description="guidellm *_tokens_stdev (0 for a constant).")
+    lower: int = Field(ge=1, le=10**8, description="Lower clip, tokens.")
+    upper: int = Field(ge=1, le=10**8, description="Upper clip (the contract maximum, less any prefix), tokens.")
+    fitted_mean: float = _num("Mean the fitted parameters imply, tokens.")
+    fitted_p95: float = _num("p95 the fitted parameters imply, tokens.")
+    exact: bool = Field(description="Fitted mean within one token of the contract mean.")
+    lower_clip_share: Share = Field(description="Share of requests at the lower clip.")
+    realised_mean: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
+        "Mean of what the server counted over all measured successful requests; null if none."))
+    realised_p95: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
+        "Nearest-rank p95 of the same; null if none."))
+    realised_count: int = Field(ge=0, le=10**9, description="Requests the realised numbers are over.")
+
+
+class PriorityShare(Strict):
+    """One priority class's share of the offered load."""
+
+    name: str = Field(min_length=1, description="Class name (InferenceObjective).")
+    priority: int = Field(description="Its priority in the contract.")
+    share: Share = Field(description="Fraction of the offered rate sent as this class.")
+
+
+class Workload(Strict):
+    """What was offered."""
+
+    arrival_process: Literal["poisson"] = Field(description="Open-loop Poisson arrivals (one stream per class).")
+    prompt: LengthWorkload = Field(description="Prompt length (guidellm parameters for the part after the prefix).")
+    output: LengthWorkload = Field(description="Output length (pinned per request with ignore_eos).")
+    shared_prefix_ratio: Share = Field(description="Shared prefix tokens / mean prompt tokens.")
+    shared_prefix_tokens: int = Field(ge=0, le=10**8, description="Tokens of the prefix shared by each class's requests.")
+    priority_mix: list[PriorityShare] = Field(min_length=1, description="Classes and shares.")
+    priority_header: str | None = Field(description="Header naming the class on each request; null if not sent.")
+    duration_seconds_per_rate: float = _num("guidellm max_duration of every run.", lo=1e-9)
+    warmup_seconds: float = _num("Seconds excluded at the start of each window.")
+    seed: int = Field(ge=0, le=2**63 - 1, description="Seed of the first class stream (class i uses seed + i).")
+
+    @model_validator(mode="after")
+    def _shares(self) -> "Workload":
+        total = sum(p.share for p in self.priority_mix)
+        check([("priority_mix", f"shares must sum to 1, got {total:g}")] if abs(total - 1) > 1e-6 else [])
+        return self
+
+
+class Measurement(Strict):
+    """One replica's measured curve and operating point, and exactly what was measured."""
+
+    schema_version: Literal[1] = Field(description="Record schema version.")
+    release: str = Field(min_length=1, description="Release id of the served model.")
+    image_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="Serving image digest.")
+    vllm_version: str = Field(min_length=1, description="vLLM version of the serving image.")
+    served_model_name: str = Field(min_length=1, description="--served-model-name of the server.")
+    accelerator: Accelerator = Field(description="Accelerator topology of the replica.")
+    engine_args: EngineArgs = Field(description="vLLM arguments, rendered and served.")
+    tool: Tool = Field(description="Load generator and version.")
+    workload: Workload = Field(description="The offered workload.")
+    slo: Slo = Field(description="Objectives the curve is judged against.")
+    measured_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+                             description="When the measurement finished, UTC (YYYY-MM-DDTHH:MM:SSZ).")
+    curve: list[CurvePoint] = Field(min_length=1, description="One point per offered rate, ascending.")
+    operating_point: OperatingPoint | None = Field(description="The operating point; null when no rate met the SLO.")
+    no_operating_point_reason: str | None = Field(description="Why there is none; null when there is one.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Measurement":
+        problems = []
+        rates = [p.offered_rps for p in self.curve]
+        if rates != sorted(rates) or len(set(rates)) != len(rates):
+            problems.append(("curve", "offered rates must be distinct and ascending"))
+        if (self.operating_point is None) == (self.no_operating_point_reason is None):
+            problems.append(("operating_point", "exactly one of operating_point and no_operating_point_reason is set"))
+        op = self.operating_point
+        if op is not None:
+            match = [p for p in self.curve if p.offered_rps == op.offered_rps]
+            if not match:
+                problems.append(("operating_point.offered_rps", f"{op.offered_rps} is not a rate of the curve"))
+            elif not match[0].meets_slo:
+                problems.append(("operating_point.offered_rps", f"the curve point at {op.offered_rps} does not "
+                                 "meet the SLO"))
+            elif any(not p.meets_slo for p in self.curve if p.offered_rps < op.offered_rps):
+                problems.append(("operating_point.offered_rps", "a lower rate of the curve fails the SLO"))
+        check(problems)
+        return self

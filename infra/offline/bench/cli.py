@@ -1,0 +1,247 @@
+"""``llm-serving bench``: measure one replica's curve and operating point, write the record and its pictures.
+
+    llm-serving bench --stack prod --pool stable --url http://<one replica>:<port> [--rates auto|R1,R2,...]
+                      [--duration-seconds S] [--quick] [--out DIR] [--priority-mix interactive=0.8,batch=0.2]
+                      [--prefix-ratio 0.3] [--guidellm PATH] [--record stacks/measurements/<file>.json]
+
+The caller supplies ``resolve_target(args) -> BenchTarget`` (the stack's resolved plan for ``--stack``/``--pool``);
+``register`` adds the subcommand to an existing ``argparse`` subparsers object. Any failure prints one line
+``error: ...`` and exits 2, without a traceback.
+
+Writes into ``--out`` (default ``build/bench/<release>-<UTC time>``): ``measurement.json`` (the record),
+``latency.png``, ``goodput.png``, ``server.png``, ``guidellm-report.html`` (guidellm's own report of all runs)
+and ``raw/`` (every run's guidellm scenario, report and log, repeatable with ``guidellm run --scenario``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from components import naming
+
+from .analysis import AnalysisError, RatePoint, Slo, operating_point
+from .plots import goodput_plot, latency_plot, server_plot
+from .record import MeasurementError, build_measurement, write_measurement
+from .runner import (
+    REPO,
+    BenchError,
+    SweepConfig,
+    check_versions,
+    export_html,
+    guidellm_version,
+    measure_rate_fn,
+    resolve_guidellm,
+    sweep,
+)
+from .scrape import MetricsScraper
+from .target import BenchTarget, TargetError
+from .workload import WorkloadError, parse_priority_mix, plan_workload
+
+EXIT_ERROR = 2
+
+#: Full run: 120 s per rate gives >= 100 arrivals from 1 req/s up, so p95 rests on real tail samples, and is long
+#: against the seconds-scale queueing transients of one replica.
+DEFAULT_DURATION_S = 120.0
+#: Warm-up excluded from each window, as a fraction of the duration: an open loop starts from an empty server,
+#: whose first seconds are faster than steady state; 10 % drops that start without losing much data.
+WARMUP_FRACTION = 0.10
+#: Automatic sweep: start at 1 req/s (one replica of any model the planner sizes serves that), double each step,
+#: at most 10 steps (up to 512 req/s), then 2 bisection steps (resolution 2^(1/4), about +-19 %) at the knee.
+AUTO_START_RPS = 1.0
+AUTO_GROWTH = 2.0
+AUTO_MAX_RATES = 10
+AUTO_REFINE_STEPS = 2
+#: --quick (CI): 10 s per rate leaves a window of >= 4 s after a 1 s warm-up and the up-to-5 s start skew of
+#: concurrent class runs on 2 busy cores; at most 3 rates and no refinement keep a run near 2 minutes.
+QUICK_DURATION_S = 10.0
+QUICK_MAX_RATES = 3
+QUICK_REFINE_STEPS = 0
+#: The health check before any load: a server that does not answer in 10 s is not ready to be measured.
+HEALTH_TIMEOUT_S = 10.0
+
+
+def _rates(text: str) -> tuple[float, ...] | None:
+    if text.strip() == "auto":
+        return None
+    try:
+        rates = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated req/s, got {text!r}") from None
+    if not rates or any(not (math.isfinite(r) and r > 0) for r in rates) or len(set(rates)) != len(rates):
+        raise argparse.ArgumentTypeError(f"rates must be distinct positive numbers, got {text!r}")
+    return rates
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stack", help="stack whose resolved plan names the release, args, accelerator and contract")
+    p.add_argument("--pool", default="stable", help="pool of that stack (default stable)")
+    p.add_argument("--url", help="server root URL of ONE replica (e.g. a port-forward); overrides the plan's")
+    p.add_argument("--rates", type=_rates, default=None, metavar="auto|R1,R2,...",
+                   help="offered rates in req/s, or auto (default): double from 1 req/s until goodput collapses, "
+                        "then bisect the knee")
+    p.add_argument("--duration-seconds", type=float, default=None,
+                   help=f"seconds of load per rate (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g})")
+    p.add_argument("--quick", action="store_true",
+                   help=f"CI-sized run: {QUICK_DURATION_S:g} s per rate, at most {QUICK_MAX_RATES} rates, no refinement")
+    p.add_argument("--out", type=Path, help="output directory (default build/bench/<release>-<UTC time>)")
+    p.add_argument("--priority-mix", help="NAME=SHARE,... of the contract's classes (default: equal shares)")
+    p.add_argument("--no-priority-header", action="store_true",
+                   help=f"run the mix without the {naming.OBJECTIVE_HEADER} header (recorded as such)")
+    p.add_argument("--prefix-ratio", type=float, default=0.0,
+                   help="shared prefix tokens / mean prompt tokens, in [0, 1) (default 0)")
+    p.add_argument("--guidellm", help="guidellm executable (default .venv-vllm/bin/guidellm, then PATH)")
+    p.add_argument("--record", type=Path, help="also write the record here (e.g. stacks/measurements/<name>.json)")
+    p.add_argument("--metrics-url", help="Prometheus endpoint of the replica (default <url>/metrics)")
+    p.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
+    p.add_argument("--tokenizer", help="local tokenizer directory (overrides the plan's)")
+
+
+def register(subparsers: argparse._SubParsersAction, resolve_target: Callable[[argparse.Namespace], BenchTarget]
+             ) -> argparse.ArgumentParser:
+    """Add ``bench`` to ``subparsers``; the parsed namespace's ``fn(args)`` runs it and returns the exit code."""
+    p = subparsers.add_parser("bench", help="measure one replica's latency/throughput curve and operating point",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(fn=lambda args: run_bench(args, resolve_target))
+    return p
+
+
+def _sweep_config(args: argparse.Namespace) -> SweepConfig:
+    duration = args.duration_seconds or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S)
+    if not (math.isfinite(duration) and duration > 0):
+        raise BenchError(f"--duration-seconds must be > 0, got {duration}")
+    return SweepConfig(
+        rates=args.rates, start_rps=AUTO_START_RPS, growth=AUTO_GROWTH,
+        max_rates=QUICK_MAX_RATES if args.quick else AUTO_MAX_RATES,
+        refine_steps=QUICK_REFINE_STEPS if args.quick else AUTO_REFINE_STEPS,
+        duration_s=duration, warmup_s=duration * WARMUP_FRACTION,
+    )
+
+
+def _check_health(base_url: str) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"{base_url}/health", timeout=HEALTH_TIMEOUT_S) as resp:
+            if resp.status == 200:
+                return
+            status = resp.status
+    except urllib.error.HTTPError as err:
+        status = err.code
+    except OSError as err:
+        raise BenchError(f"{base_url}/health: not reachable ({err})") from None
+    raise BenchError(f"{base_url}/health answered {status}; the server is not ready to be measured")
+
+
+def _describe(p: RatePoint) -> str:
+    ttft = f"{p.ttft_ms.p95:.0f}" if p.ttft_ms else "-"
+    itl = f"{p.itl_ms.p95:.1f}" if p.itl_ms else "-"
+    good = f"{p.goodput_share:.0%}" if p.goodput_share is not None else "-"
+    verdict = "meets SLO" if p.meets_slo else "; ".join(p.failures)
+    return (f"{p.offered_rps:g} req/s: TTFT p95 {ttft} ms, ITL p95 {itl} ms, goodput {good}, "
+            f"{p.output_tokens_per_s:.1f} out tok/s, {p.arrivals} arrivals in {p.window_seconds:.1f} s — {verdict}")
+
+
+def run_bench(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
+    try:
+        return _run(args, resolve_target)
+    except (BenchError, WorkloadError, TargetError, AnalysisError, MeasurementError) as err:
+        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+    except ValidationError as err:  # a record that fails its own schema: a bug, reported without a traceback
+        print(f"error: the measurement record does not validate: {str(err).splitlines()[0]}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("error: interrupted; no record written", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    target = resolve_target(args)
+    if args.url:
+        target = dataclasses.replace(target, base_url=args.url.rstrip("/"))
+    if args.tokenizer:
+        target = dataclasses.replace(target, tokenizer_path=args.tokenizer)
+    if not Path(target.tokenizer_path).is_dir():
+        raise BenchError(f"tokenizer directory {target.tokenizer_path} does not exist (pass --tokenizer DIR)")
+    if args.record is not None and args.record.exists():
+        raise BenchError(f"--record {args.record}: already exists; a measurement record is written once")
+    mix = parse_priority_mix(args.priority_mix, target.priority_classes)
+    plan = plan_workload(
+        prompt_mean=target.prompt_mean_tokens, prompt_p95=target.prompt_p95_tokens,
+        max_input=target.max_input_tokens, output_mean=target.output_mean_tokens,
+        output_p95=target.output_p95_tokens, max_output=target.max_output_tokens,
+        prefix_ratio=args.prefix_ratio, mix=mix, send_priority_header=not args.no_priority_header)
+    slo = Slo(ttft_ms=target.ttft_p95_ms, itl_ms=target.itl_p95_ms)
+    cfg = _sweep_config(args)
+    exe = resolve_guidellm(args.guidellm)
+    version = guidellm_version(exe)
+    started = datetime.now(timezone.utc)
+    out = args.out or REPO / "build" / "bench" / f"{target.release}-{started.strftime('%Y%m%dT%H%M%SZ')}"
+    if out.exists() and any(out.iterdir()):
+        raise BenchError(f"--out {out}: not empty; each run writes its own directory")
+    out.mkdir(parents=True, exist_ok=True)
+    _check_health(target.base_url)
+    for fit, what in ((plan.prompt, "prompt"), (plan.output, "output")):
+        if not fit.exact:
+            console.print(f"[yellow]note:[/] a censored normal cannot carry the contract's {what} tail with mean "
+                          f"{fit.contract_mean:g}: sending mean {fit.fitted_mean:.0f} with p95 {fit.fitted_p95:.0f} "
+                          f"({fit.lower_clip_share:.0%} at {fit.lower} token) — see the record's workload")
+
+    scraper = None if args.no_metrics else MetricsScraper(args.metrics_url or f"{target.base_url}/metrics",
+                                                          target.served_model_name).start()
+    measure = measure_rate_fn(exe, target, plan, slo, cfg, out, scraper)
+    wall = time.monotonic()
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            task = progress.add_task("starting", total=None)
+
+            def timed(rate: float, index: int):
+                progress.update(task, description=f"rate {index + 1}: {rate:g} req/s, {len(plan.mix)} "
+                                f"guidellm run(s) of {cfg.duration_s:g} s")
+                return measure(rate, index)
+
+            result = sweep(timed, cfg, on_point=lambda p: progress.console.print(_describe(p)))
+    finally:
+        if scraper:
+            scraper.stop()
+    check_versions(result.runs, version)
+    found, reason = operating_point(result.points)
+    record = build_measurement(target=target, plan=plan, slo=slo, sweep_cfg=cfg, points=result.points,
+                               found=found, no_point_reason=reason, guidellm_version=version,
+                               measured_at=datetime.now(timezone.utc))
+    record_path = out / "measurement.json"
+    write_measurement(record, record_path)
+    if args.record is not None:
+        write_measurement(record, args.record)
+    pictures = [latency_plot(record, out / "latency.png"), goodput_plot(record, out / "goodput.png"),
+                server_plot(record, out / "server.png")]
+    reports = [Path(r.path) for group in result.runs for r in group]
+    html, html_problem = export_html(exe, reports, out)
+    if scraper and not scraper.samples:
+        console.print(f"[yellow]note:[/] no /metrics sample from {scraper.url} ({scraper.last_error}); "
+                      "queue and KV usage are null in the record")
+    if found is None:
+        console.print(f"[yellow]no operating point:[/] {reason}")
+    else:
+        op = record.operating_point
+        assert op is not None
+        console.print(f"operating point {op.offered_rps:g} req/s ({op.limit}): θ_o {op.output_tokens_per_s:.1f} "
+                      f"output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica")
+    console.print(f"wrote {record_path}" + (f" and {args.record}" if args.record else "") + "; "
+                  + ", ".join(str(p) for p in pictures) + (f", {html}" if html else f" (no HTML: {html_problem})")
+                  + f" in {time.monotonic() - wall:.0f} s")
+    return 0

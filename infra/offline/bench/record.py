@@ -1,0 +1,219 @@
+"""Build, write, read and compare measurement records (schema: infra/config/measurement.py).
+
+- ``build_measurement``: from the target, the workload, the sweep and the operating point; the date is passed in
+  so that one run writes one record with one timestamp (and tests can fix it).
+- ``write_measurement``: refuses to overwrite: a record is written once, a new measurement is a new file.
+- ``load_measurement``: one ``MeasurementError`` whose message names the file and every problem with its path.
+- ``identity_differences``: which identity facts of a record differ from what a pool expects, with both values,
+  for the config rule that rejects a record measured on another release, accelerator or argument list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from ...config.base import FieldErrors
+from ...config.measurement import (
+    SCHEMA_VERSION,
+    Accelerator,
+    CurvePoint,
+    EngineArgs,
+    Gauge,
+    LengthWorkload,
+    Measurement,
+    OperatingPoint,
+    PriorityShare,
+    Quantiles,
+    Slo,
+    Tool,
+    Workload,
+)
+from .analysis import OperatingPoint as FoundOperatingPoint
+from .analysis import Quantiles as FoundQuantiles
+from .analysis import RatePoint
+from .analysis import Slo as SloSpec
+from .runner import REQUEST_FORMAT, BASE_SEED, SweepConfig
+from .scrape import GaugeSummary
+from .stats import nearest_rank
+from .target import BenchTarget
+from .workload import PRIORITY_HEADER, LengthFit, WorkloadPlan
+
+
+class MeasurementError(ValueError):
+    """A record that cannot be read or does not validate; the message starts with the file name."""
+
+
+def utc_timestamp(when: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` of an aware datetime (the record's ``measured_at`` format)."""
+    if when.tzinfo is None:
+        raise ValueError("measured_at must be timezone-aware")
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantiles(q: FoundQuantiles | None) -> Quantiles | None:
+    return None if q is None else Quantiles(p50=q.p50, p95=q.p95, p99=q.p99)
+
+
+def _gauge(g: GaugeSummary | None) -> Gauge | None:
+    return None if g is None else Gauge(mean=g.mean, max=g.max, samples=g.samples)
+
+
+def curve_point(p: RatePoint) -> CurvePoint:
+    return CurvePoint(
+        offered_rps=p.offered_rps, achieved_rps=p.achieved_rps, window_seconds=p.window_seconds,
+        arrivals=p.arrivals, successful=p.successful, errored=p.errored, cut_off_late=p.cut_off_late,
+        cut_off_undetermined=p.cut_off_undetermined, ttft_ms=_quantiles(p.ttft_ms), itl_ms=_quantiles(p.itl_ms),
+        output_tokens_per_s=p.output_tokens_per_s, input_tokens_per_s=p.input_tokens_per_s,
+        error_rate=p.error_rate, goodput_share=p.goodput_share,
+        goodput_output_tokens_per_s=p.goodput_output_tokens_per_s, dispatch_delay_mean_s=p.dispatch_delay_mean_s,
+        dispatch_delay_p95_s=p.dispatch_delay_p95_s,
+        queue_waiting=_gauge(p.queue_waiting), kv_cache_usage=_gauge(p.kv_cache_usage),
+        meets_slo=p.meets_slo, failures=list(p.failures), error_examples=list(p.error_examples),
+    )
+
+
+def _length(fit: LengthFit, sent: Sequence[int], prefix_tokens: int = 0) -> LengthWorkload:
+    """The record's view of one length: contract, fitted and realised numbers are whole lengths (prefix
+    included); mu, sigma, lower and upper are guidellm's parameters for the part after the prefix."""
+    return LengthWorkload(
+        contract_mean=fit.contract_mean + prefix_tokens, contract_p95=fit.contract_p95 + prefix_tokens,
+        distribution=fit.distribution,  # type: ignore[arg-type]
+        mu=fit.mu, sigma=fit.sigma, lower=fit.lower, upper=fit.upper, fitted_mean=fit.fitted_mean + prefix_tokens,
+        fitted_p95=fit.fitted_p95 + prefix_tokens, exact=fit.exact, lower_clip_share=fit.lower_clip_share,
+        realised_mean=(sum(sent) / len(sent)) if sent else None,
+        realised_p95=float(nearest_rank(sent, 0.95)) if sent else None, realised_count=len(sent),
+    )
+
+
+def build_measurement(
+    *, target: BenchTarget, plan: WorkloadPlan, slo: SloSpec, sweep_cfg: SweepConfig, points: Sequence[RatePoint],
+    found: FoundOperatingPoint | None, no_point_reason: str | None, guidellm_version: str, measured_at: datetime,
+) -> Measurement:
+    """The record of one bench run. ``found``/``no_point_reason`` come from ``analysis.operating_point``."""
+    ordered = sorted(points, key=lambda p: p.offered_rps)
+    prompts = [n for p in ordered for n in p.prompt_tokens_sent]
+    outputs = [n for p in ordered for n in p.output_tokens_sent]
+    op = None
+    if found is not None:
+        p = found.point
+        assert p.ttft_ms is not None and p.itl_ms is not None and p.goodput_share is not None  # meets_slo implies
+        op = OperatingPoint(offered_rps=p.offered_rps, output_tokens_per_s=p.output_tokens_per_s,
+                            input_tokens_per_s=p.input_tokens_per_s, ttft_p95_ms=p.ttft_ms.p95,
+                            itl_p95_ms=p.itl_ms.p95, goodput_share=p.goodput_share, limit=found.limit)
+    served = list(target.served_args) if target.served_args is not None else None
+    return Measurement(
+        schema_version=SCHEMA_VERSION, release=target.release, image_digest=target.image_digest,
+        vllm_version=target.vllm_version, served_model_name=target.served_model_name,
+        accelerator=Accelerator(machine_type=target.machine_type, gpu_type=target.gpu_type,
+                                gpus_per_node=target.gpus_per_node,
+                                tensor_parallel_size=target.tensor_parallel_size),
+        engine_args=EngineArgs(rendered=list(target.vllm_args), rendered_sha256=target.vllm_args_sha256,
+                               served=served, served_sha256=target.served_args_sha256,
+                               served_reason=target.served_args_reason),
+        tool=Tool(name="guidellm", version=guidellm_version, request_format=REQUEST_FORMAT),
+        workload=Workload(
+            arrival_process="poisson",
+            prompt=_length(plan.prompt, prompts, plan.prefix_tokens),
+            output=_length(plan.output, outputs),
+            shared_prefix_ratio=plan.prefix_ratio, shared_prefix_tokens=plan.prefix_tokens,
+            priority_mix=[PriorityShare(name=s.name, priority=s.priority, share=s.share) for s in plan.mix],
+            priority_header=PRIORITY_HEADER if plan.send_priority_header else None,
+            duration_seconds_per_rate=sweep_cfg.duration_s, warmup_seconds=sweep_cfg.warmup_s, seed=BASE_SEED,
+        ),
+        slo=Slo(ttft_p95_ms=slo.ttft_ms, itl_p95_ms=slo.itl_ms, min_goodput_share=slo.min_goodput_share),
+        measured_at=utc_timestamp(measured_at),
+        curve=[curve_point(p) for p in ordered],
+        operating_point=op,
+        no_operating_point_reason=no_point_reason if op is None else None,
+    )
+
+
+def write_measurement(record: Measurement, path: Path) -> None:
+    """Write ``record`` as JSON (sorted keys, 2-space indent, trailing newline); never overwrite."""
+    text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(path, "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise MeasurementError(f"{path}: already exists; a measurement record is written once") from None
+
+
+def load_measurement(path: Path | str) -> Measurement:
+    """Read and validate a record; MeasurementError names the file and each problem (``curve.0.arrivals: ...``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MeasurementError(f"{path}: no such measurement record") from None
+    except OSError as err:
+        raise MeasurementError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MeasurementError(f"{path}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    try:
+        return Measurement.model_validate_json(text)
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            loc = [str(x) for x in e["loc"]]
+            cause = (e.get("ctx") or {}).get("error")
+            if isinstance(cause, FieldErrors):  # a cross-field check: each problem names its own field
+                problems += [".".join([*loc, field]) + f": {msg}" for field, msg in cause.problems]
+            else:
+                problems.append(f"{'.'.join(loc) or '(record)'}: {e['msg']}")
+        raise MeasurementError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems)) from None
+
+
+class IdentityFacts(Protocol):
+    """What a pool expects of a record it cites: BenchTarget satisfies it, and so can any object with these."""
+
+    release: str
+    image_digest: str
+    vllm_version: str
+    machine_type: str
+    gpu_type: str
+    gpus_per_node: int
+    tensor_parallel_size: int
+    vllm_args: tuple[str, ...]
+    vllm_args_sha256: str
+
+
+def _first_arg_difference(a: Sequence[str], b: Sequence[str]) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"first difference at argument {i}: record {x!r}, expected {y!r}"
+    return f"record has {len(a)} arguments, expected {len(b)}"
+
+
+def identity_differences(record: Measurement, expected: IdentityFacts) -> list[str]:
+    """Every identity fact of ``record`` that differs from ``expected``, as ``field: record X, expected Y``.
+
+    An empty list means the record measured what the pool serves. A record whose server ran other arguments
+    than the rendered ones (``engine_args.served``, e.g. a CPU-adapted run) is reported too: it did not measure
+    the pool's configuration even when the rendered arguments match.
+    """
+    pairs = [
+        ("release", record.release, expected.release),
+        ("image_digest", record.image_digest, expected.image_digest),
+        ("vllm_version", record.vllm_version, expected.vllm_version),
+        ("accelerator.machine_type", record.accelerator.machine_type, expected.machine_type),
+        ("accelerator.gpu_type", record.accelerator.gpu_type, expected.gpu_type),
+        ("accelerator.gpus_per_node", record.accelerator.gpus_per_node, expected.gpus_per_node),
+        ("accelerator.tensor_parallel_size", record.accelerator.tensor_parallel_size, expected.tensor_parallel_size),
+    ]
+    out = [f"{name}: record {have!r}, expected {want!r}" for name, have, want in pairs if have != want]
+    if record.engine_args.rendered_sha256 != expected.vllm_args_sha256:
+        out.append(f"engine_args.rendered_sha256: record {record.engine_args.rendered_sha256}, expected "
+                   f"{expected.vllm_args_sha256} ({_first_arg_difference(record.engine_args.rendered, expected.vllm_args)})")
+    if record.engine_args.served is not None:
+        out.append(f"engine_args.served: the measured server ran other arguments than the rendered ones "
+                   f"({record.engine_args.served_reason})")
+    return out

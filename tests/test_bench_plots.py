@@ -1,0 +1,41 @@
+"""Bench pictures: valid PNGs of the expected size, identical bytes for the same record, with or without an
+operating point."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from infra.offline.bench.plots import goodput_plot, latency_plot, server_plot
+
+from .test_bench_record import CURVE, record, rp
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"  # the first chunk of every PNG
+    assert data.endswith(b"IEND\xaeB`\x82")  # the last chunk, with its fixed CRC
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize("draw", [latency_plot, goodput_plot, server_plot])
+def test_plots_are_valid_deterministic_pngs(tmp_path: Path, draw):
+    rec = record(CURVE)
+    a = draw(rec, tmp_path / "a" / "plot.png")
+    b = draw(rec, tmp_path / "b.png")
+    assert png_size(a) == (800, 700)  # FIGSIZE 8 x 7 in at 100 dpi
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_plots_without_operating_point_or_metrics(tmp_path: Path):
+    points = [rp(1, 2000, 0.9), rp(2, 3000, 0.6)]
+    points = [p.__class__(**{**p.__dict__, "queue_waiting": None, "kv_cache_usage": None}) for p in points]
+    rec = record(points)
+    assert rec.operating_point is None
+    for draw in (latency_plot, goodput_plot, server_plot):
+        assert png_size(draw(rec, tmp_path / f"{draw.__name__}.png")) == (800, 700)
