@@ -93,6 +93,17 @@ class GpuNodePoolArgs:
     protect: bool
 
 
+def upgrade_settings(acc: AcceleratorSpec) -> gcp.container.NodePoolUpgradeSettingsArgs:
+    """How GKE replaces nodes during an upgrade. On a specific reservation every reserved VM may be in use (max
+    replicas + rollout surge fill it exactly), so a surge node could not be created and the upgrade would stall:
+    drain one node first instead (the N+1 headroom and the PodDisruptionBudget absorb one replica). Without a
+    reservation a surge node comes from on-demand/Spot capacity, so surge one and never take a serving node away
+    first. Either way upgrades run inside the maintenance window."""
+    if acc.reservation is not None:
+        return gcp.container.NodePoolUpgradeSettingsArgs(max_surge=0, max_unavailable=1)
+    return gcp.container.NodePoolUpgradeSettingsArgs(max_surge=1, max_unavailable=0)
+
+
 def guest_accelerator(args: GpuNodePoolArgs) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:
     acc = args.accelerator
     sharing = None
@@ -134,7 +145,11 @@ class GpuNodePool(Component):
                             machine_type=acc.machine_type,
                             guest_accelerators=[gcp.compute.ReservationSpecificReservationInstancePropertiesGuestAcceleratorArgs(
                                 accelerator_type=acc.gpu_type, accelerator_count=acc.gpus_per_node)])),
-                    opts=self.child_opts(protect=args.protect))
+                    # a3 machine types come with local SSDs the API reports in the reservation's instance
+                    # properties whether asked for or not (and their count differs per shape); declaring them here
+                    # would hard-code a machine fact, leaving them unset would show a diff on every update.
+                    opts=self.child_opts(protect=args.protect,
+                                         ignore_changes=["specificReservation.instanceProperties.localSsds"]))
                 value = self.reservation.name
             affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=naming.RESERVATION_NAME_KEY, values=[value])
@@ -150,9 +165,7 @@ class GpuNodePool(Component):
                 total_min_node_count=args.bounds.min_nodes, total_max_node_count=args.bounds.max_nodes,
                 location_policy="ANY"),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
-            # Node upgrades surge one node (from the reservation's rollout headroom) and never take a serving
-            # node away first; they run inside the maintenance window, not during a model rollout.
-            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(max_surge=1, max_unavailable=0),
+            upgrade_settings=upgrade_settings(acc),
             node_config=gcp.container.NodePoolNodeConfigArgs(
                 machine_type=acc.machine_type, spot=acc.spot,
                 guest_accelerators=[guest_accelerator(args)],

@@ -13,14 +13,10 @@ import pulumi_kubernetes as k8s
 from . import naming
 from .base import Component
 
-#: The only project-level roles a node service account holds: write logs and metrics, read monitoring
-#: (GKE's metadata agent), write resource metadata. Image pulls are granted per repository instead.
-NODE_PROJECT_ROLES: tuple[str, ...] = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
-)
+#: The only project-level role a node service account holds: GKE's documented minimum for a custom node service
+#: account ("Kubernetes Engine Default Node Service Account": write logs and metrics, read monitoring, write
+#: resource metadata). Image pulls are granted per repository instead.
+NODE_PROJECT_ROLES: tuple[str, ...] = ("roles/container.defaultNodeServiceAccount",)
 WEIGHTS_READER_ROLE = "roles/storage.objectViewer"
 SECRET_ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
@@ -30,16 +26,21 @@ def workload_pool(project_id: str) -> str:
     return f"{project_id}.svc.id.goog"
 
 
-def principal_text(project_number: str, project_id: str, namespace: str, ksa: str) -> str:
+def principal_text(project_number: str, pool: str, namespace: str, ksa: str) -> str:
     return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
-            f"{workload_pool(project_id)}/subject/ns/{namespace}/sa/{ksa}")
+            f"{pool}/subject/ns/{namespace}/sa/{ksa}")
 
 
-def wi_principal(project_number: pulumi.Input[str], project_id: str, namespace: str, ksa: str) -> pulumi.Output[str]:
-    """IAM member of one Kubernetes service account under direct Workload Identity Federation (Workload Identity Federation for GKE docs):
-    ``principal://iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/
-    <project>.svc.id.goog/subject/ns/<ns>/sa/<ksa>``."""
-    return pulumi.Output.from_input(project_number).apply(lambda n: principal_text(n, project_id, namespace, ksa))
+def wi_principal(project_number: pulumi.Input[str], pool: pulumi.Input[str], namespace: str,
+                 ksa: str) -> pulumi.Output[str]:
+    """IAM member of one Kubernetes service account under direct Workload Identity Federation (Workload Identity
+    Federation for GKE docs): ``principal://iam.googleapis.com/projects/<number>/locations/global/
+    workloadIdentityPools/<project>.svc.id.goog/subject/ns/<ns>/sa/<ksa>``.
+
+    ``pool`` must be the cluster's own ``workload_identity_config.workload_pool`` output: the pool exists only
+    once the cluster does, so a grant to the principal that did not wait for the cluster fails on a first apply.
+    Taking the pool from the cluster carries that dependency in the data."""
+    return pulumi.Output.all(project_number, pool).apply(lambda a: principal_text(a[0], a[1], namespace, ksa))
 
 
 # ---- node service accounts ---------------------------------------------------------------------------------
@@ -81,6 +82,8 @@ class WorkloadIdentityArgs:
     project: str
     region: str
     project_number: pulumi.Input[str]
+    #: The cluster's Workload Identity pool, as the cluster outputs it (see :func:`wi_principal`).
+    workload_pool: pulumi.Input[str]
     weights_bucket: pulumi.Input[str]
     #: Kubernetes service accounts per namespace; the model server's KSA reads weights.
     namespace: str = naming.SERVING_NAMESPACE
@@ -123,7 +126,8 @@ class WorkloadIdentity(Component):
             # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
             automount_service_account_token=False,
             opts=k8s_child)
-        self.model_server_principal = wi_principal(args.project_number, args.project, args.namespace, args.model_server_ksa)
+        self.model_server_principal = wi_principal(args.project_number, args.workload_pool, args.namespace,
+                                                   args.model_server_ksa)
         self.weights_reader = gcp.storage.BucketIAMMember(
             f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE,
             member=self.model_server_principal, opts=child)

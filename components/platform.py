@@ -104,7 +104,10 @@ class Platform(Component):
             maintenance=c.maintenance, system_pool=c.system_pool, protect=args.protect, labels=args.labels),
             opts=child)
         self.cluster: gcp.container.Cluster = self.gke.cluster
-        self.workload_pool: str = self.gke.workload_pool
+        #: The cluster's Workload Identity pool, from the cluster's output: grants to Workload Identity principals
+        #: built from it wait for the cluster (the pool exists only once the cluster does).
+        self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(
+            lambda w: w.workload_pool if w is not None else "")
 
         self.gpu_pools: dict[str, GpuNodePool] = {}
         for spec in sorted(args.gpu_pools, key=lambda s: s.accelerator.key):
@@ -139,7 +142,7 @@ class Platform(Component):
 
         self.identity = WorkloadIdentity(f"{name}-identity", WorkloadIdentityArgs(
             project=args.project, region=args.region, project_number=self.project_number,
-            weights_bucket=self.weights.bucket.name, hub_token_secret_id=args.hub_token_secret_id,
+            workload_pool=self.workload_pool, weights_bucket=self.weights.bucket.name, hub_token_secret_id=args.hub_token_secret_id,
             labels=args.labels), opts=k8s_child)
         self.serving_namespace_resource: k8s.core.v1.Namespace = self.identity.namespace
         self.serving_namespace: pulumi.Output[str] = self.identity.namespace.metadata.name

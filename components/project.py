@@ -10,14 +10,18 @@ import pulumi_gcp as gcp
 from .base import Component
 
 #: APIs the platform uses: GKE, Compute (VMs, reservations, Hyperdisk ML, load balancers), Artifact
-#: Registry, Monitoring and Logging (Managed Prometheus, dashboards, alerts), Network Services (GKE
-#: Gateway / Inference Gateway), Certificate Manager (gateway TLS), Secret Manager (hub token), IAM and
-#: IAM Credentials (Workload Identity Federation), Cloud Storage (weights), Cloud DNS (private googleapis.com zone).
+#: Registry, Container Scanning (the registry's vulnerability scanning does nothing without it), Container
+#: File System (GKE image streaming, ``gcfsConfig``), Monitoring and Logging (Managed Prometheus, dashboards,
+#: alerts), Network Services (GKE Gateway / Inference Gateway), Certificate Manager (gateway TLS), Secret Manager
+#: (hub token), IAM and IAM Credentials (Workload Identity Federation), Cloud Storage (weights), Cloud DNS
+#: (private googleapis.com zone).
 PLATFORM_SERVICES: tuple[str, ...] = (
     "artifactregistry.googleapis.com",
     "certificatemanager.googleapis.com",
     "compute.googleapis.com",
     "container.googleapis.com",
+    "containerfilesystem.googleapis.com",
+    "containerscanning.googleapis.com",
     "dns.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",

@@ -98,9 +98,21 @@ def test_naming_contract_values_are_defined_once(literal: str):
     assert {str(h[0]) for h in hits} == {"components/naming.py"}, hits
 
 
+def _port_uses(path: Path, number: str) -> list[int]:
+    """Lines where ``number`` is used as a port: a numeric literal, or ``:<number>`` inside a string (a URL or
+    host:port). Prose that happens to contain the number (a token count in a docstring) does not count."""
+    import io
+    import tokenize
+
+    hits = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if (tok.type == tokenize.NUMBER and tok.string == number) or (
+                tok.type == tokenize.STRING and re.search(rf":{number}(?!\d)", tok.string)):
+            hits.append(tok.start[0])
+    return hits
+
+
 @pytest.mark.parametrize("number", ["8000", "9002"])
 def test_contract_ports_are_defined_once(number: str):
-    pattern = re.compile(rf"(?<![\w.]){number}(?![\w.])")
-    hits = [str(p.relative_to(REPO)) for p in _sources()
-            for text in p.read_text().splitlines() if pattern.search(text.split("#", 1)[0])]
-    assert set(hits) == {"components/naming.py"}, hits
+    hits = {str(p.relative_to(REPO)) for p in _sources() if _port_uses(p, number)}
+    assert hits == {"components/naming.py"}, hits

@@ -269,15 +269,23 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
     assert "kubernetes:helm.sh/v4:Chart" in summary(run, run.inventory.manifests())
 
 
-def test_picker_pdb_selects_the_chart_pods_the_model_servers_admit(plans):
+def test_pickers_spread_over_nodes_without_a_pdb_and_reach_their_model_servers(plans):
+    """A leader-elected picker gets no PodDisruptionBudget (only the leader is ready, so none could ever allow
+    its eviction); its replicas repel each other per node, and the model servers' NetworkPolicy admits the chart's
+    picker pods by the chart's own pod label."""
+    template = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_deployment.yaml").read_text()
+    assert "service: readiness" in template and "--ha-enable-leader-election" in template
     for stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
-            pdb = only(inv, "PodDisruptionBudget", f"vllm-{role}-epp")["spec"]
-            assert pdb["maxUnavailable"] == 1
-            assert pdb["selector"]["matchLabels"] == {"inferencepool": f"vllm-{role}-epp"}
+            assert find(inv, "PodDisruptionBudget", f"vllm-{role}-epp") == []
+            (chart,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}"]
+            anti = chart["inputs"]["values"]["inferenceExtension"]["affinity"]["podAntiAffinity"]
+            (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+            assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                               "labelSelector": {"matchLabels": {"inferencepool": f"vllm-{role}-epp"}}}
             netpol = only(inv, "NetworkPolicy", f"vllm-{role}")["spec"]["ingress"]
             peers = [p.get("podSelector", {}).get("matchLabels") for rule in netpol for p in rule["from"]]
-            assert pdb["selector"]["matchLabels"] in peers, f"{stack}: picker cannot scrape vllm-{role}"
+            assert {"inferencepool": f"vllm-{role}-epp"} in peers, f"{stack}: picker cannot scrape vllm-{role}"
 
 
 def test_chart_has_no_pdb_of_its_own():

@@ -500,7 +500,7 @@ def test_hyperdisk_pool_needs_its_claim(plans):
                                          "but no Hyperdisk ML claim was given"):
         ModelServerArgs(role="stable", release=p.release, vllm_args=p.vllm_args, probes=p.probes,
                         resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
-                        accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1,
+                        accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1, rollout_replicas=2,
                         max_unavailable_disruptions=1, namespace="llm-serving", service_account="model-server",
                         proxy_only_cidr=cfg.gke.ranges.proxy_only, stream_bound_seconds=p.probes.stream_bound_seconds,
                         contract_max_model_len=cfg.contract.max_model_len)

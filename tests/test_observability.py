@@ -31,6 +31,7 @@ HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
 
 
 def hpas(inventory: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -247,8 +248,11 @@ def test_alert_thresholds_come_from_the_contract_and_hpa(plans, stack):
     assert itl.endswith(f"> {m._fmt(cfg.contract.itl_p95_ms / 1000)}")
     queue = got[("QueueBuildingAtMaxReplicas", "stable")]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
     assert queue.endswith(f">= {hpas(inv)['stable']['spec']['maxReplicas']})")
+    # Every policy notifies every channel the stack created (their names are known after apply).
+    channels = [f"<known-after-apply:{r['name']}.name>" for r in resources(inv, CHANNEL)]
+    assert len(channels) == len(cfg.observability.alerts.notification_channels)
     for p in got.values():
-        assert p["notificationChannels"] == cfg.observability.alerts.notification_channels
+        assert sorted(p["notificationChannels"]) == sorted(channels)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -339,12 +343,21 @@ def _mut_kv(v):
 
 
 def _mut_channel_format(v):
-    v["llm-serving:observability"]["alerts"]["notification_channels"] = ["email:oncall@example.com"]
+    v["llm-serving:observability"]["alerts"]["notification_channels"] = [{"existing": True, "name": "email:oncall"}]
 
 
 def _mut_channel_project(v):
     v["llm-serving:observability"]["alerts"]["notification_channels"] = [
-        "projects/acme-llm-staging/notificationChannels/4100000000000000001"]
+        {"existing": True, "name": "projects/acme-llm-staging/notificationChannels/4100000000000000001"}]
+
+
+def _mut_channel_missing_address(v):
+    v["llm-serving:observability"]["alerts"]["notification_channels"] = [{"type": "email", "display_name": "x"}]
+
+
+def _mut_channel_mixed(v):
+    v["llm-serving:observability"]["alerts"]["notification_channels"] = [
+        {"existing": True, "name": "projects/acme-llm-prod/notificationChannels/1", "email_address": "a@b.example"}]
 
 
 def _mut_no_channel(v):
@@ -358,11 +371,15 @@ def _mut_digest(v):
 RULES = [
     ("prod", _mut_kv, "llm-serving:observability.autoscaling.kv_cache_target",
      "0.95 must be below alerts.kv_cache_usage (0.9): the HPA has to start scaling out before the KV alert fires"),
-    ("prod", _mut_channel_format, "llm-serving:observability.alerts.notification_channels",
-     "[0] must be projects/<project>/notificationChannels/<numeric id>, got 'email:oncall@example.com'"),
-    ("prod", _mut_channel_project, "llm-serving:observability.alerts.notification_channels",
-     "[0] 'projects/acme-llm-staging/notificationChannels/4100000000000000001' is in project 'acme-llm-staging'; "
+    ("prod", _mut_channel_format, "llm-serving:observability.alerts.notification_channels[0].name",
+     "must be projects/<project>/notificationChannels/<numeric id>"),
+    ("prod", _mut_channel_project, "llm-serving:observability.alerts.notification_channels[0].name",
+     "'projects/acme-llm-staging/notificationChannels/4100000000000000001' is in project 'acme-llm-staging'; "
      "alert policies of 'acme-llm-prod' can only notify its own channels"),
+    ("prod", _mut_channel_missing_address, "llm-serving:observability.alerts.notification_channels[0].email_address",
+     "required for an email channel"),
+    ("prod", _mut_channel_mixed, "llm-serving:observability.alerts.notification_channels[0].email_address",
+     "only for a channel the stack creates (existing: false)"),
     ("prod", _mut_no_channel, "llm-serving:observability.alerts.notification_channels",
      "prod must name at least one notification channel: an alert nobody receives is not an alert"),
     ("dev", _mut_digest, "llm-serving:observability.adapter_image_digest", "must be sha256:<64 hex>, got 'v0.15.2'"),

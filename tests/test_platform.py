@@ -10,7 +10,7 @@ import yaml
 
 from components.cluster import kubeconfig, maintenance_window
 from infra.planning.plan import accelerator_plan
-from components.identity import NODE_PROJECT_ROLES, principal_text
+from components.identity import principal_text
 from components.network import HEALTH_CHECK_RANGES
 from components.weights import weights_disk_name
 from infra.planning import capacity
@@ -233,13 +233,15 @@ def test_proxy_only_subnet_and_firewall_openings(plans):
 
 # ---- registry, weights, identity ------------------------------------------------------------------------------------
 
-def test_node_service_accounts_hold_only_the_four_roles_and_repository_read(plans):
+def test_node_service_accounts_hold_only_gkes_node_role_and_repository_read(plans):
+    """GKE documents roles/container.defaultNodeServiceAccount as the minimum for a custom node service account
+    (logs, metrics, monitoring read, resource metadata); images are pulled through a per-repository grant."""
     for stack in STACKS:
         cfg, _, inv = plans[stack]
         for acc in cfg.accelerators:
             member = member_of(f"gke-gpu-{acc}", cfg.project)
             roles = sorted(r["inputs"]["role"] for r in resources(inv, PROJECT_IAM) if r["inputs"]["member"] == member)
-            assert roles == sorted(NODE_PROJECT_ROLES), (stack, roles)
+            assert roles == ["roles/container.defaultNodeServiceAccount"], (stack, roles)
             readers = [r["inputs"] for r in resources(inv, REPO_IAM) if r["inputs"]["member"] == member]
             assert readers == [{"location": cfg.region, "member": member, "project": cfg.project,
                                 "repository": cfg.gke.registry.repository_id, "role": "roles/artifactregistry.reader"}]
@@ -275,7 +277,7 @@ def test_weights_bucket(plans):
 def test_weights_reader_is_the_model_server_principal_on_the_bucket_only(plans):
     for stack in STACKS:
         cfg, _, inv = plans[stack]
-        principal = principal_text(placeholder("project-number"), cfg.project, "llm-serving", "model-server")
+        principal = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
         binding = one(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
         assert binding["inputs"] == {"bucket": cfg.gke.weights.bucket, "member": principal,
                                      "role": "roles/storage.objectViewer"}
@@ -291,7 +293,7 @@ def test_hub_token_secret_accessor_is_that_one_ksa(plans):
     assert cfg.gke.hub_token is not None
     acc = one(inv, "gcp:secretmanager/secretIamMember:SecretIamMember")["inputs"]
     assert acc["secretId"] == cfg.gke.hub_token.secret_id
-    assert acc["member"] == principal_text(placeholder("project-number"), cfg.project, "llm-serving", "model-server")
+    assert acc["member"] == principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
     assert not resources(inv, "gcp:secretmanager/secretVersion:SecretVersion")  # the value is added out of band
 
 

@@ -65,8 +65,11 @@ CASES: list[tuple[str, str, Mutation, str, str]] = [
     ("gke-just-too-old", "dev", lambda v: gke(v).update(min_version="1.34.0-gke.1625999"),
      "gke.min_version", "1.34.0-gke.1625999 is older than 1.34.0-gke.1626000, the first GKE version that "
      "installs the InferencePool CRD (Inference Gateway)"),
-    ("gke-version-format", "dev", lambda v: gke(v).update(min_version="1.34"),
-     "gke.min_version", "not a GKE version like 1.34.0-gke.1626000: '1.34'"),
+    ("gke-version-format", "dev", lambda v: gke(v).update(min_version="1.34.1"),
+     "gke.min_version", "not a GKE minor version like 1.34 or a version like 1.34.0-gke.1626000: '1.34.1'"),
+    ("gke-minor-too-old", "dev", lambda v: gke(v).update(min_version="1.33"),
+     "gke.min_version", "1.33 is older than 1.34, the first minor version with a release that installs the "
+     "InferencePool CRD (1.34.0-gke.1626000)"),
     ("maintenance-window-short", "dev", lambda v: gke(v)["maintenance"].update(duration_hours=3, days=["SA", "SU", "WE"]),
      "gke.maintenance.duration_hours", "GKE requires windows of at least 4 h, got 3"),
     ("maintenance-too-little", "dev", lambda v: gke(v)["maintenance"].update(days=["SU"], duration_hours=8),

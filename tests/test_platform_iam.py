@@ -3,9 +3,10 @@ project-level role. The one documented exception is the Custom Metrics Stackdriv
 Cloud Monitoring for the HPA (GKE inference autoscaling guide and samples): only that principal, only ``roles/monitoring.viewer``.
 
 Serving identities are Workload Identity principals (``principal://``, ``principalSet://``) and any
-user-managed service account. Node service accounts are user-managed and may hold exactly their four
-project roles. Google-managed service agents (``service-<number>@gcp-sa-<api>.iam.gserviceaccount.com``)
-are not identities of this stack's workloads; any other member kind at project level is a violation."""
+user-managed service account. Node service accounts are user-managed and may hold exactly GKE's documented
+node role. Google-managed service agents (``service-<number>@gcp-sa-<api>.iam.gserviceaccount.com``, or the
+member of a ``ServiceIdentity`` the stack creates) are not identities of this stack's workloads; any other
+member kind at project level is a violation."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ GOOGLE_SERVICE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gcp-sa-[a-z0-9
 
 
 def project_level_exceptions(project: str) -> set[tuple[str, str]]:
-    """(member, role) pairs allowed at project level besides the node service accounts' four roles."""
-    adapter = principal_text(placeholder("project-number"), project, "custom-metrics", "custom-metrics-stackdriver-adapter")
+    """(member, role) pairs allowed at project level besides the node service accounts' role."""
+    adapter = principal_text(placeholder("project-number"), f"{project}.svc.id.goog", "custom-metrics",
+                             "custom-metrics-stackdriver-adapter")
     return {(adapter, "roles/monitoring.viewer")}
 
 
@@ -49,6 +51,8 @@ def project_level_violations(inv: dict, project: str) -> list[str]:
     nodes = node_service_account_members(inv)
     assert nodes, "no node service account found"
     allowed = project_level_exceptions(project)
+    agents = {f"serviceAccount:{placeholder(r['name'] + '.email')}"
+              for r in resources(inv, "gcp:projects/serviceIdentity:ServiceIdentity")}
     violations = []
     for b in bindings:
         if not b["type"].startswith(PROJECT_LEVEL_MODULES):
@@ -61,7 +65,7 @@ def project_level_violations(inv: dict, project: str) -> list[str]:
             continue
         elif (member, role) in allowed:
             continue
-        elif GOOGLE_SERVICE_AGENT.match(str(member)):
+        elif GOOGLE_SERVICE_AGENT.match(str(member)) or member in agents:
             continue
         else:
             violations.append(f"{b['name']}: {member} holds {role} on the project")
@@ -79,7 +83,7 @@ def test_serving_principals_are_granted_on_single_resources(plans, stack):
     """Every Workload Identity principal binding outside the exception targets one resource (bucket,
     secret, repository), and the model server's principal reads the weights bucket."""
     cfg, _, inv = plans[stack]
-    model_server = principal_text(placeholder("project-number"), cfg.project, "llm-serving", "model-server")
+    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
     grants = [(b["type"], b["inputs"]["role"]) for b in iam_bindings(inv) if b["inputs"].get("member") == model_server]
     assert ("gcp:storage/bucketIAMMember:BucketIAMMember", "roles/storage.objectViewer") in grants
     assert not [g for g in grants if g[0].startswith(PROJECT_LEVEL_MODULES)]
@@ -105,8 +109,8 @@ def _grant(typ: str, member: str, role: str) -> dict:
 def test_violations_are_caught(plans):
     """The check is not vacuous: each of these extra bindings is reported."""
     cfg, _, inv = plans["prod"]
-    model_server = principal_text(placeholder("project-number"), cfg.project, "llm-serving", "model-server")
-    adapter = principal_text(placeholder("project-number"), cfg.project, "custom-metrics", "custom-metrics-stackdriver-adapter")
+    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
+    adapter = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "custom-metrics", "custom-metrics-stackdriver-adapter")
     member = "gcp:projects/iAMMember:IAMMember"
     bad = [
         _grant(member, model_server, "roles/storage.objectViewer"),             # serving principal, project-wide

@@ -73,6 +73,11 @@ def evaluate(name: str, resources: list[dict[str, Any]], config: dict[str, Any])
         assert isinstance(policy, StackValidationPolicy)
         prs = [PolicyResource(r["type"], _engine_props(r["inputs"]), r["urn"], r["name"], _opts(r), None, None, [], {})
                for r in resources]
+        # Link parents and dependencies by URN, as pulumi-policy's Analyzer server does for AnalyzeStack.
+        by_urn = {pr.urn: pr for pr in prs}
+        for pr, r in zip(prs, resources):
+            pr.parent = by_urn.get(r.get("parent") or "")
+            pr.dependencies = [by_urn[u] for u in r.get("dependencies", []) if u in by_urn]
         names = {r["urn"]: r["name"] for r in resources}
         policy.validate(StackValidationArgs(prs, config),
                         lambda msg, urn=None: out.append(f"{names.get(urn, '(stack)')}: {msg}"))
@@ -226,10 +231,31 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
      lambda rs: _drop(rs, ":PodDisruptionBudget", "vllm-stable-pdb"),
      ["vllm-stable-deployment: Deployment vllm-stable has no PodDisruptionBudget selecting its pods: add one with "
       "maxUnavailable: 1"]),
-    ("pdb-for-serving-workloads", "no-epp-pdb",
-     lambda rs: _drop(rs, ":PodDisruptionBudget", "vllm-canary-epp-pdb"),
-     ["vllm-canary-epp: endpoint picker vllm-canary has no PodDisruptionBudget selecting its pods: add one with "
-      "maxUnavailable: 1"]),
+    ("pdb-for-serving-workloads", "epp-pdb-stalls-drains",
+     lambda rs: rs.append({**find(rs, ":PodDisruptionBudget", "vllm-stable-pdb"), "name": "vllm-canary-epp-pdb",
+                           "urn": "urn:pulumi:prod::llm-serving::kubernetes:policy/v1:PodDisruptionBudget::vllm-canary-epp-pdb",
+                           "inputs": {"metadata": {"name": "vllm-canary-epp", "namespace": "llm-serving"},
+                                      "spec": {"maxUnavailable": 1,
+                                               "selector": {"matchLabels": {"inferencepool": "vllm-canary-epp"}}}}}),
+     ["vllm-canary-epp: endpoint picker vllm-canary runs 2 leader-elected replicas, of which only the leader is "
+      "ready: PodDisruptionBudget vllm-canary-epp can never allow evicting it and would stall every drain of its "
+      "node; remove the PodDisruptionBudget"]),
+    ("pdb-for-serving-workloads", "epp-not-spread",
+     lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["inferenceExtension"].pop("affinity"),
+     ["vllm-canary-epp: endpoint picker vllm-canary runs 2 replicas without pod anti-affinity on "
+      "kubernetes.io/hostname: one node drain could take every replica; set inferenceExtension.affinity.podAntiAffinity"]),
+    ("create-after-dependencies", "address-before-compute-api",
+     lambda rs: find(rs, ":Address", "inference-gateway-address").update(dependencies=[]),
+     ["inference-gateway-address: gcp:compute/address:Address inference-gateway-address is created through "
+      "compute.googleapis.com, which this stack enables, but does not depend on its enablement "
+      "(platform-services-compute): on a fresh project it can be created before the API is on"]),
+    ("create-after-dependencies", "wif-grant-before-cluster",
+     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader").update(
+         dependencies=[d for d in find(rs, ":BucketIAMMember", "platform-identity-weights-reader")["dependencies"]
+                       if "Cluster" not in d and "identity:WorkloadIdentity" not in d]),
+     ["platform-identity-weights-reader: gcp:storage/bucketIAMMember:BucketIAMMember platform-identity-weights-reader "
+      "grants to the Workload Identity principal of pool acme-llm-prod.svc.id.goog, but does not depend on the GKE "
+      "cluster that creates that pool: on a fresh project the grant is rejected"]),
     ("epp-min-replicas", "one-replica",
      lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"].update(replicas=1),
      ["vllm-stable-epp: endpoint picker replicas is 1: run at least 2, a picker that is down stops all routing to "
@@ -488,11 +514,17 @@ def test_mutated_inventory_fails_through_grpc_with_unknowns(tmp_path: Path, plan
     # Preview unknowns travel as the engine's sentinel and must neither crash nor hide the findings above.
     container(rs, "vllm-canary-deployment")["args"] = COMPUTED_MARKER
     find(rs, "gcp:container/cluster:Cluster", "platform-cluster-gke")["inputs"]["workloadIdentityConfig"] = COMPUTED_MARKER
+    # A dashboard that no longer waits for the Monitoring API: AnalyzeStack carries each resource's dependencies.
+    find(rs, ":Dashboard", "observability-dashboard")["dependencies"] = []
     path = tmp_path / "inventory.json"
     path.write_text(json.dumps(inv))
     out = tmp_path / "report"
     assert cli.main(["policy", "--stack", "prod", "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
     assert _findings(out) == [
+        ("create-after-dependencies", "mandatory", "observability-dashboard",
+         "gcp:monitoring/dashboard:Dashboard observability-dashboard is created through monitoring.googleapis.com, "
+         "which this stack enables, but does not depend on its enablement (platform-services-monitoring): on a fresh "
+         "project it can be created before the API is on"),
         ("gke-no-spot-nodes", "mandatory", "platform-gpu-h100-tp2-pool",
          "nodeConfig.spot is true: set it to false, spot VMs are reclaimed without notice and cannot consume a "
          "reservation"),

@@ -29,6 +29,9 @@ CHART_FILTER_SCRIPT = Path(__file__).with_name("chart_filter.py")
 #: Minimum TLS version on the gateway's HTTPS listener ; MODERN drops the legacy CBC/3DES suites.
 SSL_MIN_TLS = "TLS_1_2"
 SSL_PROFILE = "MODERN"
+#: The API whose service agent (``service-<number>@gcp-sa-dep.iam.gserviceaccount.com``) runs Service Extensions
+#: callouts such as Model Armor; see README "Deploying for real" for how to check the agent it creates.
+SERVICE_EXTENSIONS_API = "networkservices.googleapis.com"
 #: Roles the Google-managed Service Extensions agent needs to call Model Armor from the load balancer.
 MODEL_ARMOR_AGENT_ROLES = ("roles/modelarmor.calloutUser", "roles/modelarmor.user",
                            "roles/serviceusage.serviceUsageConsumer")
@@ -88,17 +91,12 @@ class PoolBackend(Component):
                 values=self.chart_values, post_renderer=post_renderer(), skip_crds=True),
             opts=self.child_opts(depends_on=[self.inference_pool]))
 
-        # The chart has no PodDisruptionBudget (none in charts/inferencepool/v1.1.0 or v1.5.0 templates). One
-        # picker may be evicted at a time, so a node drain keeps the leader or its standby; rollouts of the
-        # picker itself use the chart's Recreate strategy and are not governed by a PDB.
-        self.pdb = k8s.policy.v1.PodDisruptionBudget(
-            f"{naming.epp_name(role)}-pdb",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.epp_name(role), namespace=ns,
-                                                labels=o.labels("endpoint-picker", role)),
-            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-                max_unavailable=1,
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=o.epp_pod_selector(role))),
-            opts=k8s_opts)
+        # No PodDisruptionBudget for the picker. With more than one replica the chart turns on leader election
+        # and points the readiness probe at the gRPC health service "readiness", which only the leader passes
+        # (chart v1.5.0 epplib/templates/_deployment.yaml): a PDB counts the standby as unavailable, so no budget
+        # could ever allow evicting the leader and every node drain on the leader's node would stall. What keeps
+        # a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
+        # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
         self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool, ns),
                                 k8s_opts)
@@ -219,6 +217,16 @@ class InferenceGateway(Component):
                                      role="roles/iap.httpsResourceAccessor", member=m,
                                      opts=self.child_opts(depends_on=[iap_api]))
                 for i, m in enumerate(gw.iap.members)]
+            if gw.iap.programmatic_clients:
+                # API clients (not browsers) authenticate with an OAuth client of their own: IAP accepts their ID
+                # tokens only when the client is listed here. Service accounts can instead send a self-signed JWT
+                # (README, "Deploying for real"), which needs no listing.
+                self.iap_settings = gcp.iap.Settings(
+                    f"{name}-iap-settings", name=f"projects/{args.project}/iap_web/compute-{args.region}",
+                    access_settings=gcp.iap.SettingsAccessSettingsArgs(
+                        oauth_settings=gcp.iap.SettingsAccessSettingsOauthSettingsArgs(
+                            programmatic_clients=list(gw.iap.programmatic_clients))),
+                    opts=self.child_opts(depends_on=[iap_api]))
 
         self.model_armor = None
         if gw.model_armor is not None:
@@ -226,10 +234,14 @@ class InferenceGateway(Component):
             armor_api = gcp.projects.Service(f"{name}-modelarmor-api", project=args.project,
                                              service="modelarmor.googleapis.com", disable_on_destroy=False,
                                              opts=child)
-            agent = pulumi.Output.concat("serviceAccount:service-", args.project_number,
-                                         "@gcp-sa-dep.iam.gserviceaccount.com")
+            # The Service Extensions agent (service-<number>@gcp-sa-dep) calls Model Armor from the load balancer.
+            # A service agent exists only once something creates it; granting roles to it first fails, so the
+            # stack creates it and grants to its ``member`` output.
+            self.extensions_agent = gcp.projects.ServiceIdentity(
+                f"{name}-service-extensions-agent", project=args.project, service=SERVICE_EXTENSIONS_API,
+                opts=self.child_opts(depends_on=[armor_api]))
             grants = [gcp.projects.IAMMember(f"{name}-modelarmor-{role.split('/')[1].replace('.', '-')}",
-                                             project=args.project, role=role, member=agent,
+                                             project=args.project, role=role, member=self.extensions_agent.member,
                                              opts=self.child_opts(depends_on=[armor_api]))
                       for role in MODEL_ARMOR_AGENT_ROLES]
             self.model_armor = _cr(

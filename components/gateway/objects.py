@@ -53,6 +53,14 @@ HC_UNHEALTHY_THRESHOLD = 2
 EPP_MONITORING_INTERVAL = "10s"
 
 
+#: Endpoint-picker pod resources (see epp_values for the arithmetic against the system machine type).
+EPP_CPU_REQUEST = "500m"
+EPP_MEMORY_REQUEST = "1Gi"
+#: 2 GiB: twice the request for the picker's caches under a burst; four pickers at their limit still fit one
+#: e2-standard-4 (4 x 2 GiB + adapter + system pods < 13.3 GiB allocatable).
+EPP_MEMORY_LIMIT = "2Gi"
+
+
 # ---- typed inputs -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -88,6 +96,8 @@ class IapSpec:
     members: tuple[str, ...] = ()
     oauth_client_id: str | None = None
     oauth_client_secret_name: str | None = None
+    #: OAuth client ids allowed to call the API programmatically (IAP settings ``programmatic_clients``).
+    programmatic_clients: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -340,10 +350,23 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
         "failureMode": gw.epp.failure_mode,
         "flags": rendered_flags,
         "monitoring": monitoring,
-        # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
-        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                               "labelSelector": {"matchLabels": epp_pod_selector(pool.role)}}}]}},
+        "affinity": {
+            # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                   "labelSelector": {"matchLabels": epp_pod_selector(pool.role)}}}]},
+            # On the CPU system pool (GPU nodes are tainted, and a picker must never hold a GPU node's memory).
+            # The chart reads no nodeSelector: affinity is its only way to place the pods.
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": naming.POOL_KIND_LABEL, "operator": "In", "values": ["system"]}]}]}},
+        },
+        # The chart's default (4 CPU / 8 GiB requests) exceeds an e2-standard-4's allocatable 3920m CPU: the pickers
+        # would stay Pending. 500m / 1 GiB lets the adapter (250m / 400Mi), GKE's system pods and four pickers (two
+        # pools x leader + standby) share one e2-standard-4; the standby idles and the leader's work per request
+        # is scoring a few endpoints. Both requests are set because Helm merges maps (a lone cpu would keep the
+        # chart's 8Gi). No CPU limit: a throttled picker adds latency to every request it routes.
+        "resources": {"requests": {"cpu": EPP_CPU_REQUEST, "memory": EPP_MEMORY_REQUEST},
+                      "limits": {"memory": EPP_MEMORY_LIMIT}},
     }
     return {
         "provider": {"name": "gke"},

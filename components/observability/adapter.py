@@ -50,6 +50,8 @@ def image(digest: str | None) -> str:
 class CustomMetricsAdapterArgs:
     project: str
     project_number: pulumi.Input[str]
+    #: The cluster's Workload Identity pool output (the grant waits for the cluster).
+    workload_pool: pulumi.Input[str]
     image_digest: str | None = None
 
 
@@ -143,7 +145,7 @@ class CustomMetricsAdapter(Component):
             subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name="horizontal-pod-autoscaler",
                                               namespace="kube-system")],
             opts=child)
-        self.principal = wi_principal(args.project_number, args.project, NAMESPACE, KSA)
+        self.principal = wi_principal(args.project_number, args.workload_pool, NAMESPACE, KSA)
         # See MONITORING_VIEWER: the one justified project-level read role.
         self.monitoring_viewer = gcp.projects.IAMMember(
             f"{name}-monitoring-viewer", project=args.project, role=MONITORING_VIEWER, member=self.principal,

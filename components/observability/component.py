@@ -46,6 +46,30 @@ def pod_monitoring_specs(scrape_interval_seconds: int) -> dict[str, dict]:
 
 
 @dataclass(frozen=True)
+class ChannelSpec:
+    """A notification channel: an existing one (``existing_name``), or one to create (``type`` + ``labels``).
+    ``secret_labels`` are plain API labels holding a secret (a webhook URL with its token) and
+    ``sensitive_labels`` the API's write-only labels (a PagerDuty key); both reach resources only as Pulumi
+    secrets."""
+
+    existing_name: str | None = None
+    type: str | None = None
+    display_name: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    secret_labels: tuple[tuple[str, str], ...] = ()
+    sensitive_labels: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.existing_name is None) == (self.type is None):
+            raise ValueError("ChannelSpec: give existing_name or type (with labels), not both")
+
+
+#: Cloud Monitoring channel types of the channel kinds the stack creates, and where each one's address goes
+#: (``labels`` are plain; ``sensitive_labels`` are write-only in the API and secrets in the Pulumi state).
+CHANNEL_TYPES = {"email": "email", "pagerduty": "pagerduty", "webhook": "webhook_tokenauth"}
+
+
+@dataclass(frozen=True)
 class ObservabilityArgs:
     project: str
     environment: str
@@ -56,9 +80,11 @@ class ObservabilityArgs:
     scale_targets: Mapping[str, pulumi.Input[str]]
     thresholds: Thresholds
     scrape_interval_seconds: int
-    notification_channels: tuple[str, ...]
+    notification_channels: tuple[ChannelSpec, ...]
     adapter_image_digest: str | None
     project_number: pulumi.Input[str]
+    #: The cluster's Workload Identity pool output (the adapter's grant waits for the cluster).
+    workload_pool: pulumi.Input[str]
 
     def __post_init__(self) -> None:
         missing = sorted({p.role for p in self.pools} - set(self.scale_targets))
@@ -80,6 +106,7 @@ class Observability(Component):
         self.pools = args.pools
         self.adapter = CustomMetricsAdapter(
             f"{name}-adapter", CustomMetricsAdapterArgs(project=args.project, project_number=args.project_number,
+                                                        workload_pool=args.workload_pool,
                                                         image_digest=args.adapter_image_digest), opts=child)
         labels = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "autoscaling"}
         self.hpas: dict[str, k8s.autoscaling.v2.HorizontalPodAutoscaler] = {}
@@ -105,6 +132,11 @@ class Observability(Component):
             panels(list(args.pools), args.thresholds, queue_target, args.scrape_interval_seconds))
         self.dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", project=args.project,
                                                   dashboard_json=self.dashboard_json, opts=child)
+        self.channels = [self._channel(name, i, c) for i, c in enumerate(args.notification_channels)
+                         if c.existing_name is None]
+        self.channel_names: list[pulumi.Input[str]] = [c.existing_name for c in args.notification_channels
+                                                       if c.existing_name is not None]
+        self.channel_names += [c.name for c in self.channels]
         self.alert_specs = alerting.alert_specs(list(args.pools), args.thresholds)
         self.alert_policies = [self._policy(name, args, s) for s in self.alert_specs]
         self.register_outputs({
@@ -114,6 +146,18 @@ class Observability(Component):
             "alert_policies": [a.display_name for a in self.alert_policies],
         })
 
+    def _channel(self, name: str, index: int, c: ChannelSpec) -> gcp.monitoring.NotificationChannel:
+        sensitive = dict(c.sensitive_labels)
+        return gcp.monitoring.NotificationChannel(
+            f"{name}-channel-{index}", project=self.args.project, type=str(c.type), display_name=c.display_name,
+            labels={**dict(c.labels), **{k: pulumi.Output.secret(v) for k, v in c.secret_labels}} or None,
+            sensitive_labels=(gcp.monitoring.NotificationChannelSensitiveLabelsArgs(
+                service_key=pulumi.Output.secret(sensitive["service_key"]) if "service_key" in sensitive else None,
+                auth_token=pulumi.Output.secret(sensitive["auth_token"]) if "auth_token" in sensitive else None)
+                if sensitive else None),
+            user_labels={"environment": self.args.environment},
+            opts=self.child_opts())
+
     def _policy(self, name: str, args: ObservabilityArgs, s: alerting.AlertSpec) -> gcp.monitoring.AlertPolicy:
         slug = f"{s.role}-{''.join('-' + c.lower() if c.isupper() else c for c in s.name).lstrip('-')}"
         return gcp.monitoring.AlertPolicy(
@@ -122,7 +166,7 @@ class Observability(Component):
             display_name=f"[{args.environment}] {s.name} ({s.role})",
             combiner="OR",
             severity=s.severity,
-            notification_channels=list(args.notification_channels),
+            notification_channels=list(self.channel_names),
             user_labels={"environment": args.environment, "pool": s.role},
             documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
                 content=f"{s.summary}.\n\nCondition: `{s.expr}` for {s.for_seconds}s.", mime_type="text/markdown",
@@ -131,6 +175,9 @@ class Observability(Component):
                 display_name=s.summary[:100],
                 condition_prometheus_query_language=gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
                     query=s.expr,
+                    # The policies are created before any vLLM has exported a sample; with validation on, the API
+                    # rejects a condition on a metric it has never seen, and the first apply fails.
+                    disable_metric_validation=True,
                     duration=f"{s.for_seconds}s",
                     evaluation_interval=f"{alerting.EVALUATION_INTERVAL_SECONDS}s",
                     alert_rule=s.name,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import naming
 from . import metrics as m
@@ -24,6 +24,8 @@ class Panel:
     thresholds: tuple[tuple[str, float], ...] = ()
     text: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: The queries group by pool and release (one line per pool/release); per-pool panels are not split.
+    split: bool = False
 
 
 def dashboard_window(scrape_interval_seconds: int) -> str:
@@ -74,6 +76,8 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
             ("success ratio", m.finish_success_ratio(w)),
         ), "1"),
     ]
+    # The panels above group every query by pool and release; the per-pool panels below select one pool.
+    out = [replace(panel, split=True) for panel in out]
     for p in pools:
         tag = f"{p.role} ({p.release})"
         out.append(Panel(f"Replicas vs HPA target — {tag}", (
@@ -112,6 +116,13 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
     return out
 
 
+def legend_template(legend: str, split: bool) -> str:
+    """Series name in a chart legend: the panel's line name, then (for panels whose queries group by pool and
+    release) the pool and release of the series, by ``${label}`` interpolation (monitoring.v1
+    ``DataSet.legendTemplate``). Without it the p50 / p95 / p99 lines of one chart are indistinguishable."""
+    return f"{legend} " + " ".join(f"${{{label}}}" for label in m.SPLIT) if split else legend
+
+
 def _widget(p: Panel) -> dict:
     if p.text is not None:
         return {"title": p.title, "text": {"content": p.text, "format": "MARKDOWN"}}
@@ -119,8 +130,9 @@ def _widget(p: Panel) -> dict:
         "dataSets": [{
             "plotType": "LINE",
             "targetAxis": "Y1",
+            "legendTemplate": legend_template(legend, p.split),
             "timeSeriesQuery": {"prometheusQuery": q, **({"unitOverride": p.unit} if p.unit else {})},
-        } for _legend, q in p.queries],
+        } for legend, q in p.queries],
         "yAxis": {"scale": "LINEAR"},
     }
     if p.thresholds:
@@ -129,9 +141,13 @@ def _widget(p: Panel) -> dict:
 
 
 def dashboard_json(display_name: str, panel_list: list[Panel]) -> str:
+    """The dashboard as the API stores it. The Dashboards API keeps proto3 JSON, which drops fields holding their
+    default: a rendered ``xPos: 0`` would never come back, and every ``pulumi up`` would show a diff. Zero
+    positions are therefore omitted (0 is what the API means by an absent position)."""
     tiles = []
     for i, p in enumerate(panel_list):
-        tiles.append({"xPos": (i % 2) * TILE_WIDTH, "yPos": (i // 2) * TILE_HEIGHT, "width": TILE_WIDTH,
+        x, y = (i % 2) * TILE_WIDTH, (i // 2) * TILE_HEIGHT
+        tiles.append({**({"xPos": x} if x else {}), **({"yPos": y} if y else {}), "width": TILE_WIDTH,
                       "height": TILE_HEIGHT, "widget": _widget(p)})
     return json.dumps({"displayName": display_name, "mosaicLayout": {"columns": GRID_COLUMNS, "tiles": tiles}},
                       sort_keys=True, indent=None, separators=(",", ":"))

@@ -145,6 +145,8 @@ class ModelServerArgs:
     #: Starting replica count (the HPA owns it afterwards) and the rollout surge the reservation holds.
     min_replicas: int
     max_surge: int
+    #: The most replicas one rollout may have to replace: the HPA's maxReplicas.
+    rollout_replicas: int
     #: Voluntary disruptions allowed at once: the replica failures the N+1 headroom absorbs.
     max_unavailable_disruptions: int
     namespace: pulumi.Input[str]
@@ -322,6 +324,21 @@ def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
     )
 
 
+def progress_deadline_seconds(probes: ProbeTimings) -> int:
+    """How long one replica may take to progress: its startup window plus node provisioning and image pull."""
+    return probes.startup_window_seconds + PROGRESS_SLACK_SECONDS
+
+
+def rollout_timeout(args: ModelServerArgs) -> pulumi.CustomTimeouts:
+    """pulumi-kubernetes waits for a Deployment to become ready, 10 minutes by default. A rollout replaces at
+    most ``rollout_replicas`` pods ``max_surge`` at a time, each allowed the progress deadline, so the wait must
+    cover deadline x ceil(replicas / surge); a shorter timeout fails ``pulumi up`` and skips every resource that
+    depends on the Deployment while the rollout is still healthy."""
+    steps = -(-args.rollout_replicas // max(1, args.max_surge))
+    seconds = progress_deadline_seconds(args.probes) * steps
+    return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
+
+
 def deployment_spec(args: ModelServerArgs, script_sha: str) -> k8s.apps.v1.DeploymentSpecArgs:
     probes = args.probes
     return k8s.apps.v1.DeploymentSpecArgs(
@@ -330,7 +347,7 @@ def deployment_spec(args: ModelServerArgs, script_sha: str) -> k8s.apps.v1.Deplo
         strategy=k8s.apps.v1.DeploymentStrategyArgs(
             type="RollingUpdate",
             rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=args.max_surge, max_unavailable=0)),
-        progress_deadline_seconds=probes.startup_window_seconds + PROGRESS_SLACK_SECONDS,
+        progress_deadline_seconds=progress_deadline_seconds(probes),
         revision_history_limit=REVISION_HISTORY_LIMIT,
         template=core.PodTemplateSpecArgs(
             metadata=meta.ObjectMetaArgs(labels=pod_labels(args.role, args.release),
@@ -415,7 +432,8 @@ class ModelServer(Component):
             f"{name}-deployment",
             metadata=meta_of(deployment, {**args.release.annotations(), **plan_annotations(args)}),
             spec=deployment_spec(args, sha),
-            opts=self.child_opts(depends_on=[self.config_map], ignore_changes=["spec.replicas"]))
+            opts=self.child_opts(depends_on=[self.config_map], ignore_changes=["spec.replicas"],
+                                 custom_timeouts=rollout_timeout(args)))
         self.pdb = k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=meta_of(deployment), spec=pdb_spec(args.role, args.max_unavailable_disruptions),
             opts=child)

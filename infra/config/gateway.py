@@ -82,6 +82,10 @@ class Iap(Strict):
         "``domain:``)."))
     oauth_client_id: Annotated[str, Field(pattern=r"^[-0-9a-z]+\.apps\.googleusercontent\.com$")] | None = Field(None, description=(
         "Custom OAuth client id; omit (with the secret name) for the Google-managed client."))
+    programmatic_clients: list[Annotated[str, Field(pattern=r"^[-0-9a-z]+\.apps\.googleusercontent\.com$")]] = Field([], description=(
+        "OAuth client ids whose ID tokens IAP accepts from programmatic (non-browser) API clients. With IAP's "
+        "Google-managed OAuth client no API client is admitted otherwise; service accounts may instead send a "
+        "self-signed JWT (README, \"Deploying for real\")."))
     oauth_client_secret_name: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(None, description=(
         "Existing Kubernetes Secret (key ``key``) in the serving namespace holding the custom client's secret."))
 

@@ -21,7 +21,9 @@ from .base import Strict, check
 #: It also satisfies the Inference Gateway deploy page's floor of 1.32.3 (GKE Inference Gateway deploy guide).
 INFERENCE_GATEWAY_MIN_GKE = "1.34.0-gke.1626000"
 
-GKE_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-gke\.(?P<build>\d+)$")
+GKE_VERSION_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)\.(?P<patch>[0-9]+)-gke\.(?P<build>[0-9]+)\Z")
+#: A minor version (``1.34``): GKE resolves it to a patch the cluster's release channel currently offers.
+GKE_MINOR_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)\Z")
 #: GKE's private control-plane range must be exactly a /28.
 MASTER_PREFIX_LEN = 28
 #: GKE maintenance policy: each recurring window lasts at least 4 hours, and the windows must add up to at
@@ -212,7 +214,10 @@ class GkeConfig(Strict):
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(description=(
         "GKE release channel the cluster and node pools auto-upgrade on."))
     min_version: str = Field(description=(
-        "Minimum control-plane version (``min_master_version``), at least INFERENCE_GATEWAY_MIN_GKE."))
+        "Minimum control-plane version (``min_master_version``): a minor version such as ``1.34`` (GKE picks a "
+        "patch the release channel offers; an exact patch can disappear from a channel and then fails cluster "
+        "creation) or an exact ``1.34.1-gke.3899000``; at least 1.34.0-gke.1626000, the first GKE version that "
+        "installs the InferencePool CRD."))
     maintenance: MaintenanceWindow = Field(description="Weekly maintenance window (UTC).")
     system_pool: SystemPool = Field(description="The CPU system node pool.")
     registry: ArtifactRegistry = Field(description="Artifact Registry repository of the serving images.")
@@ -228,18 +233,27 @@ class GkeConfig(Strict):
 
     @model_validator(mode="after")
     def _version(self) -> "GkeConfig":
-        v, floor = parse_gke_version(self.min_version), parse_gke_version(INFERENCE_GATEWAY_MIN_GKE)
+        floor = parse_gke_version(INFERENCE_GATEWAY_MIN_GKE)
         assert floor is not None
-        if v is None:
-            check([("min_version", f"not a GKE version like {INFERENCE_GATEWAY_MIN_GKE}: {self.min_version!r}")])
-        elif v < floor:
+        exact, minor = parse_gke_version(self.min_version), GKE_MINOR_RE.match(self.min_version)
+        if exact is None and minor is None:
+            check([("min_version", f"not a GKE minor version like 1.34 or a version like {INFERENCE_GATEWAY_MIN_GKE}: "
+                    f"{self.min_version!r}")])
+        elif exact is not None and exact < floor:
             check([("min_version", f"{self.min_version} is older than {INFERENCE_GATEWAY_MIN_GKE}, the first GKE "
                     "version that installs the InferencePool CRD (Inference Gateway)")])
+        elif minor is not None and (int(minor["major"]), int(minor["minor"])) < floor[:2]:
+            check([("min_version", f"{self.min_version} is older than {floor[0]}.{floor[1]}, the first minor version "
+                    f"with a release that installs the InferencePool CRD ({INFERENCE_GATEWAY_MIN_GKE})")])
         return self
 
     @property
     def minor_version(self) -> str:
-        """``1.34`` of ``1.34.1-gke.3899000``: the Kubernetes API version manifests are validated against."""
+        """``1.34`` of ``1.34`` or ``1.34.1-gke.3899000``: the Kubernetes API version manifests are validated
+        against."""
         v = parse_gke_version(self.min_version)
-        assert v is not None
+        if v is None:
+            m = GKE_MINOR_RE.match(self.min_version)
+            assert m is not None
+            return f"{m['major']}.{m['minor']}"
         return f"{v[0]}.{v[1]}"

@@ -7,14 +7,69 @@ Latency thresholds are NOT entered here: the TTFT / ITL alerts fire at the contr
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from .base import Strict, check
 
 #: Cloud Monitoring notification channel resource name.
-CHANNEL_RE = re.compile(r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/notificationChannels/\d+$")
+CHANNEL_RE = re.compile(r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/notificationChannels/[0-9]+\Z")
+EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\Z")
+
+
+class NotificationChannel(Strict):
+    """Who an alert reaches: a channel the stack creates (``type`` email / pagerduty / webhook), or an existing one
+    referenced by its full name with ``existing: true``. Secrets (PagerDuty service key, webhook URL with its
+    token) are given as ``secure:`` values in the stack file."""
+
+    existing: bool = Field(False, description="Reference an existing channel by ``name`` instead of creating one.")
+    name: str | None = Field(None, description=(
+        "Existing channel: ``projects/<project>/notificationChannels/<numeric id>`` (only with ``existing: true``)."))
+    type: Literal["email", "pagerduty", "webhook"] | None = Field(None, description=(
+        "Channel the stack creates: ``email`` (``email_address``), ``pagerduty`` (``service_key``) or ``webhook`` "
+        "(token-authenticated ``url``)."))
+    display_name: Annotated[str, Field(min_length=1, max_length=100)] | None = Field(None, description=(
+        "Name shown in Cloud Monitoring for a created channel."))
+    email_address: str | None = Field(None, description="E-mail address of an ``email`` channel.")
+    service_key: str | None = Field(None, description=(
+        "PagerDuty integration key of a ``pagerduty`` channel (a ``secure:`` value)."))
+    url: str | None = Field(None, description=(
+        "HTTPS endpoint of a ``webhook`` channel, token included (a ``secure:`` value)."))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "NotificationChannel":
+        problems: list[tuple[str, str]] = []
+        created_fields = {"type": self.type, "display_name": self.display_name, "email_address": self.email_address,
+                          "service_key": self.service_key, "url": self.url}
+        if self.existing:
+            if self.name is None:
+                problems.append(("name", "required for an existing channel"))
+            elif not CHANNEL_RE.match(self.name):
+                problems.append(("name", "must be projects/<project>/notificationChannels/<numeric id>"))
+            problems += [(k, "only for a channel the stack creates (existing: false)")
+                         for k, v in created_fields.items() if v is not None]
+            check(problems)
+            return self
+        if self.name is not None:
+            problems.append(("name", "only for an existing channel (existing: true); a created channel gets its name "
+                                     "from Cloud Monitoring"))
+        needed = {"email": "email_address", "pagerduty": "service_key", "webhook": "url"}
+        if self.type is None:
+            problems.append(("type", "required for a channel the stack creates: email, pagerduty or webhook"))
+        else:
+            if created_fields[needed[self.type]] is None:
+                problems.append((needed[self.type], f"required for an {self.type} channel" if self.type == "email" else f"required for a {self.type} channel"))
+            problems += [(k, f"not used by a {self.type} channel") for k in needed.values()
+                         if k != needed[self.type] and created_fields[k] is not None]
+        if self.display_name is None and self.type is not None:
+            problems.append(("display_name", "required for a channel the stack creates"))
+        if self.email_address is not None and not EMAIL_RE.match(self.email_address):
+            problems.append(("email_address", "not an e-mail address"))
+        if self.url is not None and not (self.url.startswith("https://") or self.url.startswith("<secret:")):
+            problems.append(("url", "must be an https:// URL (the token travels in it)"))
+        check(problems)
+        return self
 SHA256_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -30,9 +85,9 @@ class Autoscaling(Strict):
 
 
 class Alerts(Strict):
-    notification_channels: list[str] = Field([], description=(
-        "Cloud Monitoring notification channels (``projects/<project>/notificationChannels/<id>``) every alert "
-        "policy notifies. Prod must name at least one: an alert nobody receives is not an alert."))
+    notification_channels: Annotated[list[NotificationChannel], Field(max_length=16)] = Field([], description=(
+        "Who every alert policy notifies: channels the stack creates, or existing ones by name. Prod must have at "
+        "least one: an alert nobody receives is not an alert. At most 16 (Cloud Monitoring's limit per policy)."))
     kv_cache_usage: Annotated[float, Field(gt=0, le=1)] = Field(0.9, description=(
         "KV-cache usage (0-1) that, sustained for ``kv_cache_for_minutes``, means the pool is out of KV blocks: new "
         "sequences wait or preempt others. 0.9 is the issue's threshold."))
@@ -62,11 +117,9 @@ class Observability(Strict):
     @model_validator(mode="after")
     def _checks(self) -> "Observability":
         problems = []
-        for i, channel in enumerate(self.alerts.notification_channels):
-            if not CHANNEL_RE.match(channel):
-                problems.append(("alerts.notification_channels",
-                                 f"[{i}] must be projects/<project>/notificationChannels/<numeric id>, got {channel!r}"))
-        if len(set(self.alerts.notification_channels)) != len(self.alerts.notification_channels):
+        keys = [c.name if c.existing else (c.type, c.email_address, c.display_name)
+                for c in self.alerts.notification_channels]
+        if len(set(keys)) != len(keys):
             problems.append(("alerts.notification_channels", "channels must be unique"))
         kv = self.autoscaling.kv_cache_target
         if kv is not None and kv >= self.alerts.kv_cache_usage:

@@ -7,6 +7,11 @@
                                                  exit 1 on a mandatory violation
     llm-serving diff OLD_DIR NEW_DIR             added / removed / changed resources, replacements flagged
     llm-serving diff --rev REV --stack prod      the stack's plan at a git revision vs the working tree
+    llm-serving bench --stack prod --pool stable --url URL --tokenizer DIR
+                                                 open-loop benchmark of one replica -> measurement record
+    llm-serving release stage DIR --bucket B --model M --revision R
+                                                 stage weights create-only + checksum manifest
+    llm-serving release hydrate-runbook ...      gcloud steps: Hyperdisk ML snapshot of a staged release
 
 Exit codes: 0 ok, 1 a mandatory policy violation, 2 bad input (every problem listed, nothing written).
 """
@@ -15,8 +20,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..config import ConfigError
 from ..resolve import ResolvedStack, resolve_stack
@@ -27,6 +33,9 @@ from .plan_diff import PlanDiffError
 from .planrun import OutputDirError, PlanRun, add_owned_file, run_plan, summary, write_plan
 from .stackfile import ROOT, STACKS_DIR, StackFileError, read_stack_file
 
+if TYPE_CHECKING:
+    from .bench.target import BenchTarget
+
 EXIT_CONFIG = 2
 EXIT_POLICY = 1
 
@@ -35,6 +44,38 @@ def resolve(stack: str, stacks_dir: Path | None = None) -> ResolvedStack:
     """The stack resolved without running the program (for commands that need no resources)."""
     sf = read_stack_file(stack, stacks_dir or STACKS_DIR)
     return resolve_stack(sf.values, stack, ROOT)
+
+
+def bench_target(args: argparse.Namespace) -> "BenchTarget":
+    """The pool of ``--stack`` / ``--pool`` as the benchmark measures it: release identity, the exact vLLM
+    arguments the plan renders, accelerator and contract. The replica's URL and a local copy of the release's
+    tokenizer come from the command line: the plan cannot know them."""
+    from .bench.target import BenchTarget, args_sha256
+    from .bench.cli import BenchError
+
+    if not args.stack:
+        raise BenchError("--stack is required: the release, arguments and contract come from its plan")
+    if not args.url:
+        raise BenchError("--url is required: the root URL of ONE replica of the pool (e.g. a kubectl port-forward)")
+    if not args.tokenizer:
+        raise BenchError("--tokenizer DIR is required: a local copy of the release's tokenizer files")
+    resolved = resolve(args.stack, args.stacks_dir)
+    cfg, plan = resolved.config, resolved.plan
+    if args.pool not in plan.pools:
+        raise BenchError(f"--pool {args.pool!r}: stack {args.stack} has pools {', '.join(sorted(plan.pools))}")
+    p = plan.pools[args.pool]
+    acc = cfg.accelerators[p.accelerator] if p.accelerator else None
+    c = cfg.contract
+    return BenchTarget(
+        base_url=args.url.rstrip("/"), served_model_name=p.release.release, release=p.release.release,
+        image_digest=p.release.digest, vllm_version=p.release.vllm_version,
+        machine_type=acc.machine_type if acc else "", gpu_type=acc.gpu_type if acc else "",
+        gpus_per_node=acc.gpus_per_node if acc else 0, tensor_parallel_size=p.release.tensor_parallel_size,
+        vllm_args=p.vllm_args, vllm_args_sha256=args_sha256(p.vllm_args), ttft_p95_ms=c.ttft_p95_ms,
+        itl_p95_ms=c.itl_p95_ms, max_input_tokens=c.max_input_tokens, max_output_tokens=c.max_output_tokens,
+        prompt_mean_tokens=c.prompt_tokens.mean, prompt_p95_tokens=c.prompt_tokens.p95,
+        output_mean_tokens=c.output_tokens.mean, output_p95_tokens=c.output_tokens.p95,
+        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes), tokenizer_path=args.tokenizer)
 
 
 def default_out(stack: str) -> Path:
@@ -136,10 +177,19 @@ def parser() -> argparse.ArgumentParser:
     sd.add_argument("--rev", help="git revision to plan as the old side (the working tree is the new side)")
     sd.add_argument("--stack", help="stack to plan with --rev")
     sd.set_defaults(fn=cmd_diff)
+    from .bench.cli import register as register_bench
+
+    sb = register_bench(sub, bench_target)
+    sb.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default stacks/)")
+    from .release import register as register_release
+
+    register_release(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # google-api-core warns on import that it will drop Python 3.11 in 2027: not actionable for a user here.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="google.api_core")
     args = parser().parse_args(argv)
     try:
         return args.fn(args)

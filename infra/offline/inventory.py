@@ -23,7 +23,7 @@ SECRET_MARKER = "[secret]"
 #: The options recorded for every resource, with their types.
 OPTION_KEYS: dict[str, type] = {
     "protect": bool, "delete_before_replace": bool, "ignore_changes": list, "replace_on_changes": list,
-    "retain_on_delete": bool, "additional_secret_outputs": list,
+    "retain_on_delete": bool, "additional_secret_outputs": list, "custom_timeouts": dict,
 }
 
 

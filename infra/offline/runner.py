@@ -49,6 +49,7 @@ CLOUD_OUTPUTS: dict[str, tuple[str, ...]] = {
     "gcp:storage/bucket:Bucket": ("selfLink",),
     "gcp:serviceaccount/account:Account": ("uniqueId",),
     "gcp:secretmanager/secret:Secret": ("name",),
+    "gcp:monitoring/notificationChannel:NotificationChannel": ("name",),
 }
 
 
@@ -66,6 +67,10 @@ def _cloud_outputs(typ: str, name: str, inputs: dict[str, Any], project: str) ->
         out["name"] = inputs["repositoryId"]
     if typ == "gcp:storage/bucket:Bucket" and "name" in inputs:
         out["url"] = f"gs://{inputs['name']}"
+    if typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        # A service agent's e-mail is chosen by Google when the agent is created.
+        out["email"] = placeholder(f"{name}.email")
+        out["member"] = f"serviceAccount:{out['email']}"
     return out
 
 
@@ -109,6 +114,11 @@ def _registration(request: Any, urn: str) -> Resource:
         "retain_on_delete": bool(request.retainOnDelete),
         "additional_secret_outputs": sorted(request.additionalSecretOutputs),
     }
+    if request.HasField("customTimeouts"):
+        timeouts = {k: v for k, v in (("create", request.customTimeouts.create), ("update", request.customTimeouts.update),
+                                      ("delete", request.customTimeouts.delete)) if v}
+        if timeouts:
+            options["custom_timeouts"] = timeouts
     return Resource(
         urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
         parent=request.parent or None, provider=_strip_provider_id(request.provider),

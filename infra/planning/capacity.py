@@ -91,14 +91,17 @@ def kv_budget_bytes_per_device(gpu_memory_gib: float, utilization: float, weight
     return gpu_memory_gib * GIB * utilization - weights / tp - overhead_gib * GIB
 
 
-def blocks_rounded(tokens: float) -> int:
-    return math.ceil(tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+def blocks_rounded(tokens: float, block_tokens: int = KV_BLOCK_TOKENS) -> int:
+    """Tokens a sequence of ``tokens`` occupies: whole KV blocks (``block_tokens`` is the engine's block size:
+    16 with vLLM on CUDA, 128 with vLLM's CPU backend)."""
+    return math.ceil(tokens / block_tokens) * block_tokens
 
 
-def max_sequences(budget_bytes: float, per_token_bytes: float, tokens_per_sequence: float) -> int:
+def max_sequences(budget_bytes: float, per_token_bytes: float, tokens_per_sequence: float,
+                  block_tokens: int = KV_BLOCK_TOKENS) -> int:
     if budget_bytes <= 0:
         return 0
-    return math.floor(budget_bytes / (per_token_bytes * blocks_rounded(tokens_per_sequence)))
+    return math.floor(budget_bytes / (per_token_bytes * blocks_rounded(tokens_per_sequence, block_tokens)))
 
 
 # ---- throughput and cost --------------------------------------------------------------------------
@@ -154,6 +157,8 @@ class PoolInputs:
     theta_i: float | None
     min_replicas: int
     max_replicas: int
+    #: The engine's KV block size in tokens (16: vLLM on CUDA; vLLM's CPU backend uses 128).
+    kv_block_tokens: int = KV_BLOCK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -215,14 +220,14 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
             "weights", f"weights do not fit: {w / GIB:.1f} GiB / TP {tp} = {w / tp / GIB:.1f} GiB per GPU + "
             f"{p.runtime_overhead_gib:.1f} GiB overhead > {p.gpu_memory_gib:.0f} GiB x "
             f"{p.gpu_memory_utilization} = {p.gpu_memory_gib * p.gpu_memory_utilization:.1f} GiB usable")
-    seqs_max = max_sequences(budget, k_dev, p.max_model_len)
+    seqs_max = max_sequences(budget, k_dev, p.max_model_len, p.kv_block_tokens)
     if seqs_max == 0:
         raise PlanningError(
             "max_model_len", f"max_model_len {p.max_model_len} leaves zero concurrency: one sequence needs "
-            f"{k_dev * blocks_rounded(p.max_model_len) / GIB:.2f} GiB of KV cache per GPU, the budget is "
+            f"{k_dev * blocks_rounded(p.max_model_len, p.kv_block_tokens) / GIB:.2f} GiB of KV cache per GPU, the budget is "
             f"{budget / GIB:.2f} GiB")
     mean_ctx = p.mean_prompt_tokens + p.mean_output_tokens
-    seqs_mean = max_sequences(budget, k_dev, mean_ctx)
+    seqs_mean = max_sequences(budget, k_dev, mean_ctx, p.kv_block_tokens)
     max_num_seqs = max(1, min(seqs_mean, MAX_NUM_SEQS_CAP))
     batched = max(default_max_num_batched_tokens(p.gpu_memory_gib), max_num_seqs)
     replica_hourly = p.node_hourly_usd * tp / p.gpus_per_node

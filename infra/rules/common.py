@@ -91,10 +91,12 @@ def split_is_cache_compatible(cfg: StackConfig) -> Iterator[Finding]:
 @rule(needs={"observability", "project"})
 def channels_belong_to_project(cfg: StackConfig) -> Iterator[Finding]:
     for i, channel in enumerate(cfg.observability.alerts.notification_channels):
-        owner = channel.split("/")[1]
+        if not channel.existing or channel.name is None:
+            continue
+        owner = channel.name.split("/")[1]
         if owner != cfg.project:
-            yield (("observability", "alerts", "notification_channels"),
-                   f"[{i}] {channel!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify "
+            yield (("observability", "alerts", "notification_channels", i, "name"),
+                   f"{channel.name!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify "
                    "its own channels")
 
 

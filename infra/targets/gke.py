@@ -16,7 +16,7 @@ from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, Gat
                                         PoolRoute, PriorityClassSpec)
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
-from components.observability.component import Observability, ObservabilityArgs
+from components.observability.component import CHANNEL_TYPES, ChannelSpec, Observability, ObservabilityArgs
 from components.observability.views import PoolView, Thresholds
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
@@ -26,6 +26,7 @@ from components.weights import HyperdiskSpec
 from ..config.accelerator import AcceleratorTopology, boot_disk_type
 from ..config.gateway import GatewayConfig
 from ..config.gke import GkeConfig
+from ..config.observability import NotificationChannel
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
 from ..planning.plan import StackPlan
@@ -95,10 +96,24 @@ def gateway_spec(gw: GatewayConfig) -> GatewaySpec:
         certificate=CertificateSpec(gw.certificate.source, tuple(gw.certificate.names)),
         epp=EndpointPickerSpec(chart=e.chart, version=e.version, replicas=e.replicas, failure_mode=e.failure_mode,
                                kv_cache_metric=e.kv_cache_metric, install_objective_crds=e.install_objective_crds),
-        iap=IapSpec(gw.iap.enabled, tuple(gw.iap.members), gw.iap.oauth_client_id, gw.iap.oauth_client_secret_name),
+        iap=IapSpec(gw.iap.enabled, tuple(gw.iap.members), gw.iap.oauth_client_id, gw.iap.oauth_client_secret_name,
+                    tuple(gw.iap.programmatic_clients)),
         model_armor=(ModelArmorSpec(gw.model_armor.template, gw.model_armor.fail_open, gw.model_armor.timeout_ms)
                      if gw.model_armor else None),
         request_log_sample_rate=gw.request_log_sample_rate, allow_global_access=gw.allow_global_access)
+
+
+def channel_spec(c: NotificationChannel) -> ChannelSpec:
+    if c.existing:
+        return ChannelSpec(existing_name=c.name)
+    assert c.type is not None  # validated: a created channel names its type
+    if c.type == "email":
+        return ChannelSpec(type=CHANNEL_TYPES["email"], display_name=c.display_name,
+                           labels=(("email_address", str(c.email_address)),))
+    if c.type == "pagerduty":
+        return ChannelSpec(type=CHANNEL_TYPES["pagerduty"], display_name=c.display_name,
+                           sensitive_labels=(("service_key", str(c.service_key)),))
+    return ChannelSpec(type=CHANNEL_TYPES["webhook"], display_name=c.display_name, secret_labels=(("url", str(c.url)),))
 
 
 def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
@@ -141,7 +156,8 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
                                    gpus=p.release.tensor_parallel_size),
             accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
-            max_surge=ROLLOUT_SURGE_REPLICAS, max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
+            max_surge=ROLLOUT_SURGE_REPLICAS, rollout_replicas=p.hpa.max_replicas,
+            max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
             namespace=platform.serving_namespace, service_account=platform.model_server_ksa,
             proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
             contract_max_model_len=cfg.contract.max_model_len,
@@ -160,10 +176,10 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                                for c in cfg.contract.priority_classes),
         backend_timeout_seconds=plan.backend_timeout_seconds,
         subnetwork=platform.network.subnet.id, project_number=platform.project_number),
-        # No depends_on: every Kubernetes object takes the namespace from the platform's Output (so it waits for
-        # the Namespace), and nothing here needs a model server to be up. Waiting for the Deployments' rollouts
-        # would only serialise the first deploy.
-        opts=k8s)
+        # Every Kubernetes object takes the namespace from the platform's Output (so it waits for the Namespace);
+        # the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
+        # the Deployments' rollouts would only serialise the first deploy.
+        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
 
     # Autoscaling and observability: custom-metrics adapter, one HPA per pool scaling its model server's
     # Deployment (which ignores spec.replicas: the HPA owns the count), the vLLM PodMonitoring, dashboard, alerts.
@@ -172,9 +188,11 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         project=cfg.project, environment=cfg.environment, namespace=platform.serving_namespace,
         pools=pool_views(cfg, plan), scale_targets={r: m.deployment_name for r, m in model_servers.items()},
         thresholds=thresholds(cfg), scrape_interval_seconds=obs.scrape_interval_seconds,
-        notification_channels=tuple(obs.alerts.notification_channels),
-        adapter_image_digest=obs.adapter_image_digest, project_number=platform.project_number),
-        opts=k8s)
+        notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),
+        adapter_image_digest=obs.adapter_image_digest, project_number=platform.project_number,
+        workload_pool=platform.workload_pool),
+        # The dashboard and alert policies need the Monitoring API.
+        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
 
     return {
         "cluster": {"name": platform.cluster.name, "location": platform.gke.location,

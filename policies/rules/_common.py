@@ -370,15 +370,21 @@ def selector_matches(selector: Any, labels: Any) -> bool | None:
         selector = {}
     if not isinstance(selector, dict):
         return None
-    match = selector.get("matchLabels") or {}
-    if match is UNKNOWN or not isinstance(match, dict):
+    match = selector.get("matchLabels")
+    if match is UNKNOWN:  # checked before defaulting: UNKNOWN is falsy, and {} would select every pod
+        return None
+    match = match or {}
+    if not isinstance(match, dict):
         return None
     for k, v in match.items():
         if v is UNKNOWN or labels.get(k) is UNKNOWN:
             return None
         if labels.get(k) != v:
             return False
-    for expr in selector.get("matchExpressions") or []:
+    exprs = selector.get("matchExpressions")
+    if exprs is UNKNOWN:
+        return None
+    for expr in exprs or []:
         if not isinstance(expr, dict) or not known(*expr.values()):
             return None
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
