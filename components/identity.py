@@ -85,12 +85,16 @@ class WorkloadIdentityArgs:
     #: The cluster's Workload Identity pool, as the cluster outputs it (see :func:`wi_principal`).
     workload_pool: pulumi.Input[str]
     weights_bucket: pulumi.Input[str]
-    #: Kubernetes service accounts per namespace; the model server's KSA reads weights.
-    namespace: str = naming.SERVING_NAMESPACE
+    #: The serving pools' roles: each gets its namespace (``naming.pool_namespace``) and model-server KSA.
+    roles: tuple[str, ...]
     model_server_ksa: str = naming.MODEL_SERVER_KSA
     #: Secret Manager secret id of the model-hub token (None: no secret).
     hub_token_secret_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.roles or len(set(self.roles)) != len(self.roles):
+            raise ValueError(f"WorkloadIdentityArgs.roles: one entry per pool, at least one, got {list(self.roles)}")
 
 
 def namespace_labels(namespace: str) -> dict[str, str]:
@@ -103,36 +107,40 @@ def namespace_labels(namespace: str) -> dict[str, str]:
 
 
 class WorkloadIdentity(Component):
-    """The serving namespace, the model-server KSA, and its direct-WIF grants: object read on the weights
-    bucket only, and (optionally) access to the one hub-token secret. Pass the cluster's Kubernetes provider in
-    ``opts.providers``."""
+    """Per serving pool: its namespace, the model-server KSA, and that KSA's direct-WIF grants (object read on the
+    weights bucket only, and optionally access to the one hub-token secret). Pass the cluster's Kubernetes
+    provider in ``opts.providers``."""
 
     TYPE = "llm-serving:identity:WorkloadIdentity"
 
     def __init__(self, name: str, args: WorkloadIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        k8s_child = child = self.child_opts()
-        self.namespace_name: str = args.namespace
+        child = self.child_opts()
         self.model_server_ksa_name: str = args.model_server_ksa
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns-{args.namespace}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=namespace_labels(args.namespace)),
-            opts=k8s_child)
-        self.model_server_ksa = k8s.core.v1.ServiceAccount(
-            f"{name}-ksa-{args.model_server_ksa}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.model_server_ksa, namespace=self.namespace.metadata.name,
-                labels={naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT}),
-            # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
-            automount_service_account_token=False,
-            opts=k8s_child)
-        self.model_server_principal = wi_principal(args.project_number, args.workload_pool, args.namespace,
-                                                   args.model_server_ksa)
-        self.weights_reader = gcp.storage.BucketIAMMember(
-            f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE,
-            member=self.model_server_principal, opts=child)
+        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        self.model_server_ksas: dict[str, k8s.core.v1.ServiceAccount] = {}
+        self.model_server_principals: dict[str, pulumi.Output[str]] = {}
+        self.weights_readers: dict[str, gcp.storage.BucketIAMMember] = {}
+        for role in args.roles:
+            ns = naming.pool_namespace(role)
+            self.namespaces[role] = k8s.core.v1.Namespace(
+                f"{name}-ns-{ns}", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=namespace_labels(ns)),
+                opts=child)
+            self.model_server_ksas[role] = k8s.core.v1.ServiceAccount(
+                f"{name}-ksa-{role}-{args.model_server_ksa}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.model_server_ksa, namespace=self.namespaces[role].metadata.name,
+                    labels={naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT}),
+                # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
+                automount_service_account_token=False,
+                opts=child)
+            self.model_server_principals[role] = wi_principal(args.project_number, args.workload_pool, ns,
+                                                              args.model_server_ksa)
+            self.weights_readers[role] = gcp.storage.BucketIAMMember(
+                f"{name}-weights-reader-{role}", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE,
+                member=self.model_server_principals[role], opts=child)
         self.hub_token_secret: gcp.secretmanager.Secret | None = None
-        self.hub_token_accessor: gcp.secretmanager.SecretIamMember | None = None
+        self.hub_token_accessors: dict[str, gcp.secretmanager.SecretIamMember] = {}
         if args.hub_token_secret_id is not None:
             self.hub_token_secret = gcp.secretmanager.Secret(
                 f"{name}-hub-token", project=args.project, secret_id=args.hub_token_secret_id, labels=args.labels,
@@ -140,10 +148,12 @@ class WorkloadIdentity(Component):
                     user_managed=gcp.secretmanager.SecretReplicationUserManagedArgs(
                         replicas=[gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(location=args.region)])),
                 opts=child)
-            self.hub_token_accessor = gcp.secretmanager.SecretIamMember(
-                f"{name}-hub-token-accessor", project=args.project, secret_id=self.hub_token_secret.secret_id,
-                role=SECRET_ACCESSOR_ROLE, member=self.model_server_principal, opts=child)
+            for role, principal in self.model_server_principals.items():
+                self.hub_token_accessors[role] = gcp.secretmanager.SecretIamMember(
+                    f"{name}-hub-token-accessor-{role}", project=args.project,
+                    secret_id=self.hub_token_secret.secret_id, role=SECRET_ACCESSOR_ROLE, member=principal, opts=child)
         self.register_outputs({
-            "namespace": self.namespace.metadata.name, "model_server_ksa": self.model_server_ksa.metadata.name,
-            "model_server_principal": self.model_server_principal,
+            "namespaces": {r: n.metadata.name for r, n in self.namespaces.items()},
+            "model_server_ksa": args.model_server_ksa,
+            "model_server_principals": self.model_server_principals,
         })

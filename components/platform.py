@@ -3,9 +3,9 @@ GPU node pool per accelerator topology, Artifact Registry, weight stores, Worklo
 provider the serving components deploy with.
 
 Siblings consume it through its attributes (objects and Outputs, never rebuilt names): ``k8s_provider``,
-``serving_namespace`` (an Output) / ``serving_namespace_resource``, ``model_server_ksa``, ``gpu_node_pools``,
-``weights_bucket_name``, ``hyperdisk_claims``, ``proxy_only_cidr``, ``cluster``, ``project_number``,
-``workload_pool``.
+``serving_namespaces`` (role -> Output) / ``serving_namespace_resources``, ``model_server_ksas``,
+``gpu_node_pools``, ``weights_bucket_name``, ``hyperdisk_claims`` (role -> claim), ``proxy_only_cidr``, ``cluster``,
+``project_number``, ``workload_pool``.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class WeightsSpec:
     hyperdisk: HyperdiskSpec | None
     #: Release id -> zone of its Hyperdisk ML volume.
     hyperdisk_releases: dict[str, str]
+    #: Role -> release, for every pool that mounts its release from Hyperdisk ML.
+    hyperdisk_pools: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class PlatformArgs:
     gpu_pools: tuple[GpuPoolSpec, ...]
     registry: RegistrySpec
     weights: WeightsSpec
+    #: The serving pools' roles (each gets a namespace and a model-server identity).
+    roles: tuple[str, ...]
     #: Secret Manager secret id of the model-hub token (None: no secret).
     hub_token_secret_id: str | None
     labels: dict[str, str]
@@ -142,24 +146,27 @@ class Platform(Component):
 
         self.identity = WorkloadIdentity(f"{name}-identity", WorkloadIdentityArgs(
             project=args.project, region=args.region, project_number=self.project_number,
-            workload_pool=self.workload_pool, weights_bucket=self.weights.bucket.name, hub_token_secret_id=args.hub_token_secret_id,
-            labels=args.labels), opts=k8s_child)
-        self.serving_namespace_resource: k8s.core.v1.Namespace = self.identity.namespace
-        self.serving_namespace: pulumi.Output[str] = self.identity.namespace.metadata.name
-        self.model_server_ksa: pulumi.Output[str] = self.identity.model_server_ksa.metadata.name
-        self.model_server_principal: pulumi.Output[str] = self.identity.model_server_principal
+            workload_pool=self.workload_pool, weights_bucket=self.weights.bucket.name, roles=args.roles,
+            hub_token_secret_id=args.hub_token_secret_id, labels=args.labels), opts=k8s_child)
+        self.serving_namespace_resources: dict[str, k8s.core.v1.Namespace] = dict(self.identity.namespaces)
+        self.serving_namespaces: dict[str, pulumi.Output[str]] = {
+            r: n.metadata.name for r, n in self.identity.namespaces.items()}
+        self.model_server_ksas: dict[str, pulumi.Output[str]] = {
+            r: k.metadata.name for r, k in self.identity.model_server_ksas.items()}
+        self.model_server_principals: dict[str, pulumi.Output[str]] = dict(self.identity.model_server_principals)
 
         self.hyperdisk_claims: dict[str, str] = {}
-        if w.hyperdisk is not None and self.weights.disks:
+        if w.hyperdisk is not None and w.hyperdisk_pools:
             volumes = WeightVolumes(f"{name}-weight-volumes", WeightVolumesArgs(
-                project=args.project, namespace=self.identity.namespace.metadata.name,
+                project=args.project,
+                pools={r: (self.serving_namespaces[r], rel) for r, rel in sorted(w.hyperdisk_pools.items())},
                 size_gib=w.hyperdisk.size_gib, provisioned_throughput_mib_s=w.hyperdisk.provisioned_throughput_mib_s,
                 weights=self.weights), opts=k8s_child)
             self.hyperdisk_claims = dict(volumes.claims)
 
         self.register_outputs({
             "cluster": self.cluster.name, "kubeconfig_user": "gke-gcloud-auth-plugin",
-            "serving_namespace": self.serving_namespace, "model_server_ksa": self.model_server_ksa,
+            "serving_namespaces": self.serving_namespaces, "model_server_ksa": self.identity.model_server_ksa_name,
             "gpu_node_pools": {k: p.name for k, p in self.gpu_node_pools.items()},
             "weights_bucket": self.weights_bucket_name, "hyperdisk_claims": self.hyperdisk_claims,
             "registry": self.registry.prefix, "workload_pool": self.workload_pool,

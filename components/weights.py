@@ -100,7 +100,8 @@ class Weights(Component):
 @dataclass(frozen=True)
 class WeightVolumesArgs:
     project: str
-    namespace: pulumi.Input[str]
+    #: Role -> (its namespace, the release it mounts), for every pool that loads via Hyperdisk ML.
+    pools: dict[str, tuple[pulumi.Input[str], str]]
     size_gib: int
     provisioned_throughput_mib_s: int
     #: The sibling that owns the disks (passed as the object, not rebuilt from names).
@@ -132,19 +133,29 @@ class WeightVolumes(Component):
             # Bind where the consuming pod is scheduled: the disk is zonal.
             volume_binding_mode="WaitForFirstConsumer", reclaim_policy="Retain", allow_volume_expansion=False,
             mount_options=[READ_AHEAD_MOUNT_OPTION], opts=child)
+        #: Role -> the claim its pods mount (same name in every pool namespace: the release's disk name).
         self.claims: dict[str, str] = {}
         self.volumes: dict[str, k8s.core.v1.PersistentVolume] = {}
-        for release_id, disk in sorted(weights.disks.items()):
-            zone = weights.disk_zones[release_id]
-            pv_name = weights_disk_name(release_id)
+        for role, (namespace, release_id) in sorted(args.pools.items()):
+            if release_id not in weights.disks:
+                raise ValueError(f"WeightVolumesArgs.pools: pool {role!r} mounts release {release_id!r}, which has no "
+                                 "Hyperdisk ML disk")
+            disk, zone = weights.disks[release_id], weights.disk_zones[release_id]
+            claim = weights_disk_name(release_id)
+            # A PersistentVolume binds exactly one claim, so each pool namespace gets its own read-only PV of the
+            # same disk (ReadOnlyMany: any number of readers).
+            pv_name = f"{claim}-{role}"
             handle = disk.name.apply(lambda d, z=zone: volume_handle(args.project, z, d))
-            self.volumes[release_id] = k8s.core.v1.PersistentVolume(
+            self.volumes[role] = k8s.core.v1.PersistentVolume(
                 f"{name}-pv-{pv_name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
                 spec=k8s.core.v1.PersistentVolumeSpecArgs(
                     storage_class_name=STORAGE_CLASS, capacity={"storage": size}, access_modes=["ReadOnlyMany"],
                     # Pulumi owns the disk (protected in prod); deleting the claim must not delete it.
                     persistent_volume_reclaim_policy="Retain", mount_options=[READ_AHEAD_MOUNT_OPTION],
+                    # Reserved for this pool's claim: no other claim of the class can bind it first.
+                    claim_ref=k8s.core.v1.ObjectReferenceArgs(kind="PersistentVolumeClaim", name=claim,
+                                                              namespace=namespace),
                     csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                         driver=CSI_DRIVER, volume_handle=handle, fs_type="ext4", read_only=True),
                     node_affinity=k8s.core.v1.VolumeNodeAffinityArgs(required=k8s.core.v1.NodeSelectorArgs(
@@ -152,11 +163,11 @@ class WeightVolumes(Component):
                             k8s.core.v1.NodeSelectorRequirementArgs(key=ZONE_TOPOLOGY_KEY, operator="In", values=[zone])])]))),
                 opts=self.child_opts(depends_on=[self.storage_class]))
             k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-pvc-{pv_name}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, namespace=args.namespace, labels=labels),
+                f"{name}-pvc-{role}-{claim}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=claim, namespace=namespace, labels=labels),
                 spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                     storage_class_name=STORAGE_CLASS, access_modes=["ReadOnlyMany"], volume_name=pv_name,
                     resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size})),
-                opts=self.child_opts(depends_on=[self.volumes[release_id]]))
-            self.claims[release_id] = pv_name
+                opts=self.child_opts(depends_on=[self.volumes[role]]))
+            self.claims[role] = claim
         self.register_outputs({"claims": self.claims})

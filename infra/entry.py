@@ -31,13 +31,21 @@ def engine_config() -> dict[str, Any]:
     return decode_pulumi_config(merged)
 
 
+def engine_secret_keys() -> frozenset[str]:
+    """The config keys the engine marks secret (``secure:`` values, ``pulumi config set --secret``): from the
+    environment the language host sets and from the config map the SDK holds."""
+    keys = set(runtime_config.get_config_secret_keys_env())
+    keys |= {k for k in [*runtime_config.get_config_env(), *runtime_config.CONFIG.get()] if runtime_config.is_config_secret(k)}
+    return frozenset(keys)
+
+
 def main(on_resolved: Callable[[ResolvedStack], None] | None = None) -> None:
     """Resolve the stack once and deploy it. ``on_resolved`` lets the offline runner read the same resolution
     (config + plan) the program deploys, so nothing is validated or planned twice."""
     from .program import deploy
 
     try:
-        resolved = resolve_stack(engine_config(), pulumi.get_stack(), PROJECT_ROOT)
+        resolved = resolve_stack(engine_config(), pulumi.get_stack(), PROJECT_ROOT, engine_secret_keys())
     except ConfigError as err:
         # Raised before any resource is registered: nothing is half-created.
         raise StackConfigError(err) from None

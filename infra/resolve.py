@@ -39,9 +39,11 @@ def _environment_matches(stack: str, environment: str) -> bool:
     return stack == environment or bool(re.match(rf"^{re.escape(environment)}-", stack))
 
 
-def resolve_stack(raw: Mapping[str, Any], stack: str, base_dir: Path) -> ResolvedStack:
-    """Validate a stack's config and plan it; raise :class:`ConfigError` listing every problem."""
-    schema = validate_schema(raw, base_dir)
+def resolve_stack(raw: Mapping[str, Any], stack: str, base_dir: Path,
+                  secret_keys: frozenset[str] = frozenset()) -> ResolvedStack:
+    """Validate a stack's config and plan it; raise :class:`ConfigError` listing every problem. ``secret_keys``:
+    the config keys the engine marks secret (they may only hold fields declared secret)."""
+    schema = validate_schema(raw, base_dir, secret_keys)
     issues: list[ConfigIssue] = list(schema.issues)
     cfg = schema.config
     plan: StackPlan | None = None

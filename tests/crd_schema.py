@@ -102,6 +102,9 @@ def schema_known(obj: dict[str, Any]) -> bool:
 def load_schema(relpath: str, api_version: str, kind: str) -> dict[str, Any]:
     """The schema of ``kind`` at ``api_version`` from one reference file (CRD YAML or datree JSON)."""
     path = REFERENCE / relpath
+    if not path.exists():
+        import pytest  # only reached under pytest: the reference tree is a test-time input
+        pytest.skip(f"reference file {path} is absent (CI places ../shared/reference beside the checkout)")
     if path.suffix == ".json":
         return json.loads(path.read_text())
     crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C loader: ~10x faster

@@ -73,7 +73,7 @@ def test_the_planner_runs_once_per_plan():
 
 #: Scripts shipped on their own into pods or into Helm (standard library only, no project imports): they receive
 #: every contract value on their command line, and their docstrings and vLLM's own API paths may spell them.
-STANDALONE = {"components/serving/readiness_probe.py", "components/serving/verify_release.py",
+STANDALONE = {"components/serving/probe.py", "components/serving/verify_release.py",
               "components/gateway/chart_filter.py"}
 
 

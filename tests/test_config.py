@@ -190,6 +190,48 @@ def test_all_errors_are_reported_together():
      "(at most 0.49 per server)"),
     (lambda v: v.update({"llm-serving:environment": "qa"}),
      "llm-serving:environment", "Input should be 'dev', 'staging' or 'prod'"),
+    (lambda v: v["llm-serving:contract"]["priority_classes"][1].update(priority=0),
+     "llm-serving:contract.priority_classes[1].priority",
+     "a sheddable class needs a negative priority (the picker sheds only priority < 0), got 0"),
+    (lambda v: v["llm-serving:contract"]["priority_classes"][0].update(priority=-3),
+     "llm-serving:contract.priority_classes[0].sheddable",
+     "priority -3 < 0 is shed under saturation: set sheddable: true, or use a priority >= 0"),
+    (lambda v: v["llm-serving:contract"]["priority_classes"][0].pop("sheddable"),
+     "llm-serving:contract.priority_classes[0].sheddable", "required key is missing"),
+    (lambda v: v["llm-serving:serving"].update(model_name=v["llm-serving:releases"][0]["release"]),
+     "llm-serving:serving.model_name", "is also a release id: the public name must differ from every release id"),
+    (lambda v: v["llm-serving:serving"].update(model_name="Qwen3 8B"),
+     "llm-serving:serving.model_name", "String should match pattern"),
+    (lambda v: v["llm-serving:serving"].pop("model_name"), "llm-serving:serving.model_name", "required key is missing"),
+    (lambda v: v["llm-serving:accelerators"].update(
+        l4b={**v["llm-serving:accelerators"]["l4"], "spot": False,
+             "reservation": {"mode": "create", "name": "dev-l4", "count": 2}},
+        l4={**v["llm-serving:accelerators"]["l4"], "spot": False,
+            "reservation": {"mode": "create", "name": "dev-l4", "count": 2}}),
+     "llm-serving:accelerators.l4b.reservation.name",
+     "reservation 'dev-l4' in us-central1-a is already used by accelerators.l4: each topology needs its own "
+     "reservation"),
+    (lambda v: v["llm-serving:serving"]["stable"].update(max_replicas=10**23),
+     "llm-serving:serving.stable.max_replicas", "Input should be less than or equal to 1000"),
+    (lambda v: v["llm-serving:accelerators"]["l4"].update(node_hourly_usd=float("inf")),
+     "llm-serving:accelerators.l4.node_hourly_usd", "Input should be a finite number"),
+    (lambda v: v["llm-serving:accelerators"]["l4"].update(
+        spot=False, reservation={"mode": "existing", "name": "r", "count": 10**30, "owner_project": "Bad Project"}),
+     "llm-serving:accelerators.l4.reservation.count", "Input should be less than or equal to 1000"),
+    (lambda v: v["llm-serving:accelerators"]["l4"].update(
+        spot=False, reservation={"mode": "existing", "name": "r", "count": 2, "owner_project": "acme-capacity\n"}),
+     "llm-serving:accelerators.l4.reservation.owner_project", "String should match pattern"),
+    (lambda v: v["llm-serving:releases"][0].update(vllm_version="0.32.0\n"),
+     "llm-serving:releases[0].vllm_version", "String should match pattern"),
+    (lambda v: v["llm-serving:releases"][0].update(vllm_version="0.\u0663\u0662.0"),  # Arabic-Indic digits
+     "llm-serving:releases[0].vllm_version", "String should match pattern"),
+    (lambda v: v["llm-serving:releases"][0].update(
+        image=v["llm-serving:releases"][0]["image"] + "\n"),
+     "llm-serving:releases[0].image", "must be pinned by digest"),
+    (lambda v: v["llm-serving:contract"].update(max_input_tokens=3000),
+     "llm-serving:releases[0].max_model_len",
+     "4096 admits prompts of up to 4095 tokens, above the contract's max_input_tokens 3000: vLLM's only prompt limit "
+     "is --max-model-len, so it must equal max_input_tokens + max_output_tokens = 4024"),
 ])
 def test_rule(mutate, path, message):
     v = values()
@@ -226,12 +268,24 @@ def test_prod_rules(mutate, path, message):
 
 
 def test_release_file_errors(tmp_path: Path):
+    from infra.resolve import resolve_stack
+
     v = values()
-    v["llm-serving:releases"] = ["stacks/releases/dev/missing.json", str(tmp_path / "bad.json")]
-    (tmp_path / "bad.json").write_text("{not json")
-    e = errors(v)
-    assert e["llm-serving:releases[0]"].startswith("release file 'stacks/releases/dev/missing.json' not found")
-    assert "is not valid JSON" in e["llm-serving:releases[1]"]
+    (tmp_path / "stacks" / "releases").mkdir(parents=True)
+    (tmp_path / "stacks" / "releases" / "bad.json").write_text("{not json")
+    v["llm-serving:releases"] = ["stacks/releases/dev/missing.json", "stacks/releases/bad.json",
+                                 "/etc/llm/bad.json", "stacks/releases/../../etc/passwd"]
+    with pytest.raises(ConfigError) as exc:
+        resolve_stack(v, "dev", tmp_path)
+    e = {i.path: i.message for i in exc.value.issues}
+    assert e["llm-serving:releases[0]"] == "stacks/releases/dev/missing.json: file not found"
+    assert e["llm-serving:releases[1]"] == (
+        "stacks/releases/bad.json:1:2: not valid JSON: Expecting property name enclosed in double quotes")
+    assert e["llm-serving:releases[2]"] == (
+        "release path '/etc/llm/bad.json': is absolute: write it relative to the project root, under stacks/releases/")
+    assert e["llm-serving:releases[3]"] == (
+        "release path 'stacks/releases/../../etc/passwd': contains a '..' segment: release files must stay inside "
+        "stacks/releases/ of the project")
 
 
 def test_release_given_inline_equals_release_file():
@@ -295,6 +349,9 @@ def test_secure_values_are_opaque(tmp_path: Path):
     sf = read_stack_file("dev", tmp_path)
     assert sf.secret_keys == ["llm-serving:contract"]
     assert "v1:AAAA" not in json.dumps(sf.config)
-    e = errors(sf.values)
-    assert "Input should be a valid integer" in e["llm-serving:contract.max_model_len"]
-    assert "v1:AAAA" not in e["llm-serving:contract.max_model_len"]
+    with pytest.raises(ConfigError) as exc:
+        load_config(sf.values)
+    msgs = [i.message for i in exc.value.issues if i.path == "llm-serving:contract.max_model_len"]
+    assert any(m.startswith("Input should be a valid integer") for m in msgs)
+    assert any(m.startswith("holds a secure value") for m in msgs)
+    assert not any("v1:AAAA" in m or "<secret:" in m for m in msgs)

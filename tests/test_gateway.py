@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from components.gateway import chart_filter
 from components.gateway import objects as o
 from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
-from .conftest import load_config
+from .conftest import load_config, reference
 from infra.offline import cli
 from infra.config import ConfigError
 from components.gateway.charts import (
@@ -155,12 +156,14 @@ def _pod_labels(inv: dict[str, Any], role: str) -> dict[str, str]:
     return dep["spec"]["template"]["metadata"]["labels"]
 
 
-def test_each_pool_selects_only_its_release_pods(plans):
+def test_each_pool_selects_its_deployments_pods_whatever_the_release(plans):
     for stack, (cfg, _, inv) in plans.items():
         roles = [r for r, _ in cfg.pools()]
         for role, pool in cfg.pools():
             sel = only(inv, "InferencePool", f"vllm-{role}")["spec"]["selector"]["matchLabels"]
-            assert sel == {"llm-serving.io/pool": role, "llm-serving.io/release": pool.release}, stack
+            # The Deployment's own immutable selector: no release label, so a release change never empties it.
+            assert sel == only(inv, "Deployment", f"vllm-{role}")["spec"]["selector"]["matchLabels"], stack
+            assert sel == {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": f"vllm-{role}"}
             for other in roles:
                 labels = _pod_labels(inv, other)
                 selected = all(labels.get(k) == v for k, v in sel.items())
@@ -250,7 +253,7 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
         for role, pool in cfg.pools():
             c = _chart(inv, role)["inputs"]
             assert c["chart"] == INFERENCEPOOL_CHART and c["version"] == "v1.5.0"
-            assert c["namespace"] == "llm-serving" and c["skipCrds"] is True
+            assert c["namespace"] == f"llm-serving-{role}" and c["skipCrds"] is True
             v = c["values"]
             assert v["provider"] == {"name": "gke"}
             ext = v["inferenceExtension"]
@@ -258,7 +261,7 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
             assert ext["monitoring"]["prometheus"] == {"enabled": True, "auth": {"enabled": True}}
             assert ext["failureMode"] == cfg.gateway.epp.failure_mode
             assert v["inferencePool"]["modelServers"]["matchLabels"] == {
-                "llm-serving.io/pool": role, "llm-serving.io/release": pool.release}
+                "app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": f"vllm-{role}"}
             if stack in ("staging", "prod"):
                 assert ext["replicas"] >= 2
             drops = c["postRenderer"]["args"]
@@ -295,26 +298,35 @@ def test_chart_has_no_pdb_of_its_own():
         assert not any("PodDisruptionBudget" in t for t in texts)
 
 
-def test_objectives_cover_every_priority_class_per_pool(plans):
+def test_every_pool_owns_every_class_under_its_bare_name(plans):
+    """The picker looks a class up by name in its pool's namespace and drops objectives naming another pool: each
+    pool's namespace must hold one objective per class, named as the class, pointing at that pool."""
     for stack, (cfg, _, inv) in plans.items():
         objs = find(inv, "InferenceObjective")
         assert all(x["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2" for x in objs)
         for role, _ in cfg.pools():
-            mine = {x["metadata"]["name"]: x["spec"]["priority"] for x in objs
-                    if x["spec"]["poolRef"]["name"] == f"vllm-{role}"}
-            assert sorted(mine.values()) == sorted(c.priority for c in cfg.contract.priority_classes), stack
-    # prod: stable carries 100% -> owns the bare names clients send
-    prod = {x["metadata"]["name"]: x["spec"]["poolRef"]["name"] for x in find(plans["prod"][2], "InferenceObjective")}
-    assert prod == {"interactive": "vllm-stable", "batch": "vllm-stable",
-                    "interactive-canary": "vllm-canary", "batch-canary": "vllm-canary"}
+            mine = {x["metadata"]["name"]: (x["spec"]["priority"], x["spec"]["poolRef"]["name"]) for x in objs
+                    if x["metadata"]["namespace"] == f"llm-serving-{role}"}
+            assert mine == {c.name: (c.priority, f"vllm-{role}") for c in cfg.contract.priority_classes}, stack
+        assert len(objs) == len(cfg.contract.priority_classes) * len(cfg.pools())
 
 
-def test_bare_objective_names_follow_the_majority_pool():
-    pools = (o.PoolRoute("stable", "a", 40, {}), o.PoolRoute("canary", "b", 60, {}))
-    assert o.primary_role(pools) == "canary"
-    assert o.objective_name("interactive", "canary", "canary") == "interactive"
-    assert o.objective_name("interactive", "stable", "canary") == "interactive-stable"
-    assert o.primary_role((o.PoolRoute("stable", "a", 50, {}), o.PoolRoute("canary", "b", 50, {}))) == "stable"
+def test_each_pool_lives_in_its_own_namespace_and_admits_the_api_route(plans):
+    for stack, (cfg, _, inv) in plans.items():
+        route = only(inv, "HTTPRoute", o.API_ROUTE_NAME)
+        assert route["metadata"]["namespace"] == "llm-serving"
+        refs = {b["name"]: b["namespace"] for b in route["spec"]["rules"][0]["backendRefs"]}
+        assert refs == {f"vllm-{r}": f"llm-serving-{r}" for r, _ in cfg.pools()}
+        for role, _ in cfg.pools():
+            ns = f"llm-serving-{role}"
+            for kind in ("InferencePool", "HealthCheckPolicy", "GCPBackendPolicy", "Deployment"):
+                assert only(inv, kind, f"vllm-{role}")["metadata"]["namespace"] == ns, (stack, kind)
+            (grant,) = [g for g in find(inv, "ReferenceGrant") if g["metadata"]["namespace"] == ns]
+            assert grant["apiVersion"] == "gateway.networking.k8s.io/v1beta1"
+            # Only the API route's namespace, only HTTPRoutes, only this pool's InferencePool.
+            assert grant["spec"] == {
+                "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "llm-serving"}],
+                "to": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": f"vllm-{role}"}]}
 
 
 def test_gateway_front(plans):
@@ -347,7 +359,8 @@ def test_iap_and_model_armor_in_prod(plans):
     (e,) = chain["extensions"]
     assert e["googleAPIServiceName"] == f"modelarmor.{cfg.region}.rep.googleapis.com"
     settings = json.loads(e["metadata"]["model_armor_settings"])
-    assert {s["model"] for s in settings} == {p.release for _, p in cfg.pools()}
+    # Requests carry the public name, responses the release id: both are screened.
+    assert {s["model"] for s in settings} == {p.release for _, p in cfg.pools()} | {cfg.serving.model_name}
     assert e["failOpen"] is False
     assert not find(plans["dev"][2], "GCPTrafficExtension")
 
@@ -370,8 +383,8 @@ def test_vllm_032_exports_the_current_kv_name():
 def test_v110_chart_gets_the_flag_its_default_lacks():
     """Chart v1.1.0's EPP defaults to gpu_cache_usage_perc: the values must carry the flag (list layout)."""
     cfg = load_config(_values_with(lambda v: v["llm-serving:gateway"]["epp"].update(version="v1.1.0")))
-    pool = o.PoolRoute("stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"})
-    values = o.epp_values(pool, gateway_spec(cfg.gateway))
+    pool = o.PoolRoute("stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"}, "llm-serving-stable")
+    values = o.epp_values(pool, gateway_spec(cfg.gateway, cfg.observability.autoscaling))
     flags = values["inferenceExtension"]["flags"]
     assert {"name": "kv-cache-usage-percentage-metric", "value": KV_METRIC_CURRENT} in flags
     assert values["inferenceExtension"]["monitoring"]["gke"] == {"enabled": True}
@@ -512,3 +525,66 @@ def test_bad_gateway_config_fails_plan_and_registers_nothing(tmp_path: Path, cap
         run_offline(program_main, project="llm-serving", stack="prod", config=sf.config,
                     secret_keys=sf.secret_keys, sink=sink)
     assert sink.resources == []
+
+
+# ---- overload: shedding and saturation -------------------------------------------------------------------------
+
+def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plans):
+    for stack, (cfg, _, inv) in plans.items():
+        auto = cfg.observability.autoscaling
+        for role, _ in cfg.pools():
+            ext = _chart(inv, role)["inputs"]["values"]["inferenceExtension"]
+            assert ext["pluginsConfigFile"] == "llm-serving-plugins.yaml"
+            conf = json.loads(ext["pluginsCustomConfig"]["llm-serving-plugins.yaml"])
+            assert conf["apiVersion"] == "inference.networking.x-k8s.io/v1alpha1"
+            assert conf["kind"] == "EndpointPickerConfig"
+            (det,) = [p for p in conf["plugins"] if p["type"] == "utilization-detector"]
+            # Saturated where the HPA starts adding replicas: its per-pod queue target (dev 5, staging and prod 3),
+            # and its KV-cache target where one is set (prod 0.8), else the picker's own 0.8.
+            assert det["parameters"]["queueDepthThreshold"] == auto.queue_target_per_pod == {
+                "dev": 5, "staging": 3, "prod": 3}[stack]
+            assert auto.kv_cache_target == {"dev": None, "staging": None, "prod": 0.8}[stack]
+            assert det["parameters"]["kvCacheUtilThreshold"] == 0.8
+            assert conf["saturationDetector"] == {"pluginRef": "utilization-detector"}
+            # Flow control (a feature gate) would queue sheddable requests instead of answering 429.
+            assert "featureGates" not in conf and "flowControl" not in conf
+            # The chart's default scoring profile, unchanged: queue 2, KV cache 2, prefix cache 3.
+            (profile,) = conf["schedulingProfiles"]
+            assert [(p["pluginRef"], p["weight"]) for p in profile["plugins"]] == [
+                ("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3)]
+
+
+def test_picker_plugins_are_the_charts_defaults_plus_the_detector():
+    """Every plugin this program names is one chart v1.5.0's own default config names, or the detector."""
+    text = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_config.yaml").read_text()
+    chart_types = set(re.findall(r"^\s*- type: ([a-z-]+)\s*$", text, flags=re.M))
+    ours = {p["type"] for p in o.picker_config(o.SaturationSpec(3, 0.8))["plugins"]}
+    assert ours - chart_types == {"utilization-detector"}
+    assert {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer"} <= chart_types
+
+
+def test_objectives_state_the_pickers_shedding_semantics(plans):
+    for stack, (cfg, _, inv) in plans.items():
+        classes = {c.name: c for c in cfg.contract.priority_classes}
+        objectives = resources(inv, "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective")
+        assert objectives
+        for r in objectives:
+            spec, meta = r["inputs"]["spec"], r["inputs"]["metadata"]
+            cls = classes[meta["name"].removesuffix("-canary")]
+            assert spec["priority"] == cls.priority
+            assert meta["annotations"]["llm-serving.io/sheddable"] == ("true" if spec["priority"] < 0 else "false")
+        # batch is shed (priority -1), interactive never; a request without a class is served at 0, between them.
+        assert classes["batch"].priority < 0 < classes["interactive"].priority
+
+
+def test_priority_class_spec_refuses_a_sheddable_class_the_picker_cannot_shed():
+    with pytest.raises(ValueError, match=r"PriorityClassSpec.priority: class 'batch' has sheddable=True but priority 0"):
+        o.PriorityClassSpec("batch", 0, True, "offline")
+
+
+def test_saturation_follows_the_hpa_targets():
+    from infra.config.observability import Autoscaling
+    from infra.targets.gke import saturation_spec
+
+    assert saturation_spec(Autoscaling(queue_target_per_pod=4, kv_cache_target=0.7)) == o.SaturationSpec(4, 0.7)
+    assert saturation_spec(Autoscaling(queue_target_per_pod=2)) == o.SaturationSpec(2, 0.8)

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from components.naming import deployment_name
-from components.serving.model_server import GOOGLE_API_RANGES, READINESS_SCRIPT
+from components.naming import weights_mount_path
+from components.serving.model_server import GOOGLE_API_RANGES, PROBE_SCRIPT
 from infra.planning import probes as probes_mod
 from infra.planning.plan import gke_vllm_inputs, release_info
 from infra.planning.vllm_args import render_vllm_args, streamer_extra_config
@@ -121,7 +122,10 @@ def test_model_location_follows_the_loading_path(plans, stack, role, path):
         assert extra == {"concurrency": pool.loading.streamer_concurrency, "distributed": True}
         assert weights == []
     else:
-        assert flag(args, "--model") == "/weights" and "--load-format" not in args
+        # Mounted at /weights/<model>/<revision>: the root vLLM reports names the revision, as a gs:// URI does.
+        assert flag(args, "--model") == f"/weights/{rel.weights_prefix}" and "--load-format" not in args
+        (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "weights"]
+        assert mount == {"name": "weights", "mountPath": f"/weights/{rel.weights_prefix}", "readOnly": True}
         (vol,) = weights
         if path == "hyperdisk_ml":
             claims = [r["inputs"]["metadata"]["name"] for r in resources(inv, "kubernetes:core/v1:PersistentVolumeClaim")]
@@ -139,18 +143,29 @@ def test_streamer_is_distributed_only_with_tensor_parallelism():
     assert json.loads(streamer_extra_config(8, 4)) == {"concurrency": 8, "distributed": True}
 
 
-def test_lora_and_speculative_options_render(plans):
+def test_speculative_option_renders(plans):
     cfg, plan, _ = plans["dev"]
     doc = cfg.serving.stable.model_dump()
-    doc["model_server"].update(lora={"max_loras": 2, "max_lora_rank": 16, "max_cpu_loras": 4},
-                               speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})
+    doc["model_server"].update(speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
-    args = render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, plan.pools["stable"].capacity, 60))
-    assert args.count("--enable-lora") == 1
-    assert (flag(args, "--max-loras"), flag(args, "--max-lora-rank"), flag(args, "--max-cpu-loras")) == ("2", "16", "4")
+    args = render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, plan.pools["stable"].capacity, 60,
+                                            "qwen3-8b", 1024))
     assert json.loads(flag(args, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4,
                                                               "prompt_lookup_max": 4}
-    assert "--lora-modules" not in args  # /v1/models must list only the release id (readiness check b)
+    assert "--enable-lora" not in args and "--lora-modules" not in args
+
+
+def test_every_pool_serves_the_public_name_after_its_release_id_and_caps_output(plans):
+    for stack, role in pool_cases(plans):
+        cfg, _, inv = plans[stack]
+        args = container(deployment(inv, role))["args"]
+        i = args.index("--served-model-name")
+        # Both names follow the one flag (vLLM takes nargs="+"); the release id first: responses name it.
+        assert args[i + 1:i + 3] == [dict(cfg.pools())[role].release, cfg.serving.model_name]
+        assert args[i + 3].startswith("--")
+        assert json.loads(flag(args, "--override-generation-config")) == {
+            "max_new_tokens": cfg.contract.max_output_tokens}
+        assert "--enable-server-load-tracking" in args
 
 
 # ---- probes and the scale-down protocol -------------------------------------------------------------------
@@ -162,7 +177,7 @@ def test_startup_window_covers_the_cold_load_estimate_with_the_margin(plans):
         probe = container(deployment(inv, role))["startupProbe"]
         window = probe["periodSeconds"] * probe["failureThreshold"]
         required = plan.pools[role].capacity.cold_load_seconds * (1 + o.startup_margin)
-        assert probe["httpGet"]["path"] == "/health"
+        assert probe["exec"]["command"][2] == "startup"
         assert window >= required, (stack, role)
         assert window - probe["periodSeconds"] < required, "the window is the smallest that covers the estimate"
         assert window <= o.max_startup_seconds
@@ -184,35 +199,52 @@ def test_grace_period_covers_prestop_plus_the_longest_stream(plans):
         assert pod["terminationGracePeriodSeconds"] >= pre_stop + drain
 
 
-def test_readiness_is_the_rate_limited_script_for_this_release(plans):
+def test_probes_check_identity_and_only_startup_generates(plans):
     for stack, role in pool_cases(plans):
         cfg, plan, inv = plans[stack]
-        rel_id = dict(cfg.pools())[role].release
+        pool = dict(cfg.pools())[role]
+        rel = cfg.release(pool.release)
         dep = deployment(inv, role)
         c = container(dep)
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "probe")
+        script = f"{mount['mountPath']}/probe.py"
+        mounted = pool.loading.path != "gcs_streaming"
+        root = f"/weights/{rel.weights_prefix}" if mounted else rel.weights_uri
+        assert flag(c["args"], "--model") == root
+        for kind, mode in (("startupProbe", "startup"), ("readinessProbe", "readiness")):
+            probe = c[kind]
+            cmd = probe["exec"]["command"]
+            assert cmd[:3] == ["python3", script, mode]
+            assert flag(cmd, "--port") == "8000" and flag(cmd, "--release-id") == rel.release
+            assert flag(cmd, "--public-name") == cfg.serving.model_name
+            assert flag(cmd, "--model-root") == root and flag(cmd, "--max-model-len") == str(rel.max_model_len)
+            assert int(flag(cmd, "--deadline-seconds")) < probe["timeoutSeconds"]
+        startup = c["startupProbe"]["exec"]["command"]
+        # The manifest on a mounted volume proves the revision; a gs:// stream has no file to read.
+        if mounted:
+            assert flag(startup, "--manifest") == f"{root}/manifest.json"
+            assert flag(startup, "--expect-revision") == rel.model_revision
+        else:
+            assert "--manifest" not in startup
+        # Startup's one generated token gets 3 x the TTFT objective (floor 4 s); readiness never generates.
+        assert int(flag(startup, "--deadline-seconds")) == max(4, math.ceil(3 * cfg.contract.ttft_p95_ms / 1000))
         r = c["readinessProbe"]
-        cmd = r["exec"]["command"]
-        mount = next(m for m in c["volumeMounts"] if m["name"] == "readiness-probe")
-        assert cmd[:2] == ["python3", f"{mount['mountPath']}/readiness_probe.py"]
-        assert flag(cmd, "--release-id") == rel_id and flag(cmd, "--port") == "8000"
-        deadline = int(flag(cmd, "--deadline-seconds"))
-        assert deadline >= 3 * cfg.contract.ttft_p95_ms / 1000
-        assert deadline < r["timeoutSeconds"] < r["periodSeconds"]
-        interval = float(flag(cmd, "--min-interval-seconds"))
-        # The generation check runs at most once per interval, and a restarted container's state file is
-        # always older than the interval by the time the startup probe lets readiness run.
-        assert r["periodSeconds"] < interval <= plan.pools[role].capacity.cold_load_seconds
-        assert flag(cmd, "--state-file").startswith("/tmp/")
+        assert r["timeoutSeconds"] < r["periodSeconds"] and r["failureThreshold"] == 3
+        live = c["livenessProbe"]
+        lcmd = live["exec"]["command"]
+        assert lcmd[:3] == ["python3", script, "liveness"]
+        # Stall window: 60 s, or 10 TTFT objectives if longer; the state file sits on the /tmp emptyDir.
+        assert int(flag(lcmd, "--stall-seconds")) == max(60, math.ceil(10 * cfg.contract.ttft_p95_ms / 1000))
+        assert flag(lcmd, "--state-file").startswith("/tmp/")
+        assert live["periodSeconds"] == 10 and live["failureThreshold"] == 2
         # The ConfigMap ships exactly the repository's script; its hash rolls the pods when it changes.
-        script = READINESS_SCRIPT.read_text()
-        cm = one(inv, CONFIG_MAP, f"vllm-{role}-readiness")["inputs"]
-        assert cm["data"] == {"readiness_probe.py": script}
-        vol = next(v for v in dep["inputs"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "readiness-probe")
+        text = PROBE_SCRIPT.read_text()
+        cm = one(inv, CONFIG_MAP, f"vllm-{role}-probe")["inputs"]
+        assert cm["data"] == {"probe.py": text}
+        vol = next(v for v in dep["inputs"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "probe")
         assert vol["configMap"]["name"] == cm["metadata"]["name"]
         ann = dep["inputs"]["spec"]["template"]["metadata"]["annotations"]
-        assert ann["llm-serving.io/readiness-probe-sha256"] == hashlib.sha256(script.encode()).hexdigest()
-        live = c["livenessProbe"]
-        assert live["httpGet"]["path"] == "/health" and live["periodSeconds"] * live["failureThreshold"] >= 60
+        assert ann["llm-serving.io/probe-sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_startup_threshold_is_an_error_when_it_cannot_be_covered():
@@ -293,7 +325,8 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     # Substituting the stable release's identity and the role name must turn every differing value into the
     # canary's: nothing else may differ.
     subs = [(a.release, b.release), (a.model_revision, b.model_revision), (a.tokenizer_revision, b.tokenizer_revision),
-            (a.digest, b.digest), (a.image, b.image), ("vllm-stable", "vllm-canary")]
+            (a.digest, b.digest), (a.image, b.image), ("vllm-stable", "vllm-canary"),
+            ("llm-serving-stable", "llm-serving-canary")]
     whole = {str(a.sampling_defaults_version): str(b.sampling_defaults_version), "stable": "canary"}
     for path, (x, y) in diff.items():
         assert isinstance(x, str), path
@@ -308,7 +341,7 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     tmpl = "spec.template"
     expected = {
         # role-derived
-        "metadata.name",
+        "metadata.name", "metadata.namespace",
         "metadata.labels.app.kubernetes.io/instance", "metadata.labels.llm-serving.io/pool",
         "spec.selector.matchLabels.app.kubernetes.io/instance",
         f"{tmpl}.metadata.labels.app.kubernetes.io/instance", f"{tmpl}.metadata.labels.llm-serving.io/pool",
@@ -322,15 +355,20 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     assert expected <= paths
     rest = paths - expected
     args_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.containers[0].args[")}
-    cmd_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.containers[0].readinessProbe.exec.command[")}
+    probes = ("startupProbe", "readinessProbe")
+    cmd_idx = {p for p in rest if any(p.startswith(f"{tmpl}.spec.containers[0].{k}.exec.command[") for k in probes)}
+    mount_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.containers[0].volumeMounts[")}
     vol_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.volumes[")}
-    assert rest == args_idx | cmd_idx | vol_idx
+    assert rest == args_idx | cmd_idx | mount_idx | vol_idx
     c_a, c_b = container(deployment(inv, "stable")), container(deployment(inv, "canary"))
     changed_flags = {c_a["args"][int(p.rsplit("[", 1)[1][:-1]) - 1] for p in args_idx}
-    # Only the model location (which names the revision) and the served name change; a mount path is shared.
-    streamed = cfg.serving.stable.loading.path == "gcs_streaming"
-    assert changed_flags == {"--served-model-name"} | ({"--model"} if streamed else set())
-    assert {c_a["readinessProbe"]["exec"]["command"][int(p.rsplit("[", 1)[1][:-1]) - 1] for p in cmd_idx} == {"--release-id"}
+    # Only the model location (it names the revision, streamed or mounted) and the release's served name change.
+    assert changed_flags == {"--served-model-name", "--model"}
+    changed_probe_flags = {c_a[p.split(".")[4]]["exec"]["command"][int(p.rsplit("[", 1)[1][:-1]) - 1] for p in cmd_idx}
+    assert changed_probe_flags <= {"--release-id", "--model-root", "--expect-revision", "--manifest"}
+    assert {"--release-id", "--model-root"} <= changed_probe_flags
+    assert {c_a["volumeMounts"][int(p.split("volumeMounts[")[1].split("]")[0])]["mountPath"] for p in mount_idx} <= {
+        weights_mount_path(a.weights_prefix)}
     assert c_a["args"] != c_b["args"]
 
 
@@ -435,12 +473,8 @@ def _mut_shm(c):
     _ms(c).update(memory_gib=8, shm_gib=6)
 
 
-def _mut_rank(c):
-    _ms(c)["lora"] = {"max_loras": 2, "max_lora_rank": 24}
-
-
-def _mut_cpu_loras(c):
-    _ms(c)["lora"] = {"max_loras": 4, "max_lora_rank": 16, "max_cpu_loras": 2}
+def _mut_lora(c):
+    _ms(c)["lora"] = {"max_loras": 2, "max_lora_rank": 16}
 
 
 def _mut_lookup(c):
@@ -460,9 +494,9 @@ RULES = [
     (_mut_shm, "llm-serving:serving.stable.model_server.shm_gib",
      "/dev/shm is charged to the pod's memory: 6 GiB may use at most half of memory_gib (8 GiB), the rest is "
      "for the server processes"),
-    (_mut_rank, "llm-serving:serving.stable.model_server.lora.max_lora_rank",
-     "vLLM 0.32 accepts 1, 8, 16, 32, 64, 128, 256, 320, 512; got 24"),
-    (_mut_cpu_loras, "llm-serving:serving.stable.model_server.lora.max_cpu_loras", "must be >= max_loras (4), got 2"),
+    (_mut_lora, "llm-serving:serving.stable.model_server.lora",
+     "LoRA adapters are not served: nothing stages, verifies, lists or routes adapters end to end, and "
+     "--enable-lora alone only costs memory; remove the key"),
     (_mut_lookup, "llm-serving:serving.stable.model_server.speculative.prompt_lookup_min",
      "must be <= prompt_lookup_max (2), got 5"),
 ]
@@ -499,8 +533,11 @@ def test_hyperdisk_pool_needs_its_claim(plans):
     with pytest.raises(ValueError, match="ModelServerArgs.hyperdisk_claim: pool 'stable' loads via hyperdisk_ml "
                                          "but no Hyperdisk ML claim was given"):
         ModelServerArgs(role="stable", release=p.release, vllm_args=p.vllm_args, probes=p.probes,
+                        public_model_name=plan.public_model_name, model_root=p.model_root,
                         resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
                         accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1, rollout_replicas=2,
-                        max_unavailable_disruptions=1, namespace="llm-serving", service_account="model-server",
+                        max_unavailable_disruptions=1, namespace="llm-serving-stable", service_account="model-server",
                         proxy_only_cidr=cfg.gke.ranges.proxy_only, stream_bound_seconds=p.probes.stream_bound_seconds,
-                        contract_max_model_len=cfg.contract.max_model_len)
+                        contract_max_model_len=cfg.contract.max_model_len,
+                        contract_max_input_tokens=cfg.contract.max_input_tokens,
+                        contract_max_output_tokens=cfg.contract.max_output_tokens)

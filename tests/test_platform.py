@@ -274,16 +274,21 @@ def test_weights_bucket(plans):
         assert {r.weights_bucket for r in cfg.releases} == {b["inputs"]["name"]}
 
 
-def test_weights_reader_is_the_model_server_principal_on_the_bucket_only(plans):
+def test_weights_reader_is_each_pools_model_server_principal_on_the_bucket_only(plans):
     for stack in STACKS:
         cfg, _, inv = plans[stack]
-        principal = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
-        binding = one(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
-        assert binding["inputs"] == {"bucket": cfg.gke.weights.bucket, "member": principal,
-                                     "role": "roles/storage.objectViewer"}
-        assert principal.startswith("principal://iam.googleapis.com/projects/") and "/subject/ns/llm-serving/sa/model-server" in principal
-        ksa = one(inv, "kubernetes:core/v1:ServiceAccount", "platform-identity-ksa-model-server")
-        assert ksa["inputs"]["metadata"]["namespace"] == "llm-serving"
+        bindings = resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+        assert len(bindings) == len(cfg.pools())
+        for role, _ in cfg.pools():
+            ns = f"llm-serving-{role}"
+            principal = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", ns, "model-server")
+            binding = one(inv, "gcp:storage/bucketIAMMember:BucketIAMMember", f"platform-identity-weights-reader-{role}")
+            assert binding["inputs"] == {"bucket": cfg.gke.weights.bucket, "member": principal,
+                                         "role": "roles/storage.objectViewer"}
+            assert principal.startswith("principal://iam.googleapis.com/projects/")
+            assert f"/subject/ns/{ns}/sa/model-server" in principal
+            ksa = one(inv, "kubernetes:core/v1:ServiceAccount", f"platform-identity-ksa-{role}-model-server")
+            assert ksa["inputs"]["metadata"]["namespace"] == ns
         # No Google service account keys anywhere.
         assert not resources(inv, "gcp:serviceaccount/key:Key")
 
@@ -291,9 +296,13 @@ def test_weights_reader_is_the_model_server_principal_on_the_bucket_only(plans):
 def test_hub_token_secret_accessor_is_that_one_ksa(plans):
     cfg, _, inv = plans["prod"]
     assert cfg.gke.hub_token is not None
-    acc = one(inv, "gcp:secretmanager/secretIamMember:SecretIamMember")["inputs"]
-    assert acc["secretId"] == cfg.gke.hub_token.secret_id
-    assert acc["member"] == principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
+    for role, _ in cfg.pools():
+        acc = one(inv, "gcp:secretmanager/secretIamMember:SecretIamMember",
+                  f"platform-identity-hub-token-accessor-{role}")["inputs"]
+        assert acc["secretId"] == cfg.gke.hub_token.secret_id
+        assert acc["member"] == principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog",
+                                               f"llm-serving-{role}", "model-server")
+    assert len(resources(inv, "gcp:secretmanager/secretIamMember:SecretIamMember")) == len(cfg.pools())
     assert not resources(inv, "gcp:secretmanager/secretVersion:SecretVersion")  # the value is added out of band
 
 
@@ -312,8 +321,11 @@ def test_hyperdisk_ml_volume_in_the_reservation_zone(plans):
                     "volumeHandle": f"projects/{cfg.project}/zones/{zone}/disks/{name}"}}, pv["spec"])
     assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [zone]
     pvc = one(inv, "kubernetes:core/v1:PersistentVolumeClaim")["inputs"]
+    # The stable pool's claim, in its namespace; its PV is reserved for exactly that claim.
     assert (pvc["metadata"]["namespace"], pvc["spec"]["volumeName"], pvc["spec"]["accessModes"]) == (
-        "llm-serving", pv["metadata"]["name"], ["ReadOnlyMany"])
+        "llm-serving-stable", pv["metadata"]["name"], ["ReadOnlyMany"])
+    assert pv["metadata"]["name"] == f"{name}-stable"
+    assert pv["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "name": name, "namespace": "llm-serving-stable"}
     sc = one(inv, "kubernetes:storage.k8s.io/v1:StorageClass")["inputs"]
     assert sc["provisioner"] == "pd.csi.storage.gke.io" and sc["parameters"]["type"] == "hyperdisk-ml"
     # Only the canary's streaming release has no disk.

@@ -83,10 +83,12 @@ def test_serving_principals_are_granted_on_single_resources(plans, stack):
     """Every Workload Identity principal binding outside the exception targets one resource (bucket,
     secret, repository), and the model server's principal reads the weights bucket."""
     cfg, _, inv = plans[stack]
-    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
-    grants = [(b["type"], b["inputs"]["role"]) for b in iam_bindings(inv) if b["inputs"].get("member") == model_server]
-    assert ("gcp:storage/bucketIAMMember:BucketIAMMember", "roles/storage.objectViewer") in grants
-    assert not [g for g in grants if g[0].startswith(PROJECT_LEVEL_MODULES)]
+    for role, _ in cfg.pools():
+        model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog",
+                                      f"llm-serving-{role}", "model-server")
+        grants = [(b["type"], b["inputs"]["role"]) for b in iam_bindings(inv) if b["inputs"].get("member") == model_server]
+        assert ("gcp:storage/bucketIAMMember:BucketIAMMember", "roles/storage.objectViewer") in grants
+        assert not [g for g in grants if g[0].startswith(PROJECT_LEVEL_MODULES)]
     for b in iam_bindings(inv):
         if str(b["inputs"].get("member", "")).startswith(WIF_PREFIXES) and b["type"].startswith(PROJECT_LEVEL_MODULES):
             assert (b["inputs"]["member"], b["inputs"]["role"]) in project_level_exceptions(cfg.project), b["name"]
@@ -109,7 +111,8 @@ def _grant(typ: str, member: str, role: str) -> dict:
 def test_violations_are_caught(plans):
     """The check is not vacuous: each of these extra bindings is reported."""
     cfg, _, inv = plans["prod"]
-    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving", "model-server")
+    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving-stable",
+                                  "model-server")
     adapter = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "custom-metrics", "custom-metrics-stackdriver-adapter")
     member = "gcp:projects/iAMMember:IAMMember"
     bad = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -234,7 +235,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     ("pdb-for-serving-workloads", "epp-pdb-stalls-drains",
      lambda rs: rs.append({**find(rs, ":PodDisruptionBudget", "vllm-stable-pdb"), "name": "vllm-canary-epp-pdb",
                            "urn": "urn:pulumi:prod::llm-serving::kubernetes:policy/v1:PodDisruptionBudget::vllm-canary-epp-pdb",
-                           "inputs": {"metadata": {"name": "vllm-canary-epp", "namespace": "llm-serving"},
+                           "inputs": {"metadata": {"name": "vllm-canary-epp", "namespace": "llm-serving-canary"},
                                       "spec": {"maxUnavailable": 1,
                                                "selector": {"matchLabels": {"inferencepool": "vllm-canary-epp"}}}}}),
      ["vllm-canary-epp: endpoint picker vllm-canary runs 2 leader-elected replicas, of which only the leader is "
@@ -250,11 +251,11 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
       "compute.googleapis.com, which this stack enables, but does not depend on its enablement "
       "(platform-services-compute): on a fresh project it can be created before the API is on"]),
     ("create-after-dependencies", "wif-grant-before-cluster",
-     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader").update(
-         dependencies=[d for d in find(rs, ":BucketIAMMember", "platform-identity-weights-reader")["dependencies"]
+     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader-stable").update(
+         dependencies=[d for d in find(rs, ":BucketIAMMember", "platform-identity-weights-reader-stable")["dependencies"]
                        if "Cluster" not in d and "identity:WorkloadIdentity" not in d]),
-     ["platform-identity-weights-reader: gcp:storage/bucketIAMMember:BucketIAMMember platform-identity-weights-reader "
-      "grants to the Workload Identity principal of pool acme-llm-prod.svc.id.goog, but does not depend on the GKE "
+     ["platform-identity-weights-reader-stable: gcp:storage/bucketIAMMember:BucketIAMMember "
+      "platform-identity-weights-reader-stable grants to the Workload Identity principal of pool acme-llm-prod.svc.id.goog, but does not depend on the GKE "
       "cluster that creates that pool: on a fresh project the grant is rejected"]),
     ("epp-min-replicas", "one-replica",
      lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"].update(replicas=1),
@@ -314,8 +315,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
      ["model-server-key: service account keys must not be created: authenticate the workload with Workload Identity "
       "Federation (its Kubernetes service account's principal) instead"]),
     ("iam-no-public-members", "all-users",
-     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader")["inputs"].update(member="allUsers"),
-     ["platform-identity-weights-reader: role roles/storage.objectViewer is granted to allUsers: grant it to named "
+     lambda rs: find(rs, ":BucketIAMMember", "platform-identity-weights-reader-stable")["inputs"].update(member="allUsers"),
+     ["platform-identity-weights-reader-stable: role roles/storage.objectViewer is granted to allUsers: grant it to named "
       "principals only, nothing in this stack may be reachable without authentication"]),
     ("gke-cluster-workload-identity", "no-pool",
      lambda rs: find(rs, "gcp:container/cluster:Cluster", "platform-cluster-gke")["inputs"].pop("workloadIdentityConfig"),
@@ -385,6 +386,66 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
      lambda rs: set_flag(rs, "--max-model-len", None),
      ["vllm-stable-deployment: --max-model-len is not set (vLLM would serve the model's full context): set it to at "
       "most 16384"]),
+    ("max-model-len-within-contract", "context-above-input-plus-output",
+     lambda rs: find(rs, ":Deployment", "vllm-stable-deployment")["inputs"]["metadata"]["annotations"].update(
+         {"llm-serving.io/contract-max-input-tokens": "12000"}),
+     ["vllm-stable-deployment: --max-model-len is 16384, above max_input_tokens + max_output_tokens = 16096: vLLM's "
+      "only prompt limit is the context, so prompts of up to 16383 tokens are admitted against the contract's 12000; "
+      "set it to 16096"]),
+    ("pool-selector-survives-release-change", "release-label",
+     lambda rs: find(rs, ":InferencePool", "vllm-stable-pool")["inputs"]["spec"]["selector"]["matchLabels"].update(
+         {"llm-serving.io/release": RELEASE}),
+     ["vllm-stable-pool: InferencePool vllm-stable selects on llm-serving.io/release, which changes with every "
+      "release: a rolling update to a new release creates pods the pool does not select while the old ones drain, "
+      "down to zero endpoints; select on the Deployment's own selector labels"]),
+    ("pool-selector-survives-release-change", "label-outside-deployment-selector",
+     lambda rs: find(rs, ":InferencePool", "vllm-stable-pool")["inputs"]["spec"]["selector"]["matchLabels"].update(
+         {"llm-serving.io/pool": "stable"}),
+     ["vllm-stable-pool: InferencePool vllm-stable selects on llm-serving.io/pool, outside Deployment vllm-stable's "
+      "selector: a label outside a Deployment's (immutable) selector can change with its pod template, so a rollout "
+      "can create pods the pool does not select"]),
+    ("pool-selector-survives-release-change", "selects-nothing",
+     lambda rs: find(rs, ":InferencePool", "vllm-stable-pool")["inputs"]["spec"]["selector"]["matchLabels"].update(
+         {"app.kubernetes.io/instance": "vllm-old"}),
+     ["vllm-stable-pool: InferencePool vllm-stable selects the pods of no serving Deployment"]),
+    ("sheddable-classes-have-negative-priority", "sheddable-at-priority-0",
+     lambda rs: find(rs, ":InferenceObjective", "vllm-stable-objective-batch")["inputs"]["spec"].update(priority=0),
+     ["vllm-stable-objective-batch: InferenceObjective batch is marked sheddable but has priority 0: the endpoint picker sheds "
+      "only priority < 0, so under saturation this class queues with everyone else; give it a negative priority"]),
+    ("sheddable-classes-have-negative-priority", "negative-but-not-marked",
+     lambda rs: find(rs, ":InferenceObjective", "vllm-stable-objective-interactive")["inputs"]["spec"].update(priority=-5),
+     ["vllm-stable-objective-interactive: InferenceObjective interactive has priority -5, which the endpoint picker sheds under "
+      "saturation, but is not marked sheddable: set llm-serving.io/sheddable: \"true\" or a priority >= 0"]),
+    ("sheddable-classes-have-negative-priority", "unstated",
+     lambda rs: find(rs, ":InferenceObjective", "vllm-stable-objective-batch")["inputs"]["metadata"]["annotations"].pop(
+         "llm-serving.io/sheddable"),
+     ["vllm-stable-objective-batch: InferenceObjective batch has no llm-serving.io/sheddable annotation: state whether its class "
+      "may be shed under saturation (priority < 0) or not"]),
+    ("vllm-output-capped", "no-cap",
+     lambda rs: set_flag(rs, "--override-generation-config", None),
+     ["vllm-stable-deployment: no server-side output cap: vLLM generates as many tokens as a request asks for (up to "
+      "the context), past the stream bound the load balancer timeout and the drain are sized for; add "
+      "--override-generation-config '{\"max_new_tokens\": 4096}'"]),
+    ("vllm-output-capped", "cap-above-contract",
+     lambda rs: set_flag(rs, "--override-generation-config", '{"max_new_tokens":8192}'),
+     ["vllm-stable-deployment: output is capped at 8192 tokens, above the contract's max_output_tokens 4096: a longer "
+      "stream outlives the timeouts sized for the contract; use --override-generation-config "
+      "'{\"max_new_tokens\": 4096}'"]),
+    ("vllm-output-capped", "no-max-new-tokens",
+     lambda rs: set_flag(rs, "--override-generation-config", '{"temperature":0.7}'),
+     ["vllm-stable-deployment: --override-generation-config sets no max_new_tokens, so output is not capped: use "
+      "--override-generation-config '{\"max_new_tokens\": 4096}'"]),
+    ("hpa-scale-up-damped", "window-zero",
+     lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"]["behavior"]
+     ["scaleUp"].update(stabilizationWindowSeconds=0),
+     ["observability-hpa-stable: HPA vllm-stable scale-up stabilizationWindowSeconds is 0 s, below the {cold} s a new "
+      "replica of Deployment vllm-stable takes to become ready: a burst shorter than that is over before the replica "
+      "can help, so it only creates a late pod; set it to at least {cold_up}"]),
+    ("hpa-scale-up-damped", "no-behavior",
+     lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"].pop("behavior"),
+     ["observability-hpa-stable: HPA vllm-stable scale-up stabilizationWindowSeconds is 0 s, below the {cold} s a new "
+      "replica of Deployment vllm-stable takes to become ready: a burst shorter than that is over before the replica "
+      "can help, so it only creates a late pod; set it to at least {cold_up}"]),
     ("deletion-protection-stateful", "bucket-unprotected",
      lambda rs: _bucket(rs)["options"].update(protect=False),
      ["platform-weights-bucket: Bucket is not protected: set the Pulumi protect option so no update can delete it"]),
@@ -412,7 +473,8 @@ def test_one_change_one_violation(name: str, case: str, mutate: Mutation, expect
     mutate(rs)
     # The stable pool's cold-load estimate is the planner's (the policy command passes it as a fact).
     cold = pack.policy_facts(cfg)["startup-window-covers-cold-load"]["coldLoadSeconds"]["vllm-stable"]
-    assert evaluate(name, rs, policy_config(name, cfg)) == sorted(m.replace("{cold}", f"{cold:g}") for m in expected)
+    assert evaluate(name, rs, policy_config(name, cfg)) == sorted(
+        m.replace("{cold}", f"{cold:g}").replace("{cold_up}", str(math.ceil(cold))) for m in expected)
 
 
 # ---- unknown values at preview -------------------------------------------------------------------------------
@@ -537,6 +599,42 @@ def test_mutated_inventory_fails_through_grpc_with_unknowns(tmp_path: Path, plan
         ("storage-bucket-versioning", "mandatory", "platform-weights-bucket",
          "versioning.enabled is False: set it to true so an overwritten or deleted weight file or manifest can be "
          "restored"),
+    ]
+
+
+def test_traffic_regressions_fail_through_grpc(tmp_path: Path, plans: dict[str, Any]) -> None:
+    """What this program used to render, one regression each, caught by the pack run as the engine runs it: a pool
+    selector a release change empties, a sheddable class the picker cannot shed, no output cap, undamped scale-up."""
+    _, plan, inventory = plans["prod"]
+    inv = copy.deepcopy(inventory)
+    rs = inv["resources"]
+    find(rs, ":InferencePool", "vllm-stable-pool")["inputs"]["spec"]["selector"]["matchLabels"] = {
+        "llm-serving.io/pool": "stable", "llm-serving.io/release": RELEASE}
+    find(rs, ":InferenceObjective", "vllm-stable-objective-batch")["inputs"]["spec"]["priority"] = 0
+    set_flag(rs, "--override-generation-config", None)
+    find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"]["behavior"]["scaleUp"][
+        "stabilizationWindowSeconds"] = 0
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps(inv))
+    out = tmp_path / "report"
+    assert cli.main(["policy", "--stack", "prod", "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
+    cold = round(plan.pools["stable"].capacity.cold_load_seconds, 3)
+    assert _findings(out) == [
+        ("hpa-scale-up-damped", "mandatory", "observability-hpa-stable",
+         f"HPA vllm-stable scale-up stabilizationWindowSeconds is 0 s, below the {cold:g} s a new replica of "
+         "Deployment vllm-stable takes to become ready: a burst shorter than that is over before the replica can help, "
+         f"so it only creates a late pod; set it to at least {math.ceil(cold)}"),
+        ("pool-selector-survives-release-change", "mandatory", "vllm-stable-pool",
+         "InferencePool vllm-stable selects on llm-serving.io/release, which changes with every release: a rolling "
+         "update to a new release creates pods the pool does not select while the old ones drain, down to zero "
+         "endpoints; select on the Deployment's own selector labels"),
+        ("sheddable-classes-have-negative-priority", "mandatory", "vllm-stable-objective-batch",
+         "InferenceObjective batch is marked sheddable but has priority 0: the endpoint picker sheds only priority < "
+         "0, so under saturation this class queues with everyone else; give it a negative priority"),
+        ("vllm-output-capped", "mandatory", "vllm-stable-deployment",
+         "no server-side output cap: vLLM generates as many tokens as a request asks for (up to the context), past "
+         "the stream bound the load balancer timeout and the drain are sized for; add --override-generation-config "
+         "'{\"max_new_tokens\": 4096}'"),
     ]
 
 

@@ -87,7 +87,11 @@ def test_alert_rules_file_is_valid(plans, stack, tmp_path):
 
 # ---- promtool test rules: synthetic series that fire and that stay quiet ---------------------------------------
 
-NS = m.SERVING_NAMESPACE
+
+
+def NS(role: str) -> str:
+    """Each pool's series carry its own namespace."""
+    return f"llm-serving-{role}"
 BUCKETS = ("0.01", "0.5", "2.5", "10", "+Inf")
 
 
@@ -104,14 +108,14 @@ def histogram(metric: str, role: str, release: str, fast: bool, minutes: int = 3
     out = []
     for le in BUCKETS:
         counted = fast or le in ("10", "+Inf")
-        out.append({"series": f"{metric}_bucket" + _labels(namespace=NS, pool=role, release=release,
+        out.append({"series": f"{metric}_bucket" + _labels(namespace=NS(role), pool=role, release=release,
                                                           pod=_pod(role), le=le),
                     "values": f"0+{60 if counted else 0}x{minutes}"})
     return out
 
 
 def gauge(metric: str, role: str, release: str, value: float, pod: int = 0, minutes: int = 30) -> dict[str, str]:
-    return {"series": metric + _labels(namespace=NS, pool=role, release=release, pod=_pod(role, pod)),
+    return {"series": metric + _labels(namespace=NS(role), pool=role, release=release, pod=_pod(role, pod)),
             "values": f"{value}x{minutes}"}
 
 
@@ -120,9 +124,9 @@ def background(roles: dict[str, str], skip: set[tuple[str, str]]) -> list[dict[s
     out = []
     for role, release in roles.items():
         if ("epp", role) not in skip:
-            out.append({"series": "up" + _labels(namespace=NS, job=m.epp_scrape_job(role)), "values": "1x30"})
+            out.append({"series": "up" + _labels(namespace=NS(role), job=m.epp_scrape_job(role)), "values": "1x30"})
         if ("traffic", role) not in skip:
-            out.append({"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS, pool=role, release=release,
+            out.append({"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS(role), pool=role, release=release,
                                                                     finished_reason="stop", pod=_pod(role)),
                         "values": "0+30x30"})
     return out
@@ -163,16 +167,16 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
         add("QueueBuildingAtMaxReplicas", role, pods(n, 1), False, {})  # at max, queue under target
         if n > 1:
             add("QueueBuildingAtMaxReplicas", role, pods(n - 1, 10), False, {})  # HPA can still add pods
-        epp = {"series": "up" + _labels(namespace=NS, job=m.epp_scrape_job(role)), "values": "0x30"}
+        epp = {"series": "up" + _labels(namespace=NS(role), job=m.epp_scrape_job(role)), "values": "0x30"}
         add("EndpointPickerUnavailable", role, [epp], True, {}, skip=frozenset({("epp", role)}))
         add("EndpointPickerUnavailable", role, [], True, {}, skip=frozenset({("epp", role)}))  # no series at all
         add("EndpointPickerUnavailable", role, [], False, {})
-        restarts = {"series": m.KSM_RESTARTS.total + _labels(namespace=NS, pod=_pod(role), container="vllm"),
+        restarts = {"series": m.KSM_RESTARTS.total + _labels(namespace=NS(role), pod=_pod(role), container="vllm"),
                     "values": "0x10 1x20"}
         add("ServingPodsRestarting", role, [restarts], True, {}, at="15m")
         add("ServingPodsRestarting", role, [{**restarts, "values": "1x30"}], False, {}, at="15m")
         if ("NoTrafficOnServingPool", role) in present:
-            stalled = {"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS, pool=role, release=release,
+            stalled = {"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS(role), pool=role, release=release,
                                                                     finished_reason="stop", pod=_pod(role)),
                        "values": "500x30"}
             add("NoTrafficOnServingPool", role, [stalled], True, {}, skip=frozenset({("traffic", role)}))

@@ -44,7 +44,7 @@ def test_every_pod_fits_a_pool_that_admits_it(stack: str, group: str, charts_roo
         assert len(pods) == 1 + len(list(cfg.pools())), [p.name for p in pods]
     else:
         pods = s.picker_pods(inv, charts_root)
-        assert sorted(p.name for p in pods) == sorted(f"llm-serving/vllm-{role}-epp" for role, _ in cfg.pools())
+        assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-epp" for role, _ in cfg.pools())
     failures = s.unfit(pods, pools)
     assert not failures, f"{stack}: pods that no node pool admits and fits:\n" + "\n".join(failures)
 
@@ -372,7 +372,7 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
                        release["inputs"]["namespace"], values)
     ok, why = s.fits(pod, s.node_pools(inv))
     assert not ok, why
-    assert "pod llm-serving/vllm-stable-epp [chart inferencepool v1.5.0 release vllm-stable" in why
+    assert "pod llm-serving-stable/vllm-stable-epp [chart inferencepool v1.5.0 release vllm-stable" in why
     assert ("pool system (e2-standard-4, 4 vCPU / 16 GiB): admitted, DOES NOT FIT: cpu 4000m > allocatable 3920m; "
             "memory 8192.0 MiB <= allocatable 13621.6 MiB") in why
     assert "pool gpu-l4 (g2-standard-12, 12 vCPU / 48 GiB): excluded: taint nvidia.com/gpu=present:NoSchedule" in why

@@ -52,6 +52,9 @@ class EppChartProfile:
     #: Upstream commit the objective CRDs are installed from (GKE installs only the GA CRDs, GAIE releases and the llm-d GKE guide).
     crd_commit: str
     crd_files: tuple[str, ...]
+    #: Whether this program states the picker's EndpointPickerConfig (``pluginsCustomConfig``), saturation
+    #: thresholds included. Only for releases whose config format and saturation detector were read at source.
+    states_picker_config: bool
 
 
 EPP_CHARTS: dict[str, EppChartProfile] = {
@@ -60,6 +63,8 @@ EPP_CHARTS: dict[str, EppChartProfile] = {
         monitoring_switch="gke", objective_api_version="inference.networking.x-k8s.io/v1alpha2",
         crd_commit="f5bce5a2b2afa106fb70084186be051022704bec",
         crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",),
+        # Not read at source for this release: its EPP's built-in saturation defaults apply (README).
+        states_picker_config=False,
     ),
     "v1.5.0": EppChartProfile(
         version="v1.5.0", image_tag="v1.5.0", default_kv_metric=KV_METRIC_CURRENT, flags_layout="map",
@@ -68,6 +73,7 @@ EPP_CHARTS: dict[str, EppChartProfile] = {
         # The v1.5.0 EPP also watches InferenceModelRewrite (chart templates/rbac.yaml), so its CRD is installed.
         crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
                    "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml"),
+        states_picker_config=True,
     ),
 }
 

@@ -58,29 +58,29 @@ def _cr(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions
 @dataclass(frozen=True)
 class PoolBackendArgs:
     pool: o.PoolRoute
-    namespace: pulumi.Input[str]
     gateway: o.GatewaySpec
     #: Backend-service timeout (s): the planner's ceiling of the longest allowed stream.
     backend_timeout_seconds: int
     priority_classes: tuple[o.PriorityClassSpec, ...]
-    #: Pool that owns the bare objective names (the one with most traffic).
-    primary_role: str
+    #: Where the API route lives (the ReferenceGrant admits routes from there only).
+    gateway_namespace: pulumi.Input[str]
 
 
 class PoolBackend(Component):
     """InferencePool ``vllm-<role>`` + its endpoint picker (upstream chart, Helm release ``vllm-<role>`` so the
-    picker Service is ``vllm-<role>-epp`` and it watches this pool) + PDB + objectives + GKE policies. Pass the
-    Kubernetes provider in ``opts.providers``."""
+    picker Service is ``vllm-<role>-epp`` and it watches this pool) + objectives + GKE policies + the
+    ReferenceGrant admitting the API route, all in the pool's namespace. Pass the Kubernetes provider in
+    ``opts.providers``."""
 
     TYPE = "llm-serving:gateway:PoolBackend"
 
     def __init__(self, name: str, args: PoolBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        pool, ns, gw = args.pool, args.namespace, args.gateway
+        pool, ns, gw = args.pool, args.pool.namespace, args.gateway
         role = pool.role
         k8s_opts = self.child_opts()
 
-        self.pool_object = o.inference_pool_object(pool, ns, gw.epp.failure_mode)
+        self.pool_object = o.inference_pool_object(pool, gw.epp.failure_mode)
         self.inference_pool = _cr(f"{naming.pool_name(role)}-pool", self.pool_object, k8s_opts)
 
         self.chart_values = o.epp_values(pool, gw)
@@ -98,15 +98,15 @@ class PoolBackend(Component):
         # a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
         # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
-        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool, ns),
+        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool),
                                 k8s_opts)
         self.backend_policy = _cr(f"{naming.pool_name(role)}-backendpolicy",
-                                  o.backend_policy_object(pool, ns, gw, args.backend_timeout_seconds), k8s_opts)
-        # Resource names follow the object name, not the role: when the primary pool changes, the bare-named
-        # objective is updated in place (poolRef) instead of deleted and re-created under the same name.
+                                  o.backend_policy_object(pool, gw, args.backend_timeout_seconds), k8s_opts)
         self.objectives = [
-            _cr(f"objective-{obj['metadata']['name']}", obj, k8s_opts)
-            for obj in o.objective_objects(pool, ns, args.priority_classes, gw.epp.profile, args.primary_role)]
+            _cr(f"{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
+            for obj in o.objective_objects(pool, args.priority_classes, gw.epp.profile)]
+        self.reference_grant = _cr(f"{naming.pool_name(role)}-reference-grant",
+                                   o.reference_grant_object(pool, args.gateway_namespace), k8s_opts)
 
         self.pool_name = naming.pool_name(role)
         self.register_outputs({"pool_name": self.pool_name, "epp_service": naming.epp_name(role)})
@@ -119,12 +119,13 @@ class InferenceGatewayArgs:
     environment: str
     project: str
     region: str
-    namespace: pulumi.Input[str]
     gateway: o.GatewaySpec
     pools: tuple[o.PoolRoute, ...]
     priority_classes: tuple[o.PriorityClassSpec, ...]
     #: Backend-service timeout (s): the planner's ceiling of the longest allowed stream.
     backend_timeout_seconds: int
+    #: What clients send as ``model`` (every pool serves it); Model Armor screens it.
+    public_model_name: str
     #: Node subnet (self link or id); the internal class reserves its VIP there.
     subnetwork: pulumi.Input[str] | None = None
     #: Project number (for the Model Armor service agent); needed only when Model Armor is configured.
@@ -152,15 +153,24 @@ def ssl_policy_name(environment: str) -> str:
 
 
 class InferenceGateway(Component):
-    """The regional GKE Gateway in front of the serving pools. Pass the Kubernetes provider and the objects the
-    gateway's Kubernetes resources wait for (the namespace) in ``opts``."""
+    """The regional GKE Gateway in front of the serving pools, in its own namespace (``naming.GATEWAY_NAMESPACE``),
+    with one :class:`PoolBackend` per pool in that pool's namespace. Pass the Kubernetes provider in ``opts``."""
 
     TYPE = "llm-serving:gateway:InferenceGateway"
 
     def __init__(self, name: str, args: InferenceGatewayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        gw, ns = args.gateway, args.namespace
+        gw = args.gateway
         child = self.child_opts()
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns-{naming.GATEWAY_NAMESPACE}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.GATEWAY_NAMESPACE, labels={
+                naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "gateway",
+                # No pods run here (the load balancer is Google's): the strictest profile costs nothing.
+                "pod-security.kubernetes.io/enforce": "restricted"}),
+            opts=child)
+        #: The gateway namespace as an Output: every gateway object waits for the Namespace through it.
+        ns: pulumi.Output[str] = self.namespace.metadata.name
         k8s_opts = self.child_opts()
 
         internal = gw.gateway_class == "gke-l7-rilb"
@@ -191,17 +201,16 @@ class InferenceGateway(Component):
             f"{name}-gateway-policy", o.gateway_policy_object(gw, ns, ssl_policy_name(args.environment)),
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.ssl_policy, self.gateway])))
 
-        primary = o.primary_role(args.pools)
         pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
         self.pools: dict[str, PoolBackend] = {}
         for p in args.pools:
             self.pools[p.role] = PoolBackend(
                 f"{name}-{p.role}",
-                PoolBackendArgs(pool=p, namespace=ns, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
-                                priority_classes=args.priority_classes, primary_role=primary),
+                PoolBackendArgs(pool=p, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
+                                priority_classes=args.priority_classes, gateway_namespace=ns),
                 opts=pool_opts)
 
-        backends = [b.inference_pool for b in self.pools.values()]
+        backends = [x for b in self.pools.values() for x in (b.inference_pool, b.reference_grant)]
         self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools),
                              pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
                                  depends_on=[self.gateway, *backends])))
@@ -246,10 +255,11 @@ class InferenceGateway(Component):
                       for role in MODEL_ARMOR_AGENT_ROLES]
             self.model_armor = _cr(
                 f"{name}-model-armor",
-                o.model_armor_object(gw, ns, args.region, tuple(p.release for p in args.pools)),
+                o.model_armor_object(gw, ns, args.region, args.public_model_name,
+                                     tuple(p.release for p in args.pools)),
                 pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])))
 
         self.address_value = self.address.address
         self.hostnames = list(gw.hostnames)
         self.register_outputs({"address": self.address_value, "hostnames": self.hostnames,
-                               "pools": sorted(self.pools)})
+                               "namespace": ns, "pools": sorted(self.pools)})

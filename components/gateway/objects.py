@@ -72,6 +72,23 @@ class CertificateSpec:
 
 
 @dataclass(frozen=True)
+class SaturationSpec:
+    """When the picker calls its pool saturated (GAIE v1.5.0 ``utilization-detector``): per endpoint
+    ``max(waiting / queue_depth_threshold, kv_cache_usage / kv_cache_util_threshold)``, averaged over the pool;
+    at >= 1.0 a sheddable request (priority < 0) is answered 429 at once, everything else is still scheduled."""
+
+    queue_depth_threshold: int
+    kv_cache_util_threshold: float
+
+    def __post_init__(self) -> None:
+        if self.queue_depth_threshold < 1:
+            raise ValueError(f"SaturationSpec.queue_depth_threshold: must be >= 1, got {self.queue_depth_threshold}")
+        if not 0 < self.kv_cache_util_threshold <= 1:
+            raise ValueError(f"SaturationSpec.kv_cache_util_threshold: must be in (0, 1], got "
+                             f"{self.kv_cache_util_threshold}")
+
+
+@dataclass(frozen=True)
 class EndpointPickerSpec:
     chart: str
     version: str
@@ -79,6 +96,7 @@ class EndpointPickerSpec:
     failure_mode: Literal["FailOpen", "FailClose"]
     kv_cache_metric: str
     install_objective_crds: bool
+    saturation: SaturationSpec
 
     def __post_init__(self) -> None:
         if self.version not in EPP_CHARTS:
@@ -129,13 +147,23 @@ class PoolRoute:
     #: Pod labels the InferencePool and its picker select: the model server hands them over
     #: (``ModelServer.pool_selector``).
     selector: Mapping[str, str]
+    #: The pool's own namespace (the platform's Output): its InferencePool, picker, objectives and policies live
+    #: there, beside its model servers.
+    namespace: Any
 
 
 @dataclass(frozen=True)
 class PriorityClassSpec:
     name: str
     priority: int
+    #: Shed under saturation; the picker sheds exactly priority < 0, so the two must agree.
+    sheddable: bool
     description: str
+
+    def __post_init__(self) -> None:
+        if self.sheddable != (self.priority < 0):
+            raise ValueError(f"PriorityClassSpec.priority: class {self.name!r} has sheddable={self.sheddable} but "
+                             f"priority {self.priority} (the picker sheds exactly priority < 0)")
 
 
 def epp_pod_selector(role: str) -> dict[str, str]:
@@ -213,7 +241,8 @@ def redirect_route_object(gw: GatewaySpec, namespace: Any) -> dict[str, Any]:
 def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...]) -> dict[str, Any]:
     """OpenAI paths -> weighted InferencePools. Weighted routing picks a pool first; cache-aware endpoint
     choice then happens inside that (cache-compatible) pool. A weight-0 backend stays attached: a dark canary
-    is warm and scraped but gets no user requests."""
+    is warm and scraped but gets no user requests. Each pool lives in its own namespace, so every backend names
+    it, and the pool's :func:`reference_grant_object` admits the reference."""
     return {
         "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
         "metadata": _meta(API_ROUTE_NAME, namespace, "gateway"),
@@ -223,7 +252,7 @@ def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ..
             "rules": [{
                 "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
                 "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
-                                 "weight": p.weight} for p in pools],
+                                 "namespace": p.namespace, "weight": p.weight} for p in pools],
             }],
         },
     }
@@ -231,10 +260,27 @@ def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ..
 
 # ---- per pool -----------------------------------------------------------------------------------------------
 
-def inference_pool_object(pool: PoolRoute, namespace: Any, failure_mode: str) -> dict[str, Any]:
+REFERENCE_GRANT_API = "gateway.networking.k8s.io/v1beta1"
+
+
+def reference_grant_object(pool: PoolRoute, gateway_namespace: Any) -> dict[str, Any]:
+    """Lets the API route (in the gateway's namespace) send traffic to this pool's InferencePool, and to nothing
+    else in the pool's namespace. v1beta1: the version every Gateway API bundle since v0.6 serves."""
+    return {
+        "apiVersion": REFERENCE_GRANT_API, "kind": "ReferenceGrant",
+        "metadata": _meta(f"{API_ROUTE_NAME}-to-{naming.pool_name(pool.role)}", pool.namespace, "inference-pool",
+                          pool.role),
+        "spec": {
+            "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": gateway_namespace}],
+            "to": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}],
+        },
+    }
+
+
+def inference_pool_object(pool: PoolRoute, failure_mode: str) -> dict[str, Any]:
     return {
         "apiVersion": POOL_API, "kind": "InferencePool",
-        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {
             "selector": {"matchLabels": dict(pool.selector)},
             "targetPorts": [{"number": naming.VLLM_PORT}],
@@ -253,10 +299,10 @@ def _target(pool: PoolRoute) -> dict[str, str]:
     return {"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}
 
 
-def health_check_policy_object(pool: PoolRoute, namespace: Any) -> dict[str, Any]:
+def health_check_policy_object(pool: PoolRoute) -> dict[str, Any]:
     return {
         "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
-        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {
             "targetRef": _target(pool),
             "default": {
@@ -273,7 +319,7 @@ def log_sample_rate(rate: float) -> int:
     return round(rate * 1_000_000)
 
 
-def backend_policy_object(pool: PoolRoute, namespace: Any, gw: GatewaySpec,
+def backend_policy_object(pool: PoolRoute, gw: GatewaySpec,
                           timeout: int) -> dict[str, Any]:
     """``timeout``: the backend-service timeout, the planner's ceiling of the longest allowed stream."""
     default: dict[str, Any] = {
@@ -293,30 +339,21 @@ def backend_policy_object(pool: PoolRoute, namespace: Any, gw: GatewaySpec,
         default["iap"] = iap
     return {
         "apiVersion": GKE_POLICY_API, "kind": "GCPBackendPolicy",
-        "metadata": _meta(naming.pool_name(pool.role), namespace, "inference-pool", pool.role),
+        "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {"targetRef": _target(pool), "default": default},
     }
 
 
-def primary_role(pools: tuple[PoolRoute, ...]) -> str:
-    """The pool carrying most traffic (stable on ties): it owns the bare priority-class objective names."""
-    return max(pools, key=lambda p: (p.weight, p.role == "stable")).role
-
-
-def objective_name(class_name: str, role: str, primary: str) -> str:
-    """InferenceObjective names are namespace-unique and ``poolRef`` names one pool (llm-d-router#2924), so
-    only one pool can own the bare class name clients send in ``x-gateway-inference-objective``: the pool
-    with most traffic. The other pool's copies are ``<class>-<role>``; a bare name reaching it is unknown
-    there and served at priority 0."""
-    return class_name if role == primary else f"{class_name}-{role}"
-
-
-def objective_objects(pool: PoolRoute, namespace: Any, classes: tuple[PriorityClassSpec, ...],
-                      profile: EppChartProfile, primary: str) -> list[dict[str, Any]]:
+def objective_objects(pool: PoolRoute, classes: tuple[PriorityClassSpec, ...],
+                      profile: EppChartProfile) -> list[dict[str, Any]]:
+    """One InferenceObjective per class, named as the class, in the pool's namespace: the picker looks the class a
+    request names up by object name in its own namespace and keeps only objectives whose ``poolRef`` is its pool,
+    so each pool needs its own copy under the bare name (hence a namespace per pool)."""
     return [{
         "apiVersion": profile.objective_api_version, "kind": "InferenceObjective",
-        "metadata": {**_meta(objective_name(c.name, pool.role, primary), namespace, "inference-objective", pool.role),
-                     "annotations": {"llm-serving.io/description": c.description}},
+        "metadata": {**_meta(c.name, pool.namespace, "inference-objective", pool.role),
+                     "annotations": {"llm-serving.io/description": c.description,
+                                     naming.SHEDDABLE_ANNOTATION: "true" if c.sheddable else "false"}},
         "spec": {"priority": c.priority, "poolRef": {"group": POOL_GROUP, "kind": "InferencePool",
                                                      "name": naming.pool_name(pool.role)}},
     } for c in classes]
@@ -325,6 +362,46 @@ def objective_objects(pool: PoolRoute, namespace: Any, classes: tuple[PriorityCl
 def kv_metric_flag(profile: EppChartProfile, kv_cache_metric: str) -> str | None:
     """The flag value to pass, or None when the chart's EPP already defaults to the configured metric."""
     return None if profile.default_kv_metric == kv_cache_metric else kv_cache_metric
+
+
+#: Name of the EndpointPickerConfig file this program writes into the picker's ConfigMap
+#: (``inferenceExtension.pluginsCustomConfig``) and points the picker at (``pluginsConfigFile``).
+PICKER_CONFIG_FILE = "llm-serving-plugins.yaml"
+#: The utilization detector's metrics staleness bound (GAIE v1.5.0 default, stated): an endpoint whose metrics
+#: are older counts as saturated. The picker refreshes endpoint metrics every 50 ms, so 200 ms is four misses.
+SATURATION_METRICS_STALENESS = "200ms"
+
+
+def picker_config(saturation: SaturationSpec) -> dict[str, Any]:
+    """The EndpointPickerConfig of chart v1.5.0's default profile (queue 2, KV cache 2, prefix cache 3: the
+    chart's own weights), with the saturation detector stated instead of defaulted.
+
+    Flow control stays off on purpose: in GAIE v1.5.0 its admission path queues sheddable requests instead of
+    rejecting them (it skips the sheddable check), so turning it on would undo the 429 shedding; the legacy
+    admission path sheds priority < 0 at saturation >= 1.0 and schedules everything else."""
+    return {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "queue-scorer"},
+            {"type": "kv-cache-utilization-scorer"},
+            {"type": "prefix-cache-scorer"},
+            {"type": "metrics-data-source",
+             "parameters": {"scheme": "http", "path": naming.METRICS_PATH, "insecureSkipVerify": True}},
+            {"type": "core-metrics-extractor"},
+            {"type": "utilization-detector", "parameters": {
+                "queueDepthThreshold": saturation.queue_depth_threshold,
+                "kvCacheUtilThreshold": saturation.kv_cache_util_threshold,
+                "metricsStalenessThreshold": SATURATION_METRICS_STALENESS,
+                "headroom": 0.0}},
+        ],
+        "schedulingProfiles": [{"name": "default", "plugins": [
+            {"pluginRef": "queue-scorer", "weight": 2},
+            {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+            {"pluginRef": "prefix-cache-scorer", "weight": 3},
+        ]}],
+        "saturationDetector": {"pluginRef": "utilization-detector"},
+    }
 
 
 def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
@@ -368,6 +445,10 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
         "resources": {"requests": {"cpu": EPP_CPU_REQUEST, "memory": EPP_MEMORY_REQUEST},
                       "limits": {"memory": EPP_MEMORY_LIMIT}},
     }
+    if profile.states_picker_config:
+        ext["pluginsConfigFile"] = PICKER_CONFIG_FILE
+        ext["pluginsCustomConfig"] = {PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation), indent=2,
+                                                                     sort_keys=True)}
     return {
         "provider": {"name": "gke"},
         "inferenceExtension": ext,
@@ -389,13 +470,14 @@ def model_armor_service(region: str) -> str:
     return f"modelarmor.{region}.rep.googleapis.com"
 
 
-def model_armor_object(gw: GatewaySpec, namespace: Any, region: str,
+def model_armor_object(gw: GatewaySpec, namespace: Any, region: str, public_model_name: str,
                        releases: tuple[str, ...]) -> dict[str, Any]:
-    """Screens prompts and responses of the served models (ids = release ids, ``--served-model-name``)."""
+    """Screens prompts and responses of every served name: requests carry the public model name, responses name
+    the release that served them (``--served-model-name <release id> <public name>``)."""
     assert gw.model_armor is not None
     tmpl = gw.model_armor.template
-    settings = [{"model": r, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
-                for r in sorted(set(releases))]
+    settings = [{"model": m, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
+                for m in sorted({public_model_name, *releases})]
     return {
         "apiVersion": GKE_POLICY_API, "kind": "GCPTrafficExtension",
         "metadata": _meta(MODEL_ARMOR_EXTENSION_NAME, namespace, "gateway"),

@@ -49,9 +49,9 @@ def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.Ho
         metrics=metric_specs,
         behavior=k8s.autoscaling.v2.HorizontalPodAutoscalerBehaviorArgs(
             scale_up=k8s.autoscaling.v2.HPAScalingRulesArgs(
-                # 0: the queue is already a lagging signal and the second clock (node + weights) takes minutes;
-                # waiting longer only moves the new replica further past the burst.
-                stabilization_window_seconds=0,
+                # The cold load rounded up to minutes (scale_up_window_seconds): a burst shorter than the time a
+                # new replica takes to become ready is over before it could help, so it must not add one.
+                stabilization_window_seconds=p.scale_up_window_seconds,
                 select_policy="Max",
                 policies=[
                     k8s.autoscaling.v2.HPAScalingPolicyArgs(type="Percent", value=SCALE_UP_PERCENT,

@@ -27,7 +27,7 @@ from .views import PoolView, Thresholds
 
 
 def pod_monitoring_specs(scrape_interval_seconds: int) -> dict[str, dict]:
-    """PodMonitoring specs by object name: one for every vLLM pod of the stack.
+    """PodMonitoring specs by object name, created in every pool namespace: one scraping every vLLM pod there.
 
     The endpoint pickers are not scraped here: the ``inferencepool`` chart (gateway component) renders their
     PodMonitoring with the bearer token the picker's /metrics requires (``m.epp_scrape_job``); a second,
@@ -73,8 +73,8 @@ CHANNEL_TYPES = {"email": "email", "pagerduty": "pagerduty", "webhook": "webhook
 class ObservabilityArgs:
     project: str
     environment: str
-    #: The serving namespace (the platform's Output): HPAs and PodMonitorings live there.
-    namespace: pulumi.Input[str]
+    #: Role -> the pool's namespace (the platform's Output): its HPA and PodMonitoring live there.
+    namespaces: Mapping[str, pulumi.Input[str]]
     pools: tuple[PoolView, ...]
     #: Role -> the Deployment the pool's HPA scales (the model server's Output).
     scale_targets: Mapping[str, pulumi.Input[str]]
@@ -90,6 +90,9 @@ class ObservabilityArgs:
         missing = sorted({p.role for p in self.pools} - set(self.scale_targets))
         if missing:
             raise ValueError(f"ObservabilityArgs.scale_targets: no Deployment for pool(s) {missing}")
+        missing = sorted({p.role for p in self.pools} - set(self.namespaces))
+        if missing:
+            raise ValueError(f"ObservabilityArgs.namespaces: no namespace for pool(s) {missing}")
 
 
 # ---- the component --------------------------------------------------------------------------------------------
@@ -113,17 +116,22 @@ class Observability(Component):
         for p in args.pools:
             self.hpas[p.role] = k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa-{p.role}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.deployment_name(p.role), namespace=args.namespace,
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.deployment_name(p.role),
+                                                    namespace=args.namespaces[p.role],
                                                     labels={**labels, naming.POOL_LABEL: p.role}),
                 spec=hpa_spec(p.hpa, args.scale_targets[p.role]),
                 # The adapter's APIServices must exist before the HPA can read its metric.
                 opts=self.child_opts(depends_on=self.adapter.api_services))
+        # A PodMonitoring selects pods of its own namespace only: one per pool namespace.
         self.pod_monitorings = {
-            obj_name: k8s.apiextensions.CustomResource(
-                f"{name}-podmonitoring-{obj_name}", api_version="monitoring.googleapis.com/v1", kind="PodMonitoring",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=obj_name, namespace=args.namespace,
-                                                    labels={naming.PART_OF_LABEL: naming.PART_OF}),
+            (p.role, obj_name): k8s.apiextensions.CustomResource(
+                f"{name}-podmonitoring-{p.role}-{obj_name}", api_version="monitoring.googleapis.com/v1",
+                kind="PodMonitoring",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=obj_name, namespace=args.namespaces[p.role],
+                                                    labels={naming.PART_OF_LABEL: naming.PART_OF,
+                                                            naming.POOL_LABEL: p.role}),
                 spec=spec, opts=child)
+            for p in args.pools
             for obj_name, spec in pod_monitoring_specs(args.scrape_interval_seconds).items()
         }
         queue_target = args.pools[0].hpa.queue_target_per_pod if args.pools else 0

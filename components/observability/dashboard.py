@@ -94,8 +94,8 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
         epp = m.epp_job(p.role)
         out.append(Panel(f"Endpoint picker queue and decisions — {tag}", (
             ("EPP replicas up", m.epp_up(p.role)),
-            ("pool average queue", f"max({m.EPP_POOL_AVG_QUEUE.series}{m.matchers(namespace=m.SERVING_NAMESPACE, name=naming.deployment_name(p.role))})"),
-            ("pool ready pods", f"max({m.EPP_POOL_READY_PODS.series}{m.matchers(namespace=m.SERVING_NAMESPACE, name=naming.deployment_name(p.role))})"),
+            ("pool average queue", f"max({m.EPP_POOL_AVG_QUEUE.series}{m.matchers(**m.namespace_of(p.role), name=naming.deployment_name(p.role))})"),
+            ("pool ready pods", f"max({m.EPP_POOL_READY_PODS.series}{m.matchers(**m.namespace_of(p.role), name=naming.deployment_name(p.role))})"),
             ("scheduling decision p99 (s)", m.quantile(m.EPP_SCHEDULER_LATENCY, 0.99, w, epp, ())),
             ("plugin p99 by plugin (s)", m.quantile(m.EPP_PLUGIN_LATENCY, 0.99, w, epp, ("plugin_type",))),
             ("routed requests/s", m.rate_sum(m.EPP_REQUESTS, w, epp, ())),

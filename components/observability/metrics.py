@@ -9,10 +9,11 @@ Endpoint-picker names are the Gateway API Inference Extension's (``pkg/epp/metri
 GKE-managed DCGM exporter's (``DCGM_FI_*``, pod attribution as ``exported_namespace`` / ``exported_pod`` because
 the collector's own target labels own ``namespace`` / ``pod``); kube-state names are GKE's kube-state package's.
 
-Label model (what Managed Service for Prometheus attaches, see ``scraping.py``): ``namespace`` (the PodMonitoring's),
-``pod``, and ``pool`` / ``release`` copied from the pod labels ``llm-serving.io/pool`` / ``llm-serving.io/release``.
-Every vLLM query therefore filters on ``namespace`` and ``pool`` and groups by ``pool, release``: the stable and
-canary pools are separate metric dimensions (the design, "Rollouts Without Corrupting the Cache Boundary").
+Label model (what Managed Service for Prometheus attaches): ``namespace`` (the PodMonitoring's: each pool has its
+own, ``llm-serving-<role>``), ``pod``, and ``pool`` / ``release`` copied from the pod labels ``llm-serving.io/pool`` /
+``llm-serving.io/release``. Every vLLM query therefore filters on ``namespace`` and ``pool`` and groups by
+``pool, release``: the stable and canary pools are separate metric dimensions (the design, "Rollouts Without
+Corrupting the Cache Boundary").
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Iterable
 
 from .. import naming
 
-#: Every model-server series carries the serving namespace as ``namespace``.
-SERVING_NAMESPACE = naming.SERVING_NAMESPACE
+#: Every model-server series carries its pool's namespace as ``namespace``; this matches any pool's.
+ANY_POOL_NAMESPACE_RE = f"{naming.POOL_NAMESPACE_PREFIX}.+"
 #: Target labels copied from pod labels by the vLLM PodMonitoring (pod label -> Prometheus label).
 POOL_LABEL = "pool"
 RELEASE_LABEL = "release"
@@ -130,7 +131,7 @@ def _fmt(value: float) -> str:
 
 
 def matchers(**labels: str) -> str:
-    """``{namespace="llm-serving",pool="stable"}``; keys ending in ``_re`` become regex matchers."""
+    """``{namespace="llm-serving-stable",pool="stable"}``; keys ending in ``_re`` become regex matchers."""
     parts = []
     for key, value in labels.items():
         if key.endswith("_re"):
@@ -140,9 +141,14 @@ def matchers(**labels: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+def namespace_of(role: str | None, key: str = "namespace") -> dict[str, str]:
+    """The namespace matcher of one pool's series, or of every pool's (``role`` None)."""
+    return {key: naming.pool_namespace(role)} if role is not None else {f"{key}_re": ANY_POOL_NAMESPACE_RE}
+
+
 def serving(role: str | None = None) -> str:
     """Selector of the model-server series, optionally of one pool."""
-    labels = {"namespace": SERVING_NAMESPACE}
+    labels = namespace_of(role)
     if role is not None:
         labels[POOL_LABEL] = role
     return matchers(**labels)
@@ -187,7 +193,7 @@ def prefix_hit_rate(window: str, sel: str) -> str:
 
 
 def finish_success_ratio(window: str, sel_role: str | None = None) -> str:
-    good = matchers(namespace=SERVING_NAMESPACE, **({POOL_LABEL: sel_role} if sel_role else {}),
+    good = matchers(**namespace_of(sel_role), **({POOL_LABEL: sel_role} if sel_role else {}),
                     finished_reason_re="|".join(GOOD_FINISH_REASONS))
     return f"{rate_sum(REQUEST_SUCCESS, window, good)} / {rate_sum(REQUEST_SUCCESS, window, serving(sel_role))}"
 
@@ -201,7 +207,7 @@ def cost_per_million_output_tokens(role: str, replica_hourly_usd: float, window:
 
 def dcgm(g: Gauge, role: str, op: str = "avg") -> str:
     """A DCGM gauge over the GPUs attached to one pool's pods."""
-    sel = matchers(exported_namespace=SERVING_NAMESPACE, exported_pod_re=pod_name_regex(role))
+    sel = matchers(**namespace_of(role, "exported_namespace"), exported_pod_re=pod_name_regex(role))
     return f"{op}({g.series}{sel})"
 
 
@@ -215,7 +221,7 @@ def epp_scrape_job(role: str) -> str:
 
 def epp_job(role: str) -> str:
     """Selector of one pool's endpoint-picker series."""
-    return matchers(namespace=SERVING_NAMESPACE, job=epp_scrape_job(role))
+    return matchers(**namespace_of(role), job=epp_scrape_job(role))
 
 
 def epp_up(role: str) -> str:
@@ -224,9 +230,9 @@ def epp_up(role: str) -> str:
 
 
 def restarts(role: str, window: str) -> str:
-    sel = matchers(namespace=SERVING_NAMESPACE, pod_re=pod_name_regex(role))
+    sel = matchers(**namespace_of(role), pod_re=pod_name_regex(role))
     return f"sum(increase({KSM_RESTARTS.total}{sel}[{window}]))"
 
 
 def hpa_state(g: Gauge, role: str) -> str:
-    return f"max({g.series}{matchers(namespace=SERVING_NAMESPACE, horizontalpodautoscaler=naming.deployment_name(role))})"
+    return f"max({g.series}{matchers(**namespace_of(role), horizontalpodautoscaler=naming.deployment_name(role))})"

@@ -14,6 +14,8 @@ class HpaPlan:
     max_reason: str
     queue_target_per_pod: int
     kv_cache_target: float | None
+    #: Scale-up acts only on a queue that stayed above target this long: the replica's time to ready.
+    scale_up_window_seconds: int
     scale_down_window_seconds: int
     scale_down_period_seconds: int
 

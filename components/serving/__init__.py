@@ -1,2 +1,2 @@
-"""The vLLM model server: typed inputs (spec), the GKE Deployment and companions (model_server), and the
-readiness probe script shipped into the pods (readiness_probe)."""
+"""The vLLM model server: typed inputs (spec), the GKE Deployment and companions (model_server), the startup /
+readiness / liveness probe script shipped into the pods (probe) and the release verifier (verify_release)."""

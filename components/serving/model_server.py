@@ -1,4 +1,4 @@
-"""The vLLM model server of one pool (stable | canary): Deployment, readiness-probe ConfigMap,
+"""The vLLM model server of one pool (stable | canary): Deployment, probe-script ConfigMap,
 PodDisruptionBudget and NetworkPolicy (the design's "Weight Loading", "Scale-down is a protocol too" and
 "Security Without Giving the Model a Cloud Account").
 
@@ -9,7 +9,7 @@ Decisions stated here once:
 
 * **Non-root.** The vLLM image runs as root by default; nothing in serving needs it. The pod runs as UID/GID
   1000 with a read-only root filesystem. Every path vLLM and its libraries write to is an emptyDir: ``/tmp``
-  (torch.compile / inductor cache, streamed config files, the readiness state file), ``HOME`` (HF, vLLM,
+  (torch.compile / inductor cache, streamed config files, the liveness state file), ``HOME`` (HF, vLLM,
   Triton, FlashInfer caches under ``/home/vllm``) and ``/dev/shm`` (memory). ``USER`` is set because
   ``getpass.getuser()`` (used by torch's inductor) fails for a UID without a passwd entry.
 * **Replicas.** ``spec.replicas`` starts at the pool's ``min_replicas`` and is then ignored by Pulumi
@@ -38,14 +38,18 @@ from .. import naming
 from ..base import Component
 from ..network import PRIVATE_GOOGLE_APIS_CIDR
 from .spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo
+from .verify_release import MANIFEST_NAME
 
 core = k8s.core.v1
 meta = k8s.meta.v1
 
-#: The readiness script shipped in the ConfigMap, read at plan time (standard library only).
-READINESS_SCRIPT = Path(__file__).resolve().parent / "readiness_probe.py"
+#: The probe script shipped in the ConfigMap, read at plan time (standard library only).
+PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
+PROBE_SCRIPT_NAME = PROBE_SCRIPT.name
 PROBE_MOUNT_PATH = "/etc/llm-serving/probe"
-READINESS_STATE_FILE = "/tmp/readiness-state.json"
+#: The liveness probe's progress clock; /tmp is an emptyDir, so it survives a container restart (the script
+#: recognises a stale file by its counter value).
+LIVENESS_STATE_FILE = "/tmp/liveness-state.json"
 HOME = "/home/vllm"
 #: Unprivileged identity of the server process (no passwd entry needed; see USER in the env).
 RUN_AS_UID = 1000
@@ -82,29 +86,32 @@ DNS_PODS = ("kube-dns", "node-local-dns")
 # ---- identity ------------------------------------------------------------------------------------------
 
 def selector_labels(role: str) -> dict[str, str]:
-    """The Deployment's (immutable) selector: stable across releases, so a new release is a rolling update."""
+    """The Deployment's selector, and also what the pool's InferencePool, picker, PDB and NetworkPolicy select.
+
+    Immutable on a Deployment and identical for every release of the pool, so a release change is a rolling
+    update whose new pods the pool selects from their first Ready moment while the old ones drain: the pool's
+    Ready endpoints never drop below the warm minimum (tests/test_rollout.py steps through it). A release
+    label in this selector would empty the pool during every release change: the new pods would not match
+    it, and the old ones leave one by one (policy ``pool-selector-survives-release-change``)."""
     return {naming.NAME_LABEL: naming.VLLM_APP, naming.INSTANCE_LABEL: naming.deployment_name(role)}
 
 
-def pool_selector(role: str, release_id: str) -> dict[str, str]:
-    """What the pool's InferencePool and picker select: pods of exactly this pool's release."""
-    return {naming.POOL_LABEL: role, naming.RELEASE_LABEL: release_id}
-
-
 def pod_labels(role: str, release: ReleaseInfo) -> dict[str, str]:
-    """Naming-contract labels; the InferencePool selects on :func:`pool_selector`."""
+    """Naming-contract labels. Release and version label the pods for dashboards and queries only; nothing
+    selects on them."""
     return {
         **selector_labels(role),
         naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT,
         naming.PART_OF_LABEL: naming.PART_OF,
         naming.VERSION_LABEL: release.vllm_version,
-        **pool_selector(role, release.release),
+        naming.POOL_LABEL: role,
+        naming.RELEASE_LABEL: release.release,
         naming.ENGINE_TYPE_LABEL: "vllm",
     }
 
 
-def readiness_script() -> str:
-    return READINESS_SCRIPT.read_text(encoding="utf-8")
+def probe_script() -> str:
+    return PROBE_SCRIPT.read_text(encoding="utf-8")
 
 
 def script_digest(text: str) -> str:
@@ -137,6 +144,10 @@ class ModelServerArgs:
     release: ReleaseInfo
     #: The planner's ``vllm serve`` arguments (``infra/planning/vllm_args.py``).
     vllm_args: tuple[str, ...]
+    #: What clients send as ``model``; vLLM serves it beside the release id.
+    public_model_name: str
+    #: The ``--model`` the server loads: ``/v1/models`` must report it as every served name's root.
+    model_root: str
     probes: ProbeTimings
     resources: PodResources
     #: Accelerator topology key: the pods select that GPU node pool by its node label.
@@ -156,6 +167,8 @@ class ModelServerArgs:
     #: Planner facts policies check the rendered spec against.
     stream_bound_seconds: float
     contract_max_model_len: int
+    contract_max_input_tokens: int
+    contract_max_output_tokens: int
     #: PVC of the release's Hyperdisk ML volume; required when the pool loads via ``hyperdisk_ml``.
     hyperdisk_claim: str | None = None
 
@@ -170,23 +183,47 @@ class ModelServerArgs:
 
 def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
     """Facts the program derived that policies check the rendered spec against (startup window vs cold load,
-    grace period vs stream bound, --max-model-len vs contract). On the Deployment's own metadata, not the pod
+    grace period vs stream bound, --max-model-len and the output cap vs contract). On the Deployment's own metadata, not the pod
     template: a re-estimate must not roll the pods."""
     return {
         naming.COLD_LOAD_ANNOTATION: f"{round(args.probes.cold_load_seconds, 3):g}",
         naming.STREAM_BOUND_ANNOTATION: f"{round(args.stream_bound_seconds, 3):g}",
         naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION: str(args.contract_max_model_len),
+        naming.CONTRACT_MAX_INPUT_TOKENS_ANNOTATION: str(args.contract_max_input_tokens),
+        naming.CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION: str(args.contract_max_output_tokens),
     }
 
 
 # ---- pod -----------------------------------------------------------------------------------------------
 
-def readiness_command(release_id: str, probes: ProbeTimings) -> list[str]:
-    return ["python3", f"{PROBE_MOUNT_PATH}/readiness_probe.py",
-            "--port", str(naming.VLLM_PORT), "--release-id", release_id,
-            "--deadline-seconds", str(probes.readiness_deadline_seconds),
-            "--state-file", READINESS_STATE_FILE,
-            "--min-interval-seconds", str(probes.readiness_generation_interval_seconds)]
+def _probe(mode: str, deadline: int) -> list[str]:
+    return ["python3", f"{PROBE_MOUNT_PATH}/{PROBE_SCRIPT_NAME}", mode, "--port", str(naming.VLLM_PORT),
+            "--deadline-seconds", str(deadline)]
+
+
+def _identity(args: ModelServerArgs) -> list[str]:
+    return ["--release-id", args.release.release, "--public-name", args.public_model_name,
+            "--model-root", args.model_root, "--max-model-len", str(args.release.max_model_len)]
+
+
+def startup_command(args: ModelServerArgs) -> list[str]:
+    """Health, identity (release id + public name, model root, context), the manifest on mounted weights, /load,
+    one generated token under the public name."""
+    cmd = _probe("startup", args.probes.startup_deadline_seconds) + _identity(args)
+    if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
+        cmd += ["--manifest", f"{args.model_root}/{MANIFEST_NAME}", "--expect-revision", args.release.model_revision]
+    return cmd
+
+
+def readiness_command(args: ModelServerArgs) -> list[str]:
+    """Health and identity only: nothing that queues behind the engine's traffic."""
+    return _probe("readiness", args.probes.readiness_deadline_seconds) + _identity(args)
+
+
+def liveness_command(args: ModelServerArgs) -> list[str]:
+    """A dead engine, or requests in flight without token progress for the stall window."""
+    return _probe("liveness", args.probes.liveness_deadline_seconds) + [
+        "--stall-seconds", str(args.probes.liveness_stall_seconds), "--state-file", LIVENESS_STATE_FILE]
 
 
 def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
@@ -211,8 +248,8 @@ def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
                                                                             size_limit=f"{args.resources.shm_gib}Gi")),
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{TMP_SIZE_GIB}Gi")),
         core.VolumeArgs(name="home", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{CACHE_SIZE_GIB}Gi")),
-        core.VolumeArgs(name="readiness-probe", config_map=core.ConfigMapVolumeSourceArgs(
-            name=naming.readiness_config_map_name(args.role), default_mode=0o444)),
+        core.VolumeArgs(name="probe", config_map=core.ConfigMapVolumeSourceArgs(
+            name=naming.probe_config_map_name(args.role), default_mode=0o444)),
     ]
     path = args.loading_path
     if path == "hyperdisk_ml":
@@ -234,10 +271,10 @@ def volume_mounts(args: ModelServerArgs) -> list[core.VolumeMountArgs]:
         core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
         core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
         core.VolumeMountArgs(name="home", mount_path=HOME),
-        core.VolumeMountArgs(name="readiness-probe", mount_path=PROBE_MOUNT_PATH, read_only=True),
+        core.VolumeMountArgs(name="probe", mount_path=PROBE_MOUNT_PATH, read_only=True),
     ]
     if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
-        mounts.append(core.VolumeMountArgs(name="weights", mount_path=naming.WEIGHTS_MOUNT_PATH, read_only=True))
+        mounts.append(core.VolumeMountArgs(name="weights", mount_path=naming.weights_mount_path(args.release.weights_prefix), read_only=True))
     return mounts
 
 
@@ -263,7 +300,6 @@ def container_security_context() -> core.SecurityContextArgs:
 
 def container(args: ModelServerArgs) -> core.ContainerArgs:
     probes = args.probes
-    http = lambda path: core.HTTPGetActionArgs(path=path, port="http", scheme="HTTP")  # noqa: E731
     return core.ContainerArgs(
         name="vllm",
         image=args.release.image,  # by digest only (validated in infra/config/release.py)
@@ -276,14 +312,14 @@ def container(args: ModelServerArgs) -> core.ContainerArgs:
         volume_mounts=volume_mounts(args),
         security_context=container_security_context(),
         startup_probe=core.ProbeArgs(
-            http_get=http(naming.HEALTH_PATH), period_seconds=probes.startup_period_seconds,
+            exec_=core.ExecActionArgs(command=startup_command(args)), period_seconds=probes.startup_period_seconds,
             failure_threshold=probes.startup_failure_threshold, timeout_seconds=probes.startup_timeout_seconds),
         readiness_probe=core.ProbeArgs(
-            exec_=core.ExecActionArgs(command=readiness_command(args.release.release, probes)),
+            exec_=core.ExecActionArgs(command=readiness_command(args)),
             period_seconds=probes.readiness_period_seconds, timeout_seconds=probes.readiness_timeout_seconds,
             failure_threshold=probes.readiness_failure_threshold, success_threshold=1),
         liveness_probe=core.ProbeArgs(
-            http_get=http(naming.HEALTH_PATH), period_seconds=probes.liveness_period_seconds,
+            exec_=core.ExecActionArgs(command=liveness_command(args)), period_seconds=probes.liveness_period_seconds,
             timeout_seconds=probes.liveness_timeout_seconds, failure_threshold=probes.liveness_failure_threshold),
         lifecycle=core.LifecycleArgs(pre_stop=core.LifecycleHandlerArgs(
             sleep=core.SleepActionArgs(seconds=probes.pre_stop_seconds))),
@@ -292,7 +328,7 @@ def container(args: ModelServerArgs) -> core.ContainerArgs:
 
 
 def pod_annotations(args: ModelServerArgs, script_sha: str) -> dict[str, str]:
-    ann = {**args.release.annotations(), naming.READINESS_SCRIPT_SHA_ANNOTATION: script_sha}
+    ann = {**args.release.annotations(), naming.PROBE_SCRIPT_SHA_ANNOTATION: script_sha}
     if args.loading_path == "gcs_fuse":
         ann["gke-gcsfuse/volumes"] = "true"  # asks GKE to inject the GCS FUSE sidecar
     return ann
@@ -417,7 +453,7 @@ class ModelServer(Component):
 
     def __init__(self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        script = readiness_script()
+        script = probe_script()
         sha = script_digest(script)
         child = self.child_opts()
         common_labels = pod_labels(args.role, args.release)
@@ -426,8 +462,8 @@ class ModelServer(Component):
         deployment = naming.deployment_name(args.role)
 
         self.config_map = core.ConfigMap(
-            f"{name}-readiness", metadata=meta_of(naming.readiness_config_map_name(args.role)),
-            data={"readiness_probe.py": script}, opts=child)
+            f"{name}-probe", metadata=meta_of(naming.probe_config_map_name(args.role)),
+            data={PROBE_SCRIPT_NAME: script}, opts=child)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta_of(deployment, {**args.release.annotations(), **plan_annotations(args)}),
@@ -445,9 +481,10 @@ class ModelServer(Component):
         self.release_id = args.release.release
         #: The Deployment's name as an Output: the HPA scales exactly this object.
         self.deployment_name: pulumi.Output[str] = self.deployment.metadata.name
-        #: What the pool's InferencePool and picker select. A plain value on purpose: taking it from the
-        #: Deployment's outputs would make the gateway objects wait for the Deployment's rollout.
-        self.pool_selector: dict[str, str] = pool_selector(args.role, args.release.release)
+        #: What the pool's InferencePool and picker select: the Deployment's own (release-independent) selector.
+        #: A plain value on purpose: taking it from the Deployment's outputs would make the gateway objects wait
+        #: for the Deployment's rollout.
+        self.pool_selector: dict[str, str] = selector_labels(args.role)
         self.port = naming.VLLM_PORT
         self.probes = args.probes
         self.vllm_args = list(args.vllm_args)

@@ -77,15 +77,19 @@ class ProbeTimings:
     startup_required_seconds: float  # cold_load x (1 + margin)
     startup_period_seconds: int
     startup_failure_threshold: int
+    #: Budget of the startup probe's checks, its one generated token included.
+    startup_deadline_seconds: int
     startup_timeout_seconds: int
     readiness_deadline_seconds: int
     readiness_timeout_seconds: int
     readiness_period_seconds: int
     readiness_failure_threshold: int
-    readiness_generation_interval_seconds: int
-    liveness_period_seconds: int
+    liveness_deadline_seconds: int
     liveness_timeout_seconds: int
+    liveness_period_seconds: int
     liveness_failure_threshold: int
+    #: Requests in flight and no token progress for this long = a hung engine (liveness fails).
+    liveness_stall_seconds: int
     stream_bound_seconds: float
     pre_stop_seconds: int
     shutdown_timeout_seconds: int  # vLLM --shutdown-timeout: drain in-flight streams after SIGTERM

@@ -86,13 +86,13 @@ MANIFEST_FORMAT_VERSION = 1
 MANIFEST_KEYS = frozenset({"format", "format_version", "model", "revision", "tokenizer_revision", "files"})
 FILE_KEYS = frozenset({"path", "size", "sha256", "crc32c"})
 #: Immutable commit of a model or tokenizer (40 hex), as RELEASE in infra/config/release.py requires.
-REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+REVISION_RE = re.compile(r"^[0-9a-f]{40}\Z")
 #: The ``<model>`` segment of ``gs://<bucket>/<model>/<revision>/``: one path segment of the characters the release
 #: identity's ``weight_manifest`` allows; 128 characters is far above any model name and keeps object names short.
-MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 #: Base64 of exactly 4 bytes (a CRC32C): 6 significant characters and "==" padding.
-CRC32C_RE = re.compile(r"^[A-Za-z0-9+/]{5}[AQgw]==$")
+CRC32C_RE = re.compile(r"^[A-Za-z0-9+/]{5}[AQgw]==\Z")
 #: Largest manifest accepted: an entry is ~200 bytes, so 16 MiB is ~80,000 files, far above any model repository.
 MAX_MANIFEST_BYTES = 16 << 20
 #: Most files one manifest may list; model repositories have tens to a few thousand files.

@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
+from .base import MAX_NODES, PROJECT_ID_PATTERN, Strict, check
 
-ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+\d+)-[a-z]$")
+ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]\Z")
 
 #: Known machine families and the GKE accelerator type each one carries (Compute Engine GPU machine
 #: types documentation): a pair outside this table needs ``allow_unknown_machine_pair: true``.
@@ -47,7 +47,7 @@ def gpus_of_machine_type(machine_type: str) -> int | None:
     """GPU count implied by the machine type name (``a3-highgpu-2g`` -> 2, ``g2-standard-24`` -> 2)."""
     if machine_type in G2_GPUS:
         return G2_GPUS[machine_type]
-    m = re.match(r"^[a-z0-9]+-[a-z]+-(\d+)g$", machine_type)
+    m = re.match(r"^[a-z0-9]+-[a-z]+-([0-9]+)g\Z", machine_type)
     return int(m.group(1)) if m else None
 
 
@@ -66,9 +66,10 @@ class Reservation(Strict):
     mode: Literal["create", "existing"] = Field(description=(
         "create: the stack owns the reservation; existing: consume one by name."))
     name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description="Reservation name (the node pool targets it by name).")
-    count: Annotated[int, Field(gt=0)] = Field(description="Number of VMs (nodes) in the reservation.")
-    owner_project: str | None = Field(None, description=(
-        "Project that owns a shared existing reservation."))
+    count: Annotated[int, Field(gt=0, le=MAX_NODES)] = Field(description=(
+        "Number of VMs (nodes) in the reservation; at most the 1,000 nodes a GKE node pool holds per zone."))
+    owner_project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = Field(None, description=(
+        "Project that owns a shared existing reservation (a project id)."))
 
     @model_validator(mode="after")
     def _owner_only_for_existing(self) -> "Reservation":
@@ -85,13 +86,15 @@ class GpuSharing(Strict):
 
 
 class AcceleratorTopology(Strict):
-    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+g?$")] = Field(description=(
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+g?$")] = Field(description=(
         "Compute Engine GPU machine type (a3-highgpu-2g, g2-standard-12, ...)."))
     gpu_type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(description="GKE accelerator type; must match the machine family.")
     gpus_per_node: Annotated[int, Field(gt=0, le=16)] = Field(description="GPUs per node; must match the machine type.")
-    gpu_memory_gib: Annotated[float, Field(gt=0)] = Field(description=(
+    # 1,024 GiB: five times the largest GPU memory sold (192 GB); MiB typed as GiB is caught.
+    gpu_memory_gib: Annotated[float, Field(gt=0, le=1024)] = Field(description=(
         "Usable HBM per GPU in GiB (H100 80GB = 80, L4 = 24 as sold; the planner applies utilisation)."))
-    node_hourly_usd: Annotated[float, Field(gt=0)] = Field(description=(
+    # $1,000/h: ten times the most expensive GPU machine type's list price; cents typed as dollars are caught.
+    node_hourly_usd: Annotated[float, Field(gt=0, le=1000)] = Field(description=(
         "On-demand (or committed) price of one node per hour in USD, for cost per million tokens."))
     zone: str = Field(description="Zone the GPU nodes (and the reservation) live in.")
     spot: bool = Field(False, description=(

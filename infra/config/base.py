@@ -30,10 +30,22 @@ def check(problems: list[tuple[str, str]]) -> None:
         raise FieldErrors(problems)
 
 
-class Strict(BaseModel):
-    """Base of every config model: forbid unknown keys, no silent type coercion, frozen."""
+#: Upper bounds shared by several fields, each with the limit it comes from. A value beyond them is a unit slip
+#: or a typo, and without a bound it would reach the planner (and JSON outputs) as an absurd number.
+#: GKE allows at most 1,000 nodes per node pool per zone: no reservation or pool can usefully be larger.
+MAX_NODES = 1000
+#: The longest context any openly served model offers is 10 Mi tokens; more is a slip.
+MAX_CONTEXT_TOKENS = 10_485_760
+#: A Google Cloud project id: 6-30 characters, lower-case letters, digits and hyphens, starting with a letter.
+PROJECT_ID_PATTERN = r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$"
+#: An objective above 10 minutes is a slip (milliseconds written for seconds, or the reverse).
+MAX_OBJECTIVE_MS = 600_000
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+class Strict(BaseModel):
+    """Base of every config model: forbid unknown keys, no silent type coercion, no infinities or NaN, frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True, order=True)

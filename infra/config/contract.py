@@ -7,18 +7,21 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
+from .base import MAX_CONTEXT_TOKENS, MAX_OBJECTIVE_MS, Strict, check
 
-PositiveInt = Annotated[int, Field(gt=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
+Tokens = Annotated[int, Field(gt=0, le=MAX_CONTEXT_TOKENS)]
+MeanTokens = Annotated[float, Field(gt=0, le=MAX_CONTEXT_TOKENS)]
+ObjectiveMs = Annotated[int, Field(gt=0, le=MAX_OBJECTIVE_MS)]
+#: A million requests per second is orders of magnitude above one regional load balancer's default quota.
+ArrivalRps = Annotated[float, Field(gt=0, le=1_000_000)]
 
 
 class LengthDistribution(Strict):
     """Token-length distribution of prompts or outputs: the mean sizes capacity, p95 sizes the tail."""
 
-    mean: PositiveFloat = Field(description=(
+    mean: MeanTokens = Field(description=(
         "Mean length in tokens (sizes throughput and the mean-context concurrency)."))
-    p95: PositiveInt = Field(description=(
+    p95: Tokens = Field(description=(
         "95th percentile length in tokens (load tests must preserve it)."))
 
     @model_validator(mode="after")
@@ -27,33 +30,60 @@ class LengthDistribution(Strict):
         return self
 
 
-class PriorityClass(Strict):
-    """An admission class (becomes an InferenceObjective): higher priority is served first when queued."""
+#: Priority the endpoint picker gives a request that names no class (no ``x-gateway-inference-objective``
+#: header) or a class it does not know: 0, neither preferred nor shed. See :class:`PriorityClass`.
+DEFAULT_REQUEST_PRIORITY = 0
 
-    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description="Class name (InferenceObjective name suffix).")
-    priority: int = Field(description=(
-        "Higher is served first when requests queue; fairness applies within one priority."))
-    description: str = Field(description="What traffic belongs to this class.")
+
+class PriorityClass(Strict):
+    """An admission class, rendered as one InferenceObjective per pool under the class name. Clients pick it with
+    the ``x-gateway-inference-objective: <name>`` header.
+
+    The endpoint picker's semantics, which ``priority`` and ``sheddable`` state explicitly: higher priority is
+    dispatched first when requests queue (fairness applies within one priority); a request whose priority is
+    **negative** is *sheddable*: when the pool is saturated the picker rejects it at once with HTTP 429 instead of
+    queueing it. A request without the header, or naming an unknown class, is served at priority 0: never shed,
+    dispatched after every positive class."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description=(
+        "Class name: the InferenceObjective's name and what clients send in ``x-gateway-inference-objective``."))
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(description=(
+        "Higher is served first when requests queue; negative = sheddable (rejected with 429 when the pool is "
+        "saturated). Requests without a class get 0."))
+    sheddable: bool = Field(description=(
+        "Whether this class is shed under saturation; must agree with the priority's sign (true exactly when "
+        "priority < 0), so the config says in words what the number does."))
+    description: Annotated[str, Field(min_length=3)] = Field(description="What traffic belongs to this class.")
+
+    @model_validator(mode="after")
+    def _sheddable_is_negative(self) -> "PriorityClass":
+        if self.sheddable and self.priority >= 0:
+            check([("priority", f"a sheddable class needs a negative priority (the picker sheds only priority < 0), "
+                                f"got {self.priority}")])
+        if not self.sheddable and self.priority < 0:
+            check([("sheddable", f"priority {self.priority} < 0 is shed under saturation: set sheddable: true, or "
+                                 f"use a priority >= 0")])
+        return self
 
 
 class WorkloadContract(Strict):
     """TTFT/ITL objectives are p95 targets in milliseconds; λ is the peak arrival rate in requests/s."""
 
-    ttft_p95_ms: PositiveInt = Field(description=(
+    ttft_p95_ms: ObjectiveMs = Field(description=(
         "Time-to-first-token objective at p95, ms (queueing + prefill)."))
-    itl_p95_ms: PositiveInt = Field(description=(
+    itl_p95_ms: ObjectiveMs = Field(description=(
         "Inter-token latency objective at p95, ms (decode smoothness)."))
-    max_input_tokens: PositiveInt = Field(description="Largest prompt the service admits, in tokens.")
-    max_output_tokens: PositiveInt = Field(description="Largest completion a request may ask for, in tokens.")
-    max_model_len: PositiveInt = Field(description=(
+    max_input_tokens: Tokens = Field(description="Largest prompt the service admits, in tokens.")
+    max_output_tokens: Tokens = Field(description="Largest completion a request may ask for, in tokens.")
+    max_model_len: Tokens = Field(description=(
         "Service context limit; must be >= max_input_tokens + max_output_tokens."))
-    peak_arrival_rate_rps: PositiveFloat = Field(description="Peak arrival rate λ in requests per second.")
+    peak_arrival_rate_rps: ArrivalRps = Field(description="Peak arrival rate λ in requests per second.")
     prompt_tokens: LengthDistribution = Field(description="Prompt length distribution.")
     output_tokens: LengthDistribution = Field(description="Generated length distribution.")
     target_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(description=(
         "Target utilisation ρ of measured throughput (headroom below saturation)."))
     priority_classes: Annotated[list[PriorityClass], Field(min_length=1)] = Field(description=(
-        "Admission classes; each becomes an InferenceObjective per pool."))
+        "Admission classes; each becomes an InferenceObjective per pool under the class name."))
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadContract":

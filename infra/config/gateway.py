@@ -25,7 +25,7 @@ FailureMode = Literal["FailOpen", "FailClose"]
 HOSTNAME_PATTERN = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"
 RESOURCE_NAME = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 MODEL_ARMOR_TEMPLATE_RE = re.compile(
-    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/locations/(?P<location>[a-z]+-[a-z]+\d+)/templates/(?P<name>[-_A-Za-z0-9]{1,63})$")
+    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/locations/(?P<location>[a-z]+-[a-z]+[0-9]+)/templates/(?P<name>[-_A-Za-z0-9]{1,63})\Z")
 
 
 class GatewayCertificate(Strict):
@@ -71,13 +71,14 @@ class Iap(Strict):
     """Identity-Aware Proxy on the pools' backend services (GCPBackendPolicy ``iap``).
 
     Without ``oauth_client_id`` / ``oauth_client_secret_name`` IAP uses a Google-managed OAuth client; with
-    them, a custom client whose secret lives in an existing Kubernetes Secret (key ``key``) in the serving
-    namespace — created out of band (e.g. synced from Secret Manager) so no secret passes through config.
+    them, a custom client whose secret lives in an existing Kubernetes Secret (key ``key``) in every pool's
+    namespace (``llm-serving-<role>``: the GCPBackendPolicy that names it sits beside its InferencePool) — created
+    out of band (e.g. synced from Secret Manager) so no secret passes through config.
     """
 
     enabled: bool = Field(description=(
         "Require an IAP-authenticated identity for every request to the pools (prod: must be true)."))
-    members: list[Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain|principal|principalSet):.+$")]] = Field([], description=(
+    members: list[Annotated[str, Field(pattern=r"^(user|group|serviceAccount|domain|principal|principalSet):[!-~]+$")]] = Field([], description=(
         "Principals granted ``roles/iap.httpsResourceAccessor`` (``user:``, ``group:``, ``serviceAccount:``, "
         "``domain:``)."))
     oauth_client_id: Annotated[str, Field(pattern=r"^[-0-9a-z]+\.apps\.googleusercontent\.com$")] | None = Field(None, description=(
@@ -87,7 +88,8 @@ class Iap(Strict):
         "Google-managed OAuth client no API client is admitted otherwise; service accounts may instead send a "
         "self-signed JWT (README, \"Deploying for real\")."))
     oauth_client_secret_name: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(None, description=(
-        "Existing Kubernetes Secret (key ``key``) in the serving namespace holding the custom client's secret."))
+        "Existing Kubernetes Secret (key ``key``) in every pool's namespace (``llm-serving-<role>``) holding the custom "
+        "client's secret."))
 
     @model_validator(mode="after")
     def _consistent(self) -> "Iap":

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
+from .base import MAX_NODES, Strict, check
 
 #: Oldest GKE version this program supports. GKE installs the InferencePool CRD itself from
 #: ``1.34.0-gke.1626000`` (GAIE releases and the llm-d GKE guide, llm-d guides/prereq/gateways/gke.md), and the program never creates
@@ -33,6 +33,8 @@ MIN_MAINTENANCE_HOURS_PER_32_DAYS = 48
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 #: Hyperdisk ML provisioned-throughput floor (MiB/s) and size range (GiB) accepted by Compute Engine.
 HYPERDISK_ML_MIN_THROUGHPUT_MIB_S = 400
+#: Hyperdisk ML's provisioned-throughput ceiling per volume (Compute Engine Hyperdisk ML limits).
+HYPERDISK_ML_MAX_THROUGHPUT_MIB_S = 1_200_000
 HYPERDISK_ML_MIN_GIB = 4
 HYPERDISK_ML_MAX_GIB = 65536
 
@@ -113,7 +115,7 @@ class MaintenanceWindow(Strict):
 
     days: Annotated[list[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]], Field(min_length=1)] = Field(description=(
         "Weekdays the window opens (MO..SU), each at most once."))
-    start_utc: Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")] = Field(description="Window start, ``HH:MM`` UTC.")
+    start_utc: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = Field(description="Window start, ``HH:MM`` UTC.")
     duration_hours: Annotated[int, Field(ge=1, le=24)] = Field(description=(
         "Window length in hours: >= 4, and >= 48 h in total per 32 days."))
 
@@ -136,12 +138,13 @@ class MaintenanceWindow(Strict):
 class SystemPool(Strict):
     """The small autoscaled CPU pool for cluster add-ons, endpoint pickers and controllers."""
 
-    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-\d+$")] = Field(description=(
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+$")] = Field(description=(
         "Compute Engine machine type of the system nodes (CPU only)."))
-    min_nodes_per_zone: Annotated[int, Field(ge=1)] = Field(description=(
+    min_nodes_per_zone: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
         "Autoscaler floor per zone of the cluster's node locations."))
-    max_nodes_per_zone: Annotated[int, Field(ge=1)] = Field(description="Autoscaler ceiling per zone.")
-    disk_size_gb: Annotated[int, Field(ge=20)] = Field(100, description=(
+    max_nodes_per_zone: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Autoscaler ceiling per zone.")
+    # 65,536 GB: Compute Engine's largest persistent disk.
+    disk_size_gb: Annotated[int, Field(ge=20, le=65_536)] = Field(100, description=(
         "Boot disk of each node in GB; 100 GB holds the system images with room for logs."))
 
     @model_validator(mode="after")
@@ -156,9 +159,9 @@ class ArtifactRegistry(Strict):
 
     repository_id: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description=(
         "Repository id; release images must be ``<region>-docker.pkg.dev/<project>/<repository_id>/...``."))
-    keep_recent_versions: Annotated[int, Field(ge=1)] = Field(description=(
+    keep_recent_versions: Annotated[int, Field(ge=1, le=10_000)] = Field(description=(
         "Versions per image kept by the cleanup policy regardless of age (and so never deleted)."))
-    untagged_retention_days: Annotated[int, Field(ge=1)] = Field(description="Untagged versions older than this are deleted.")
+    untagged_retention_days: Annotated[int, Field(ge=1, le=3650)] = Field(description="Untagged versions older than this are deleted.")
 
 
 class HyperdiskMl(Strict):
@@ -171,7 +174,7 @@ class HyperdiskMl(Strict):
 
     size_gib: Annotated[int, Field(ge=HYPERDISK_ML_MIN_GIB, le=HYPERDISK_ML_MAX_GIB)] = Field(description=(
         "Size of each volume in GiB; must hold the release's weights."))
-    provisioned_throughput_mib_s: Annotated[int, Field(ge=HYPERDISK_ML_MIN_THROUGHPUT_MIB_S)] = Field(description=(
+    provisioned_throughput_mib_s: Annotated[int, Field(ge=HYPERDISK_ML_MIN_THROUGHPUT_MIB_S, le=HYPERDISK_ML_MAX_THROUGHPUT_MIB_S)] = Field(description=(
         "Provisioned read throughput of each volume (MiB/s), shared by every replica loading from it; a pool "
         "loading via hyperdisk_ml may not state more than this as its ``loading.throughput_mib_s``."))
     snapshots: dict[str, Annotated[str, Field(pattern=r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/snapshots/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")]] = Field({}, description=(

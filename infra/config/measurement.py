@@ -146,7 +146,7 @@ class Tool(Strict):
     """The load generator."""
 
     name: Literal["guidellm"] = Field(description="Load generator.")
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+\S*$", description="Its installed package version.")
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+[!-~]*$", description="Its installed package version.")
     request_format: str = Field(description="OpenAI route the requests used (/v1/completions).")
 
 
@@ -217,7 +217,7 @@ class Measurement(Strict):
     tool: Tool = Field(description="Load generator and version.")
     workload: Workload = Field(description="The offered workload.")
     slo: Slo = Field(description="Objectives the curve is judged against.")
-    measured_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+    measured_at: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
                              description="When the measurement finished, UTC (YYYY-MM-DDTHH:MM:SSZ).")
     curve: list[CurvePoint] = Field(min_length=1, description="One point per offered rate, ascending.")
     operating_point: OperatingPoint | None = Field(description="The operating point; null when no rate met the SLO.")

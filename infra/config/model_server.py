@@ -1,5 +1,5 @@
 """Per-pool vLLM model-server settings for the GKE target : pod resources, probe margins, the drain
-window, and optional engine features (LoRA, n-gram speculative decoding).
+window, and optional n-gram speculative decoding.
 
 These belong to a pool, not to the release: the release is target-neutral (the same identity can run on Cloud
 Run or Vertex), while CPU/memory requests, probe timing and the drain protocol are properties of how this
@@ -12,38 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
-
-#: ``--max-lora-rank`` values vLLM 0.32's parser accepts (its ``choices``); anything else is rejected at start.
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-class LoraOptions(Strict):
-    """Multi-LoRA capacity (``--enable-lora``): GPU/CPU slots for adapters of this base model.
-
-    No adapter is loaded at start (no ``--lora-modules``): the readiness check requires ``/v1/models`` to list
-    exactly the release id, so a pod that advertised extra model names would never become ready. Adapters
-    are a runtime concern of the routing layer (the endpoint picker's LoRA affinity)."""
-
-    max_loras: Annotated[int, Field(ge=1, le=64)] = Field(description=(
-        "Adapters resident on the GPU at once (``--max-loras``); each costs GPU memory the planner does not count "
-        "yet, so keep it small."))
-    max_lora_rank: int = Field(description=(
-        "Highest adapter rank served (``--max-lora-rank``); must be one of vLLM's accepted ranks."))
-    max_cpu_loras: Annotated[int, Field(ge=1)] | None = Field(None, description=(
-        "Adapters cached in host memory (``--max-cpu-loras``); vLLM requires it to be >= max_loras. Unset: vLLM "
-        "uses max_loras."))
-
-    @model_validator(mode="after")
-    def _checks(self) -> "LoraOptions":
-        problems = []
-        if self.max_lora_rank not in VLLM_LORA_RANKS:
-            problems.append(("max_lora_rank", f"vLLM 0.32 accepts {', '.join(map(str, VLLM_LORA_RANKS))}; got {self.max_lora_rank}"))
-        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
-            problems.append(("max_cpu_loras", f"must be >= max_loras ({self.max_loras}), got {self.max_cpu_loras}"))
-        check(problems)
-        return self
-
+from .base import FieldErrors, Strict, check
 
 class NgramSpeculation(Strict):
     """Prompt-lookup (n-gram) speculative decoding (``--speculative-config``). Only the n-gram method is
@@ -92,8 +61,16 @@ class ModelServerOptions(Strict):
         "preStop sleep: how long the pod keeps serving after it is marked terminating so the endpoint picker and "
         "the load balancer stop sending it new requests. 30 s is the upstream reference deployment's p99 "
         "de-registration bound (GAIE vllm-gpu-deployment); terminationGracePeriodSeconds grows with it."))
-    lora: LoraOptions | None = None
     speculative: NgramSpeculation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lora(cls, data: object) -> object:
+        if isinstance(data, dict) and "lora" in data:
+            raise FieldErrors([("lora", "LoRA adapters are not served: nothing stages, verifies, lists or routes "
+                                        "adapters end to end, and --enable-lora alone only costs memory; remove "
+                                        "the key")])
+        return data
 
     @model_validator(mode="after")
     def _shm_inside_memory(self) -> "ModelServerOptions":

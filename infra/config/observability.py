@@ -32,9 +32,10 @@ class NotificationChannel(Strict):
     display_name: Annotated[str, Field(min_length=1, max_length=100)] | None = Field(None, description=(
         "Name shown in Cloud Monitoring for a created channel."))
     email_address: str | None = Field(None, description="E-mail address of an ``email`` channel.")
-    service_key: str | None = Field(None, description=(
+    # secret: the channel component wraps these as Pulumi secrets (infra/config/secrets.py).
+    service_key: str | None = Field(None, json_schema_extra={"secret": True}, description=(
         "PagerDuty integration key of a ``pagerduty`` channel (a ``secure:`` value)."))
-    url: str | None = Field(None, description=(
+    url: str | None = Field(None, json_schema_extra={"secret": True}, description=(
         "HTTPS endpoint of a ``webhook`` channel, token included (a ``secure:`` value)."))
 
     @model_validator(mode="after")
@@ -70,7 +71,7 @@ class NotificationChannel(Strict):
             problems.append(("url", "must be an https:// URL (the token travels in it)"))
         check(problems)
         return self
-SHA256_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 class Autoscaling(Strict):

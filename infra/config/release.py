@@ -12,15 +12,15 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .catalogue import CATALOGUE
-from .base import Strict, check
+from .base import MAX_CONTEXT_TOKENS, Strict, check
 
 #: vLLM minor series the serving image must run; every rendered flag is validated against it.
 SUPPORTED_VLLM_SERIES = "0.32"
 
-IMAGE_DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/-]*[a-z0-9])@(?P<digest>sha256:[0-9a-f]{64})$")
+IMAGE_DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/-]*[a-z0-9])@(?P<digest>sha256:[0-9a-f]{64})\Z")
 RELEASE_ID_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 REVISION_PATTERN = r"^[0-9a-f]{40}$"
-MANIFEST_RE = re.compile(r"^gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,61}[a-z0-9])/(?P<prefix>[A-Za-z0-9._/-]+)/manifest\.json$")
+MANIFEST_RE = re.compile(r"^gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,61}[a-z0-9])/(?P<prefix>[A-Za-z0-9._/-]+)/manifest\.json\Z")
 
 Quantization = Literal["none", "fp8", "awq", "gptq", "compressed-tensors"]
 #: Bytes per stored weight implied by each quantization when the release does not state it explicitly.
@@ -39,10 +39,12 @@ class ModelGeometry(Strict):
 
     catalogue: str | None = Field(None, description=(
         "Built-in catalogue name (qwen3-32b, qwen3-8b, llama-3.1-8b, llama-3.1-70b, mistral-7b-v0.3)."))
-    parameters: Annotated[int, Field(gt=0)] | None = Field(None, description="Total parameter count P (explicit geometry).")
-    layers: Annotated[int, Field(gt=0)] | None = Field(None, description="num_hidden_layers L (explicit geometry).")
-    kv_heads: Annotated[int, Field(gt=0)] | None = Field(None, description="num_key_value_heads H_KV (explicit geometry).")
-    head_dim: Annotated[int, Field(gt=0)] | None = Field(None, description="head dimension d_h (explicit geometry).")
+    # Bounds: 10^13 parameters is five times the largest published model; no transformer has more than 1,000
+    # layers or heads, or a head wider than 1,024.
+    parameters: Annotated[int, Field(gt=0, le=10**13)] | None = Field(None, description="Total parameter count P (explicit geometry).")
+    layers: Annotated[int, Field(gt=0, le=1000)] | None = Field(None, description="num_hidden_layers L (explicit geometry).")
+    kv_heads: Annotated[int, Field(gt=0, le=1000)] | None = Field(None, description="num_key_value_heads H_KV (explicit geometry).")
+    head_dim: Annotated[int, Field(gt=0, le=1024)] | None = Field(None, description="head dimension d_h (explicit geometry).")
     bytes_per_weight: Annotated[float, Field(gt=0, le=4)] | None = Field(None, description=(
         "Override of b_w (default from quantization/dtype: fp8 1, awq/gptq 0.5, bf16 2)."))
     bytes_per_kv_element: Annotated[float, Field(gt=0, le=4)] | None = Field(None, description=(
@@ -87,16 +89,16 @@ class ReleaseIdentity(Strict):
         "Optional copy of the digest as in the design's JSON; when given it must equal the digest in ``image``."))
     weight_manifest: str = Field(description=(
         "gs://<bucket>/<model>/<revision>/manifest.json: checksummed weights; the folder is the weights location."))
-    max_model_len: Annotated[int, Field(gt=0)] = Field(description=(
+    max_model_len: Annotated[int, Field(gt=0, le=MAX_CONTEXT_TOKENS)] = Field(description=(
         "Context length served (--max-model-len); within the contract."))
     tensor_parallel_size: Annotated[int, Field(gt=0, le=16)] = Field(description="GPUs per replica (--tensor-parallel-size).")
-    sampling_defaults_version: Annotated[int, Field(ge=0)] = Field(description=(
+    sampling_defaults_version: Annotated[int, Field(ge=0, le=1_000_000)] = Field(description=(
         "Version of the sampling defaults this release ships with."))
     quantization: Quantization = Field(description=(
         "Weight quantization (--quantization; none = dtype weights)."))
     dtype: Literal["bfloat16", "float16"] = Field(description="Activation dtype (--dtype).")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(description="KV-cache dtype (--kv-cache-dtype).")
-    vllm_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(description=(
+    vllm_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(description=(
         "vLLM version the image runs; must be 0.32.x (flags are rendered and validated for it)."))
     model: ModelGeometry = Field(description="Model geometry for the memory formulas.")
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
+from .base import MAX_NODES, Strict, check
 from .model_server import ModelServerOptions
 
 LoadingPath = Literal["gcs_streaming", "hyperdisk_ml", "gcs_fuse"]
@@ -27,9 +27,11 @@ class WeightLoading(Strict):
 
     path: LoadingPath = Field(description=(
         "gcs_streaming (Run:ai streamer from gs://), hyperdisk_ml (read-only volume) or gcs_fuse (mount)."))
-    throughput_mib_s: Annotated[float, Field(gt=0)] = Field(description=(
+    # 100,000 MiB/s: four times the fastest VM's storage network (200 Gbit/s); a figure in KiB/s is caught.
+    throughput_mib_s: Annotated[float, Field(gt=0, le=100_000)] = Field(description=(
         "Stated sustained weight read throughput for this path, MiB/s."))
-    engine_init_seconds: Annotated[int, Field(ge=0)] = Field(description="Stated start-up time outside weight I/O, s.")
+    # 7,200 s: the longest startup window ``max_startup_seconds`` allows.
+    engine_init_seconds: Annotated[int, Field(ge=0, le=7200)] = Field(description="Stated start-up time outside weight I/O, s.")
     streamer_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(16, description=(
         "Run:ai streamer reader threads per process (``--model-loader-extra-config {\"concurrency\": N}``)."))
 
@@ -37,8 +39,9 @@ class WeightLoading(Strict):
 class MeasuredThroughput(Strict):
     """Per-replica throughput measured at the SLO (TTFT/ITL objectives met) with this release and topology."""
 
-    output_tokens_per_s: Annotated[float, Field(gt=0)] = Field(description="θ_o: output tokens/s per replica at the SLO.")
-    input_tokens_per_s: Annotated[float, Field(gt=0)] = Field(description="θ_i: prompt tokens/s per replica at the SLO.")
+    # 10^7 tokens/s per replica is two orders of magnitude above any measured GPU server.
+    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(description="θ_o: output tokens/s per replica at the SLO.")
+    input_tokens_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(description="θ_i: prompt tokens/s per replica at the SLO.")
     source: Annotated[str, Field(min_length=3)] = Field(description=(
         "Where the number comes from (benchmark run id, date): a number without a source is not a measurement."))
 
@@ -51,11 +54,12 @@ class PoolCommon(Strict):
     release: str = Field(description="Release id served by this pool.")
     weight: Annotated[int, Field(ge=0, le=100)] = Field(description=(
         "Percent of traffic routed to this pool by the target's weight split (stable + canary = 100)."))
-    min_replicas: Annotated[int, Field(ge=1)] = Field(description="Warm minimum replicas (>= 2 in prod).")
-    max_replicas: Annotated[int, Field(ge=1)] = Field(description="Replica ceiling (bounded by the reservation).")
+    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Warm minimum replicas (>= 2 in prod).")
+    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
+        "Replica ceiling (bounded by the reservation; at most the 1,000 nodes a GKE node pool holds per zone)."))
     gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(0.90, description=(
         "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."))
-    runtime_overhead_gib: Annotated[float, Field(ge=0)] = Field(2.0, description=(
+    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(2.0, description=(
         "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
         "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
         "``max_num_batched_tokens`` or multimodal models."))
@@ -85,7 +89,19 @@ class GkePool(PoolCommon):
 ServingPool = GkePool
 
 
+#: An OpenAI ``model`` value: what clients send. Lower-case so it cannot collide with a release id by case only.
+PUBLIC_MODEL_NAME = r"^[a-z0-9]([-a-z0-9._]{0,62}[a-z0-9])?$"
+
+
 class ServingPools(Strict):
+    """The pools of a stack and the one public model name every pool answers to."""
+
+    model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(description=(
+        "Public model name: the ``model`` clients send to every pool, whatever release serves them. Each pool's "
+        "vLLM serves it beside its release id (``--served-model-name <release id> <model_name>``), so a weighted "
+        "canary split never answers 404 and a rollout never asks clients to change names; responses carry the "
+        "release id in ``model``, so the release that served a request stays identifiable. Must differ from every "
+        "release id."))
     stable: ServingPool = Field(description="The pool serving the current release.")
     canary: ServingPool | None = Field(None, description="Optional canary pool with a new release.")
     allow_mixed_split: bool = Field(False, description=(

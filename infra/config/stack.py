@@ -18,7 +18,9 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 
 from .accelerator import AcceleratorTopology
-from .base import NAMESPACE, ConfigIssue, FieldErrors, Strict
+from .base import NAMESPACE, PROJECT_ID_PATTERN, ConfigIssue, FieldErrors, Strict
+from .documents import DocumentError, load_json_file
+from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
 from .contract import WorkloadContract
 from .gateway import GatewayConfig
 from .gke import GkeConfig
@@ -34,9 +36,9 @@ FOREIGN_KEYS = {"project": "gcp:project", "region": "gcp:region"}
 
 class StackConfig(Strict):
     environment: Environment = Field(description="dev | staging | prod; must match the stack name.")
-    project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")] = Field(description=(
+    project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] = Field(description=(
         "GCP project id (shared with the Google provider)."))
-    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+\d+$")] = Field(description=(
+    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")] = Field(description=(
         "GCP region (shared with the Google provider)."))
     zones: Annotated[list[str], Field(min_length=1)] = Field(description="Zones of the region the stack uses.")
     contract: WorkloadContract = Field(description="The workload contract (target-neutral).")
@@ -147,7 +149,9 @@ def quote(value: Any) -> str:
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS - 1] + "…"
 
 
-def _issues_from_validation(err: ValidationError, prefix: tuple[str | int, ...] = ()) -> list[ConfigIssue]:
+def _issues_from_validation(err: ValidationError, prefix: tuple[str | int, ...] = (),
+                            redact: bool = False) -> list[ConfigIssue]:
+    """``redact``: the section is secret, so no input value is quoted (it may be a decrypted secret)."""
     issues: list[ConfigIssue] = []
     for e in err.errors():
         loc = _strip_union_tags(StackConfig, prefix + tuple(e["loc"]))
@@ -168,9 +172,11 @@ def _issues_from_validation(err: ValidationError, prefix: tuple[str | int, ...] 
         elif e["type"] == "union_tag_invalid":
             loc = loc + ("target",)
             msg = f"unknown serving target {quote(e['ctx']['tag'])}; known: {e['ctx']['expected_tags'].replace(chr(39), '')}"
-        elif "input" in e:
+        elif "input" in e and not redact:
             shown = e["input"]
-            if isinstance(shown, (str, int, float, bool)) or shown is None:
+            if isinstance(shown, str) and PLACEHOLDER_PREFIX in shown:
+                pass  # a secure value: never quoted
+            elif isinstance(shown, (str, int, float, bool)) or shown is None:
                 msg = f"{msg} (got {quote(shown)})"
         issues.append(ConfigIssue(key_path(loc), msg))
     return issues
@@ -193,21 +199,18 @@ def decode_pulumi_config(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _resolve_release_files(raw_releases: Any, base_dir: Path, issues: list[ConfigIssue]) -> Any:
-    """A release may be given inline or as the path of its JSON file (relative to the project root)."""
+    """A release may be given inline or as the path of its JSON file under ``stacks/releases/`` of the project
+    (``base_dir``); files go through the hardened loader (``documents.load_json_file``: path checked before any
+    file-system call, regular files only, bounded size and depth, strict JSON)."""
     if not isinstance(raw_releases, list):
         return raw_releases
     resolved = []
     for i, item in enumerate(raw_releases):
         if isinstance(item, str):
-            path = (base_dir / item).resolve()
-            where = key_path(("releases", i))
             try:
-                resolved.append(json.loads(path.read_text()))
-            except FileNotFoundError:
-                issues.append(ConfigIssue(where, f"release file {item!r} not found (resolved to {path})"))
-                resolved.append(None)
-            except json.JSONDecodeError as exc:
-                issues.append(ConfigIssue(where, f"release file {item!r} is not valid JSON: {exc}"))
+                resolved.append(load_json_file(item, base_dir))
+            except DocumentError as exc:
+                issues.append(ConfigIssue(key_path(("releases", i)), str(exc)))
                 resolved.append(None)
         else:
             resolved.append(item)
@@ -251,10 +254,12 @@ def _adapter(name: str) -> TypeAdapter[Any]:
         return TypeAdapter(annotated)
 
 
-def validate_schema(raw: Mapping[str, Any], base_dir: Path) -> SchemaResult:
-    """Validate each root section on its own, so one broken section never hides the problems of another."""
+def validate_schema(raw: Mapping[str, Any], base_dir: Path, secret_keys: frozenset[str] = frozenset()) -> SchemaResult:
+    """Validate each root section on its own, so one broken section never hides the problems of another.
+    ``secret_keys``: the top-level keys the engine marks secret (see ``infra/config/secrets.py``)."""
     issues: list[ConfigIssue] = []
     doc = build_document(raw, base_dir, issues)
+    issues += secret_issues(doc, secret_keys, secret_fields(StackConfig), key_path)
     failed_files = {i.path for i in issues}
     values: dict[str, Any] = {}
     valid: set[str] = set()
@@ -273,7 +278,7 @@ def validate_schema(raw: Mapping[str, Any], base_dir: Path) -> SchemaResult:
             values[name] = _adapter(name).validate_python(doc[name])
         except ValidationError as err:
             values[name] = None
-            issues += _issues_from_validation(err, (name,))
+            issues += _issues_from_validation(err, (name,), redact=key_path((name,)) in secret_keys)
             continue
         if not any(p.startswith(key_path((name,))) for p in failed_files):
             valid.add(name)

@@ -43,7 +43,7 @@ EXIT_POLICY = 1
 def resolve(stack: str, stacks_dir: Path | None = None) -> ResolvedStack:
     """The stack resolved without running the program (for commands that need no resources)."""
     sf = read_stack_file(stack, stacks_dir or STACKS_DIR)
-    return resolve_stack(sf.values, stack, ROOT)
+    return resolve_stack(sf.values, stack, ROOT, frozenset(sf.secret_keys))
 
 
 def bench_target(args: argparse.Namespace) -> "BenchTarget":

@@ -24,14 +24,17 @@ def policy_config_path(environment: str) -> Path:
 
 def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
     """Facts the policies read from Deployment annotations when present, given here as config properties for
-    the offline check: cold-load estimates per Deployment, the contract's stream bound and max_model_len."""
+    the offline check: cold-load estimates per Deployment, the contract's stream bound and token limits."""
     plan, cfg = resolved.plan, resolved.config
+    cold = {naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3) for role, p in sorted(plan.pools.items())}
     return {
-        "startup-window-covers-cold-load": {
-            "coldLoadSeconds": {naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3)
-                                for role, p in sorted(plan.pools.items())}},
+        "startup-window-covers-cold-load": {"coldLoadSeconds": cold},
+        "hpa-scale-up-damped": {"coldLoadSeconds": cold},
         "grace-period-covers-stream-bound": {"streamBoundSeconds": plan.stream_bound_seconds},
-        "max-model-len-within-contract": {"maxModelLen": cfg.contract.max_model_len},
+        "max-model-len-within-contract": {"maxModelLen": cfg.contract.max_model_len,
+                                          "maxInputTokens": cfg.contract.max_input_tokens,
+                                          "maxOutputTokens": cfg.contract.max_output_tokens},
+        "vllm-output-capped": {"maxOutputTokens": cfg.contract.max_output_tokens},
     }
 
 

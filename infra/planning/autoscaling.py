@@ -14,6 +14,8 @@ from .capacity import ROLLOUT_SURGE_REPLICAS
 SCALE_DOWN_WINDOW_FLOOR_S = 300
 #: Longest ``periodSeconds`` the autoscaling/v2 API accepts for a scaling policy.
 HPA_MAX_POLICY_PERIOD_S = 1800
+#: Longest ``stabilizationWindowSeconds`` the autoscaling/v2 API accepts.
+HPA_MAX_STABILIZATION_S = 3600
 
 
 
@@ -27,6 +29,16 @@ def reservation_replica_cap(reserved_nodes: int, replicas_per_node: int, other_p
     pools on the same reservation may scale to, minus one rollout surge replica per pool on it (a rolling update
     needs a free slot: "maxSurge: 1 cannot manufacture a GPU", the design)."""
     return reserved_nodes * replicas_per_node - other_pools_max - ROLLOUT_SURGE_REPLICAS * pools_on_accelerator
+
+
+def scale_up_window_seconds(cold_load_seconds: float) -> int:
+    """A replica added now serves its first request one cold load later (weights + engine init; node provisioning
+    comes on top when no warm node is free). A queue that builds and drains within that time is over before the
+    new replica could take any of it, so scaling for it only creates a late pod that then idles through the
+    scale-down window (the design's "burst creates late pods" pattern). The HPA acts on the lowest recommendation
+    of the window, i.e. only on a queue that stayed above target for a whole cold load; rounded up to whole
+    minutes (HPA syncs are 15 s apart), at most the API's 3600 s."""
+    return min(HPA_MAX_STABILIZATION_S, round_up_to_minute(cold_load_seconds))
 
 
 def scale_down_window_seconds(cold_load_seconds: float) -> int:
@@ -55,6 +67,7 @@ def plan_hpa(*, role: str, release: str, min_replicas: int, pool_max_replicas: i
     return HpaPlan(
         role=role, release=release, min_replicas=min_replicas, max_replicas=max(min_replicas, max_r),
         max_reason=reason, queue_target_per_pod=queue_target_per_pod, kv_cache_target=kv_cache_target,
+        scale_up_window_seconds=scale_up_window_seconds(cold_load_seconds),
         scale_down_window_seconds=scale_down_window_seconds(cold_load_seconds),
         scale_down_period_seconds=scale_down_period_seconds(stream_bound_seconds),
     )

@@ -26,7 +26,7 @@ from ..config.stack import StackConfig
 from . import capacity
 from .autoscaling import plan_hpa, reservation_replica_cap
 from .probes import ProbeError, plan_probes
-from .vllm_args import LoraSettings, VllmInputs, render_vllm_args
+from .vllm_args import VllmInputs, render_vllm_args
 
 Loc = tuple[str | int, ...]
 
@@ -50,6 +50,8 @@ class PoolPlan:
     probes: ProbeTimings
     hpa: HpaPlan
     vllm_args: tuple[str, ...]
+    #: What the server loads (``--model``): the root ``/v1/models`` reports for every served name.
+    model_root: str
     #: Accelerator topology key (targets that run on GPU machine types).
     accelerator: str | None
     #: Replicas of this pool the accelerator's reservation holds (None: no reservation).
@@ -73,6 +75,8 @@ class StackPlan:
     stream_bound_seconds: float
     #: Release id -> zone of its Hyperdisk ML volume, for every release a pool loads via ``hyperdisk_ml``.
     hyperdisk_releases: dict[str, str]
+    #: What clients send as ``model`` to every pool (``serving.model_name``).
+    public_model_name: str
     issues: tuple[PlanIssue, ...] = field(default_factory=tuple)
 
     @property
@@ -136,19 +140,21 @@ def pool_inputs(cfg: StackConfig, role: str, pool: GkePool) -> capacity.PoolInpu
 
 
 def gke_vllm_inputs(rel: ReleaseIdentity, pool: GkePool, cap: capacity.PoolCapacity,
-                    shutdown_timeout_seconds: int) -> VllmInputs:
-    """GKE: the Run:ai streamer reads ``gs://`` directly; Hyperdisk ML and GCS FUSE mount the release folder."""
+                    shutdown_timeout_seconds: int, public_model_name: str, max_output_tokens: int) -> VllmInputs:
+    """GKE: the Run:ai streamer reads ``gs://`` directly; Hyperdisk ML and GCS FUSE mount the release folder at
+    ``/weights/<model>/<revision>``, so the model root vLLM reports in ``/v1/models`` names the revision either
+    way."""
     streaming = pool.loading.path == "gcs_streaming"
     o = pool.model_server
     return VllmInputs(
-        model=rel.weights_uri if streaming else naming.WEIGHTS_MOUNT_PATH,
+        model=rel.weights_uri if streaming else naming.weights_mount_path(rel.weights_prefix),
         streamer_concurrency=pool.loading.streamer_concurrency if streaming else None,
-        served_model_names=(rel.release,), port=naming.VLLM_PORT,
+        served_model_names=(rel.release, public_model_name), port=naming.VLLM_PORT,
         tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
         gpu_memory_utilization=pool.gpu_memory_utilization, max_num_seqs=cap.max_num_seqs,
         max_num_batched_tokens=cap.max_num_batched_tokens, dtype=rel.dtype, kv_cache_dtype=rel.kv_cache_dtype,
         quantization=rel.quantization, shutdown_timeout_seconds=shutdown_timeout_seconds,
-        lora=(LoraSettings(o.lora.max_loras, o.lora.max_lora_rank, o.lora.max_cpu_loras) if o.lora else None),
+        max_output_tokens=max_output_tokens,
         speculative=(tuple(sorted(o.speculative.model_dump(exclude_none=True).items())) if o.speculative else None),
     )
 
@@ -226,10 +232,12 @@ def build_plan(cfg: StackConfig) -> StackPlan:
             cold_load_seconds=cap.cold_load_seconds, stream_bound_seconds=stream_bound,
             queue_target_per_pod=auto.queue_target_per_pod, kv_cache_target=auto.kv_cache_target,
             reservation_cap=cap_replicas)
-        args = render_vllm_args(gke_vllm_inputs(rel, pool, cap, probes[role].shutdown_timeout_seconds))
+        inputs = gke_vllm_inputs(rel, pool, cap, probes[role].shutdown_timeout_seconds, cfg.serving.model_name,
+                                 contract.max_output_tokens)
         pools[role] = PoolPlan(
             role=role, target=pool.target, release=release_info(rel), weight=pool.weight,
-            min_replicas=pool.min_replicas, capacity=cap, probes=probes[role], hpa=hpa, vllm_args=tuple(args),
+            min_replicas=pool.min_replicas, capacity=cap, probes=probes[role], hpa=hpa,
+            vllm_args=tuple(render_vllm_args(inputs)), model_root=inputs.model,
             accelerator=pool.accelerator, reservation_cap=cap_replicas)
 
     hyperdisk: dict[str, str] = {}
@@ -237,4 +245,5 @@ def build_plan(cfg: StackConfig) -> StackPlan:
         if pool.loading.path == "hyperdisk_ml" and pool.accelerator in cfg.accelerators:
             hyperdisk.setdefault(pool.release, cfg.accelerators[pool.accelerator].zone)
     return StackPlan(pools=pools, accelerators=accelerators, stream_bound_seconds=stream_bound,
-                     hyperdisk_releases=dict(sorted(hyperdisk.items())), issues=tuple(issues))
+                     hyperdisk_releases=dict(sorted(hyperdisk.items())), public_model_name=cfg.serving.model_name,
+                     issues=tuple(issues))

@@ -1,13 +1,16 @@
 """Probe and shutdown timing of one vLLM pool, derived from the planner and the workload contract (pure).
 
-Seed 000 separates three questions, and each gets its own probe:
+Three questions, one probe each, all answered by ``components/serving/probe.py`` (an exec probe):
 
-* startup: has a legitimate cold load finished? Its window (period x failureThreshold) must cover the planner's
-  cold-load estimate with a stated margin; a configuration whose window would exceed ``max_startup_seconds``
-  is an error, not a silently longer wait.
-* readiness: can this replica take traffic *now*? An exec probe runs ``readiness_probe.py`` (health, exactly the
-  declared release served, a rate-limited 1-token generation within a deadline) and fails fast.
-* liveness: is the engine dead? ``/health`` with a generous threshold, because a restart costs a full cold load.
+* startup: has a legitimate cold load finished, and is this replica really the release? Its window (period x
+  failureThreshold) must cover the planner's cold-load estimate with a stated margin; a configuration whose window
+  would exceed ``max_startup_seconds`` is an error, not a silently longer wait. The one generation check lives
+  here: before the pod is ready nothing queues ahead of it.
+* readiness: can this replica take traffic *now*? Health and identity only, answered by vLLM's API server without
+  entering the engine's queue, so a healthy replica that is busy is never taken out of rotation when capacity is
+  short.
+* liveness: is the engine dead or hung? Dead = ``/health`` not 200; hung = requests in flight and no token
+  progress for the stall window. A restart costs a full cold load, so only what cannot recover by itself counts.
 
 Scale-down protocol (the design, "Scale-down is a protocol too"): the preStop sleep keeps the pod serving while
 the endpoint picker and load balancer de-register it; SIGTERM then makes vLLM stop admitting and drain
@@ -21,35 +24,31 @@ import math
 
 from components.serving.spec import ProbeTimings
 
-#: Startup probe timeout: /health answers in milliseconds once the server is up; 5 s tolerates a busy node.
-STARTUP_TIMEOUT_SECONDS = 5
-
-#: The readiness generation deadline is this many TTFT objectives: a 1-token request for a 1-token prompt
-#: only waits behind the engine's own queue, so a healthy replica even under load answers well within
-#: 3 x the p95 TTFT objective; missing it means the engine is stuck, not busy. Change with ttft_p95_ms.
-READINESS_TTFT_FACTOR = 3
-#: Floor of the readiness deadline (the probe script's own default): interpreter start + three loopback
-#: requests need a few seconds on a loaded node even when the TTFT objective is tiny.
-READINESS_MIN_DEADLINE_SECONDS = 4
-#: Readiness timeoutSeconds = deadline + this: room for starting python3 so the script reports its own
-#: "deadline exceeded" line rather than the kubelet's bare "command timed out".
-READINESS_TIMEOUT_SLACK_SECONDS = 2
-#: Seconds between readiness probes (at least timeout + 1 so runs never queue): a stuck replica is out of
-#: rotation within period x failureThreshold = 30 s. Change together with READINESS_FAILURE_THRESHOLD.
+#: The startup generation deadline is this many TTFT objectives: a 1-token request for a 1-token prompt on an idle
+#: engine (no traffic reaches a pod before its startup probe passed) is far below one TTFT objective; 3x leaves
+#: room for the first request's lazy initialisation. Change with ttft_p95_ms.
+STARTUP_TTFT_FACTOR = 3
+#: Floor of every probe deadline (the probe script's own default): interpreter start plus a few loopback requests
+#: need a few seconds on a loaded node even when the TTFT objective is tiny.
+MIN_DEADLINE_SECONDS = 4
+#: timeoutSeconds = deadline + this: room for starting python3 so the script reports its own "deadline exceeded"
+#: line rather than the kubelet's bare "command timed out".
+TIMEOUT_SLACK_SECONDS = 2
+#: Seconds between readiness probes (at least timeout + 1 so runs never queue): a dead engine is out of rotation
+#: within period x failureThreshold = 30 s, matching the load balancer's own health check within a probe period.
 READINESS_PERIOD_SECONDS = 10
-#: Three misses in a row: one slow generation during a burst does not eject a replica.
+#: Three misses in a row: one slow answer of a saturated API server does not eject a replica.
 READINESS_FAILURE_THRESHOLD = 3
-#: The generation check runs at most once per this many seconds per replica (one token a minute: no
-#: measurable load); in between, /health and /v1/models suffice. The plan lowers it to the cold-load
-#: estimate when that is shorter, so a state file left in /tmp (an emptyDir survives container restarts) by
-#: a restarted container is always stale by the time its successor passes the startup probe.
-READINESS_GENERATION_INTERVAL_SECONDS = 60
-
-#: Liveness on /health: every 10 s, 5 s timeout, restart after 6 consecutive failures (a full minute):
-#: generous, since a restart throws away a warm KV cache and costs a full cold load.
+#: Liveness every 10 s, restart after 2 consecutive failures: the script itself already waited the stall window
+#: before its first "hung" answer, and a dead engine (/health 503) never recovers in place.
 LIVENESS_PERIOD_SECONDS = 10
-LIVENESS_TIMEOUT_SECONDS = 5
-LIVENESS_FAILURE_THRESHOLD = 6
+LIVENESS_FAILURE_THRESHOLD = 2
+#: Shortest stall window: with requests in flight a healthy engine moves its token counters every step (a few
+#: ms to ~1 s for a full prefill chunk), so a minute without progress is a hang, never a slow step.
+MIN_STALL_SECONDS = 60
+#: The stall window is at least this many TTFT objectives, so a contract with a long TTFT (big prompts, long
+#: prefill chunks) gets a proportionally longer window. Change with ttft_p95_ms.
+STALL_TTFT_FACTOR = 10
 
 #: Grace beyond preStop + drain for vLLM to stop its engine processes and release the GPUs (process
 #: teardown, NCCL shutdown) before the kubelet sends SIGKILL.
@@ -76,32 +75,38 @@ def startup_failure_threshold(cold_load_seconds: float, margin: float, period_se
     return threshold
 
 
-def readiness_deadline_seconds(ttft_p95_ms: int) -> int:
-    return max(READINESS_MIN_DEADLINE_SECONDS, math.ceil(READINESS_TTFT_FACTOR * ttft_p95_ms / 1000))
+def startup_deadline_seconds(ttft_p95_ms: int) -> int:
+    return max(MIN_DEADLINE_SECONDS, math.ceil(STARTUP_TTFT_FACTOR * ttft_p95_ms / 1000))
+
+
+def stall_seconds(ttft_p95_ms: int) -> int:
+    return max(MIN_STALL_SECONDS, math.ceil(STALL_TTFT_FACTOR * ttft_p95_ms / 1000))
 
 
 def plan_probes(*, cold_load_seconds: float, stream_bound_seconds: float, ttft_p95_ms: int, startup_margin: float,
                 startup_period_seconds: int, max_startup_seconds: int, drain_seconds: int) -> ProbeTimings:
     """All probe / shutdown numbers for one pool; raises ProbeError when the startup window cannot be covered."""
     threshold = startup_failure_threshold(cold_load_seconds, startup_margin, startup_period_seconds, max_startup_seconds)
-    deadline = readiness_deadline_seconds(ttft_p95_ms)
-    r_timeout = deadline + READINESS_TIMEOUT_SLACK_SECONDS
+    startup_deadline = startup_deadline_seconds(ttft_p95_ms)
     shutdown = math.ceil(stream_bound_seconds)
+    timeout = MIN_DEADLINE_SECONDS + TIMEOUT_SLACK_SECONDS
     return ProbeTimings(
         cold_load_seconds=cold_load_seconds,
         startup_margin=startup_margin,
         startup_required_seconds=cold_load_seconds * (1 + startup_margin),
         startup_period_seconds=startup_period_seconds,
         startup_failure_threshold=threshold,
-        startup_timeout_seconds=min(STARTUP_TIMEOUT_SECONDS, startup_period_seconds),
-        readiness_deadline_seconds=deadline,
-        readiness_timeout_seconds=r_timeout,
-        readiness_period_seconds=max(READINESS_PERIOD_SECONDS, r_timeout + 1),
+        startup_deadline_seconds=startup_deadline,
+        startup_timeout_seconds=startup_deadline + TIMEOUT_SLACK_SECONDS,
+        readiness_deadline_seconds=MIN_DEADLINE_SECONDS,
+        readiness_timeout_seconds=timeout,
+        readiness_period_seconds=max(READINESS_PERIOD_SECONDS, timeout + 1),
         readiness_failure_threshold=READINESS_FAILURE_THRESHOLD,
-        readiness_generation_interval_seconds=max(1, min(READINESS_GENERATION_INTERVAL_SECONDS, math.floor(cold_load_seconds))),
-        liveness_period_seconds=LIVENESS_PERIOD_SECONDS,
-        liveness_timeout_seconds=LIVENESS_TIMEOUT_SECONDS,
+        liveness_deadline_seconds=MIN_DEADLINE_SECONDS,
+        liveness_timeout_seconds=timeout,
+        liveness_period_seconds=max(LIVENESS_PERIOD_SECONDS, timeout + 1),
         liveness_failure_threshold=LIVENESS_FAILURE_THRESHOLD,
+        liveness_stall_seconds=stall_seconds(ttft_p95_ms),
         stream_bound_seconds=stream_bound_seconds,
         pre_stop_seconds=drain_seconds,
         shutdown_timeout_seconds=shutdown,

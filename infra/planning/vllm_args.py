@@ -13,7 +13,16 @@ upgrade or a different GPU cannot silently change the operating point the planne
 * request and output logging are off (the design: prompts and completions are not logged by default), and the
   access log skips the endpoints the probes and collectors hit every few seconds;
 * ``--shutdown-timeout`` makes SIGTERM drain in-flight streams for the longest allowed stream instead of
-  aborting them (vLLM's default 0 = abort).
+  aborting them (vLLM's default 0 = abort);
+* ``--served-model-name <release id> <public name>``: clients send the public name to every pool, responses and
+  metrics carry the release id (vLLM names the first served name in responses and metric labels);
+* ``--override-generation-config {"max_new_tokens": N}`` caps every request's output at the contract's
+  ``max_output_tokens``: vLLM 0.32's ``get_max_tokens`` takes the minimum of the request's ``max_tokens``, this
+  override and the context left after the prompt, so a request asking for more stops at N with
+  ``finish_reason: length`` instead of running past the stream bound the timeouts and the drain are sized for
+  (it is also the default when a request sets no ``max_tokens``);
+* ``--enable-server-load-tracking`` exposes ``/load`` (requests in flight, counted by the API server itself),
+  which the liveness probe uses to tell an idle engine from a hung one.
 """
 
 from __future__ import annotations
@@ -23,17 +32,15 @@ from dataclasses import dataclass
 
 from components import naming
 
-#: Endpoints whose access-log lines are dropped: kubelet probes, the readiness script and metric scrapes
-#: would otherwise write several lines per second per replica.
-QUIET_ENDPOINTS = (naming.HEALTH_PATH, naming.METRICS_PATH, naming.MODELS_PATH)
+#: Endpoints whose access-log lines are dropped: kubelet probes, the probe script and metric scrapes would
+#: otherwise write several lines per second per replica.
+QUIET_ENDPOINTS = (naming.HEALTH_PATH, naming.METRICS_PATH, naming.MODELS_PATH, naming.LOAD_PATH)
 
 
+def output_cap_config(max_output_tokens: int) -> str:
+    """``--override-generation-config`` JSON: HF's ``max_new_tokens`` is what vLLM maps to its ``max_tokens``."""
+    return json.dumps({"max_new_tokens": max_output_tokens}, sort_keys=True, separators=(",", ":"))
 
-@dataclass(frozen=True)
-class LoraSettings:
-    max_loras: int
-    max_lora_rank: int
-    max_cpu_loras: int | None
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class VllmInputs:
     model: str
     #: Run:ai streamer reader threads when ``model`` is a gs:// URI; None for a mounted path.
     streamer_concurrency: int | None
+    #: ``(release id, public model name)``: the first is what responses and metrics name, both are accepted.
     served_model_names: tuple[str, ...]
     port: int
     tensor_parallel_size: int
@@ -56,7 +64,8 @@ class VllmInputs:
     kv_cache_dtype: str
     quantization: str
     shutdown_timeout_seconds: int
-    lora: LoraSettings | None = None
+    #: The contract's ``max_output_tokens``: the server-side cap on every request's output.
+    max_output_tokens: int
     #: ``--speculative-config`` as a mapping (rendered as canonical JSON); None = off.
     speculative: tuple[tuple[str, object], ...] | None = None
 
@@ -100,11 +109,9 @@ def render_vllm_args(v: VllmInputs) -> list[str]:
         "--no-enable-log-outputs",
         "--disable-access-log-for-endpoints", ",".join(QUIET_ENDPOINTS),
         "--shutdown-timeout", str(v.shutdown_timeout_seconds),
+        "--override-generation-config", output_cap_config(v.max_output_tokens),
+        "--enable-server-load-tracking",
     ]
-    if v.lora is not None:
-        args += ["--enable-lora", "--max-loras", str(v.lora.max_loras), "--max-lora-rank", str(v.lora.max_lora_rank)]
-        if v.lora.max_cpu_loras is not None:
-            args += ["--max-cpu-loras", str(v.lora.max_cpu_loras)]
     if v.speculative is not None:
         args += ["--speculative-config", json.dumps(dict(v.speculative), sort_keys=True, separators=(",", ":"))]
     return args

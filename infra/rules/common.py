@@ -41,6 +41,22 @@ def release_context_within_contract(cfg: StackConfig) -> Iterator[Finding]:
             yield (("releases", i, "max_model_len"),
                    f"{rel.max_model_len} exceeds the contract's max_model_len {cfg.contract.max_model_len}: "
                    "context beyond the workload only costs concurrency")
+        elif rel.max_model_len > need:
+            # vLLM 0.32 has no prompt-length limit of its own: it rejects a prompt longer than --max-model-len and
+            # caps the output at max_model_len - prompt. The context is therefore the only input cap there is.
+            yield (("releases", i, "max_model_len"),
+                   f"{rel.max_model_len} admits prompts of up to {rel.max_model_len - 1} tokens, above the contract's "
+                   f"max_input_tokens {cfg.contract.max_input_tokens}: vLLM's only prompt limit is --max-model-len, so "
+                   f"it must equal max_input_tokens + max_output_tokens = {need}")
+
+
+@rule(needs={"serving", "releases"})
+def public_name_is_not_a_release_id(cfg: StackConfig) -> Iterator[Finding]:
+    """Responses name the release id, requests the public name: the two must be told apart."""
+    if cfg.serving.model_name in {r.release for r in cfg.releases}:
+        yield (("serving", "model_name"),
+               f"{cfg.serving.model_name!r} is also a release id: the public name must differ from every release id, "
+               "so a response's model (the release id) tells which release served it")
 
 
 @rule(needs={"serving", "releases"})

@@ -48,6 +48,24 @@ def pools_name_known_accelerators(cfg: StackConfig) -> Iterator[Finding]:
                    f"unknown accelerator {pool.accelerator!r}; known: {', '.join(sorted(cfg.accelerators))}")
 
 
+@rule(target=TARGET, needs={"accelerators", "project"})
+def reservation_names_are_unique(cfg: StackConfig) -> Iterator[Finding]:
+    """A reservation name is unique per project and zone: two topologies naming the same one would either create
+    it twice or make two node pools of different machine types consume one reservation."""
+    first: dict[tuple[str, str, str], str] = {}
+    for name, acc in sorted(cfg.accelerators.items()):
+        r = acc.reservation
+        if r is None:
+            continue
+        key = (r.owner_project or cfg.project, acc.zone, r.name)
+        if key in first:
+            yield (("accelerators", name, "reservation", "name"),
+                   f"reservation {r.name!r} in {acc.zone} is already used by accelerators.{first[key]}: each topology "
+                   "needs its own reservation")
+        else:
+            first[key] = name
+
+
 @rule(target=TARGET, needs={"accelerators", "region", "zones", "environment"})
 def accelerators_fit_stack(cfg: StackConfig) -> Iterator[Finding]:
     for name, acc in cfg.accelerators.items():

@@ -13,7 +13,7 @@ from components import naming
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, GatewaySpec, IapSpec, ModelArmorSpec,
-                                        PoolRoute, PriorityClassSpec)
+                                        PoolRoute, PriorityClassSpec, SaturationSpec)
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import CHANNEL_TYPES, ChannelSpec, Observability, ObservabilityArgs
@@ -26,7 +26,7 @@ from components.weights import HyperdiskSpec
 from ..config.accelerator import AcceleratorTopology, boot_disk_type
 from ..config.gateway import GatewayConfig
 from ..config.gke import GkeConfig
-from ..config.observability import NotificationChannel
+from ..config.observability import Autoscaling, NotificationChannel
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
 from ..planning.plan import StackPlan
@@ -84,18 +84,36 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
         weights=WeightsSpec(
             bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days,
             hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
-            hyperdisk_releases=dict(plan.hyperdisk_releases)),
+            hyperdisk_releases=dict(plan.hyperdisk_releases),
+            hyperdisk_pools={r: pool.release for r, pool in cfg.pools() if pool.loading.path == "hyperdisk_ml"}),
+        roles=tuple(r for r, _ in cfg.pools()),
         hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None,
         labels=platform_labels(cfg), protect=g.protect)
 
 
-def gateway_spec(gw: GatewayConfig) -> GatewaySpec:
+#: The picker's own KV-cache saturation threshold (GAIE v1.5.0 utilization-detector default), used when the HPA
+#: has no KV-cache target: above 80 % usage new sequences start preempting running ones.
+DEFAULT_KV_SATURATION = 0.8
+
+
+def saturation_spec(auto: Autoscaling) -> SaturationSpec:
+    """The picker calls a pool saturated where the HPA starts adding replicas: an average waiting queue of the
+    HPA's per-pod target, or the HPA's KV-cache target when one is set (else the picker's own 0.8). From there
+    on, sheddable traffic is rejected with 429 while capacity is being added, so it cannot deepen the queue the
+    interactive classes wait in."""
+    return SaturationSpec(queue_depth_threshold=auto.queue_target_per_pod,
+                          kv_cache_util_threshold=auto.kv_cache_target if auto.kv_cache_target is not None
+                          else DEFAULT_KV_SATURATION)
+
+
+def gateway_spec(gw: GatewayConfig, auto: Autoscaling) -> GatewaySpec:
     e = gw.epp
     return GatewaySpec(
         gateway_class=gw.gateway_class, hostnames=tuple(gw.hostnames),
         certificate=CertificateSpec(gw.certificate.source, tuple(gw.certificate.names)),
         epp=EndpointPickerSpec(chart=e.chart, version=e.version, replicas=e.replicas, failure_mode=e.failure_mode,
-                               kv_cache_metric=e.kv_cache_metric, install_objective_crds=e.install_objective_crds),
+                               kv_cache_metric=e.kv_cache_metric, install_objective_crds=e.install_objective_crds,
+                               saturation=saturation_spec(auto)),
         iap=IapSpec(gw.iap.enabled, tuple(gw.iap.members), gw.iap.oauth_client_id, gw.iap.oauth_client_secret_name,
                     tuple(gw.iap.programmatic_clients)),
         model_armor=(ModelArmorSpec(gw.model_armor.template, gw.model_armor.fail_open, gw.model_armor.timeout_ms)
@@ -146,38 +164,42 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
     k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
 
-    # One vLLM model server per pool: Deployment, readiness ConfigMap, PDB, NetworkPolicy.
+    # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
     model_servers: dict[str, ModelServer] = {}
     for role, pool in cfg.pools():
         p = plan.pools[role]
         o = pool.model_server
         model_servers[role] = ModelServer(naming.deployment_name(role), ModelServerArgs(
             role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
+            public_model_name=plan.public_model_name, model_root=p.model_root,
             resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
                                    gpus=p.release.tensor_parallel_size),
             accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
             max_surge=ROLLOUT_SURGE_REPLICAS, rollout_replicas=p.hpa.max_replicas,
             max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
-            namespace=platform.serving_namespace, service_account=platform.model_server_ksa,
+            namespace=platform.serving_namespaces[role], service_account=platform.model_server_ksas[role],
             proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
             contract_max_model_len=cfg.contract.max_model_len,
-            hyperdisk_claim=platform.hyperdisk_claims.get(pool.release) if pool.loading.path == "hyperdisk_ml" else None),
+            contract_max_input_tokens=cfg.contract.max_input_tokens,
+            contract_max_output_tokens=cfg.contract.max_output_tokens,
+            hyperdisk_claim=platform.hyperdisk_claims.get(role)),
             opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
-                depends_on=[platform.serving_namespace_resource, platform.gpu_node_pools[pool.accelerator]])))
+                depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]])))
 
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
     gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
-        environment=cfg.environment, project=cfg.project, region=cfg.region, namespace=platform.serving_namespace,
-        gateway=gateway_spec(cfg.gateway),
+        environment=cfg.environment, project=cfg.project, region=cfg.region,
+        gateway=gateway_spec(cfg.gateway, cfg.observability.autoscaling),
         pools=tuple(PoolRoute(role=r, release=pool.release, weight=pool.weight,
-                              selector=model_servers[r].pool_selector) for r, pool in cfg.pools()),
-        priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.description)
+                              selector=model_servers[r].pool_selector, namespace=platform.serving_namespaces[r])
+                    for r, pool in cfg.pools()),
+        priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.sheddable, c.description)
                                for c in cfg.contract.priority_classes),
-        backend_timeout_seconds=plan.backend_timeout_seconds,
+        backend_timeout_seconds=plan.backend_timeout_seconds, public_model_name=plan.public_model_name,
         subnetwork=platform.network.subnet.id, project_number=platform.project_number),
-        # Every Kubernetes object takes the namespace from the platform's Output (so it waits for the Namespace);
-        # the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
+        # Every pool's Kubernetes objects take their namespace from the platform's Output (so they wait for the
+        # Namespace); the gateway creates its own namespace; the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
         # the Deployments' rollouts would only serialise the first deploy.
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
 
@@ -185,7 +207,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     # Deployment (which ignores spec.replicas: the HPA owns the count), the vLLM PodMonitoring, dashboard, alerts.
     obs = cfg.observability
     observability = Observability("observability", ObservabilityArgs(
-        project=cfg.project, environment=cfg.environment, namespace=platform.serving_namespace,
+        project=cfg.project, environment=cfg.environment, namespaces=dict(platform.serving_namespaces),
         pools=pool_views(cfg, plan), scale_targets={r: m.deployment_name for r, m in model_servers.items()},
         thresholds=thresholds(cfg), scrape_interval_seconds=obs.scrape_interval_seconds,
         notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),

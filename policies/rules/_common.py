@@ -48,7 +48,6 @@ UNKNOWN: Any = _Unknown()
 # ---- the naming contract: a generated copy of components/naming.py (the pack runs in its own process) -------
 from . import _naming as naming  # noqa: E402
 
-SERVING_NAMESPACE = naming.SERVING_NAMESPACE
 COMPONENT_LABEL = naming.COMPONENT_LABEL
 MODEL_SERVER = naming.MODEL_SERVER_COMPONENT
 VERSION_LABEL = naming.VERSION_LABEL
@@ -59,6 +58,9 @@ ACCELERATOR_LABEL = naming.ACCELERATOR_LABEL
 COLD_LOAD_ANNOTATION = naming.COLD_LOAD_ANNOTATION
 STREAM_BOUND_ANNOTATION = naming.STREAM_BOUND_ANNOTATION
 CONTRACT_MAX_MODEL_LEN_ANNOTATION = naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION
+CONTRACT_MAX_INPUT_TOKENS_ANNOTATION = naming.CONTRACT_MAX_INPUT_TOKENS_ANNOTATION
+CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION = naming.CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION
+SHEDDABLE_ANNOTATION = naming.SHEDDABLE_ANNOTATION
 RESERVATION_KEY = naming.RESERVATION_NAME_KEY
 GPU_RESOURCE = naming.GPU_RESOURCE
 
@@ -72,6 +74,8 @@ GCP_BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
 GCP_GATEWAY_POLICY = "kubernetes:networking.gke.io/v1:GCPGatewayPolicy"
 HTTP_ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
 INFERENCE_POOL = "kubernetes:inference.networking.k8s.io/v1:InferencePool"
+INFERENCE_OBJECTIVES = ("kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective",
+                        "kubernetes:llm-d.ai/v1alpha2:InferenceObjective")
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 RESERVATION = "gcp:compute/reservation:Reservation"

@@ -14,8 +14,22 @@ Standard library only, no imports from the rest of the project.
 from __future__ import annotations
 
 # ---- Kubernetes namespaces and service accounts ---------------------------------------------------------------
-#: Namespace of the model servers, endpoint pickers, gateway objects and their PodMonitorings.
-SERVING_NAMESPACE = "llm-serving"
+#: Namespace of the shared gateway front: Gateway, HTTPRoutes, gateway policy, Model Armor extension.
+GATEWAY_NAMESPACE = "llm-serving"
+
+
+#: Every pool namespace is this prefix + the pool's role.
+POOL_NAMESPACE_PREFIX = "llm-serving-"
+
+
+def pool_namespace(role: str) -> str:
+    """Namespace of one serving pool: its model servers, InferencePool, endpoint picker, objectives, GKE policies,
+    HPA and PodMonitoring. One namespace per pool because the endpoint picker resolves the class a request names
+    (``x-gateway-inference-objective``) by object name within its pool's namespace and ignores objectives whose
+    ``poolRef`` names another pool (GAIE v1.5.0 inferenceobjective_reconciler.go, datastore.go): only with a
+    namespace each can every pool own an objective under the class name clients send."""
+    return f"{POOL_NAMESPACE_PREFIX}{role}"
+
 #: Kubernetes service account of the vLLM pods: the Workload Identity principal that reads the weights.
 MODEL_SERVER_KSA = "model-server"
 
@@ -49,7 +63,11 @@ ANNOTATION_PREFIX = "llm-serving.io/"
 COLD_LOAD_ANNOTATION = "llm-serving.io/cold-load-seconds"
 STREAM_BOUND_ANNOTATION = "llm-serving.io/stream-bound-seconds"
 CONTRACT_MAX_MODEL_LEN_ANNOTATION = "llm-serving.io/contract-max-model-len"
-READINESS_SCRIPT_SHA_ANNOTATION = "llm-serving.io/readiness-probe-sha256"
+CONTRACT_MAX_INPUT_TOKENS_ANNOTATION = "llm-serving.io/contract-max-input-tokens"
+CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION = "llm-serving.io/contract-max-output-tokens"
+#: On each InferenceObjective: "true" when its class may be shed (the picker sheds exactly priority < 0).
+SHEDDABLE_ANNOTATION = "llm-serving.io/sheddable"
+PROBE_SCRIPT_SHA_ANNOTATION = "llm-serving.io/probe-sha256"
 
 # ---- GPU nodes -------------------------------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -66,11 +84,20 @@ VLLM_PORT = 8000
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 MODELS_PATH = "/v1/models"
+#: vLLM's in-flight request count (``--enable-server-load-tracking``), read by the liveness probe.
+LOAD_PATH = "/load"
 #: Endpoint-picker ext-proc port (GAIE chart default ``extProcPort``): the gateway calls the picker on it.
 EPP_EXT_PROC_PORT = 9002
-#: Where a mounted weights volume (Hyperdisk ML, GCS FUSE, Cloud Run's Cloud Storage volume) appears in the
-#: serving container, read-only; its root is the release's immutable ``gs://<bucket>/<model>/<revision>/`` folder.
-WEIGHTS_MOUNT_PATH = "/weights"
+#: Under this folder a mounted weights volume (Hyperdisk ML, GCS FUSE, Cloud Run's Cloud Storage volume) appears in
+#: the serving container, read-only, at ``<model>/<revision>`` (:func:`weights_mount_path`): the volume's root is
+#: the release's immutable ``gs://<bucket>/<model>/<revision>/`` folder.
+WEIGHTS_MOUNT_ROOT = "/weights"
+
+
+def weights_mount_path(weights_prefix: str) -> str:
+    """``/weights/<model>/<revision>``: the same tail as the release's ``gs://`` folder, so the model root vLLM
+    reports in ``/v1/models`` names the revision whichever way the weights arrive."""
+    return f"{WEIGHTS_MOUNT_ROOT}/{weights_prefix.strip('/')}"
 #: Request header that chooses a priority class (GAIE v1.x InferenceObjective header).
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
 
@@ -100,6 +127,6 @@ def epp_name(role: str) -> str:
     return f"{deployment_name(role)}-epp"
 
 
-def readiness_config_map_name(role: str) -> str:
-    """ConfigMap carrying the readiness script of a pool."""
-    return f"{deployment_name(role)}-readiness"
+def probe_config_map_name(role: str) -> str:
+    """ConfigMap carrying the probe script of a pool."""
+    return f"{deployment_name(role)}-probe"

@@ -65,8 +65,8 @@ DEVICE_NAME = "weights"
 MOUNT_POINT = "/mnt/weights"
 REMOTE_VERIFIER = "/tmp/verify_release.py"
 #: Compute Engine resource names: RFC 1035 labels of at most 63 characters.
-NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]\Z")
 #: Length of the release-id hash appended when a derived name has to be shortened (32 bits: collisions between
 #: two releases of one project are negligible).
 NAME_HASH_CHARS = 8
@@ -156,7 +156,7 @@ def _problems(project: str, zone: str, bucket: str, prefix: str, release: str, s
                         f"{HYPERDISK_ML_MIN_THROUGHPUT_MIB_S} MiB/s")
     if not NAME_RE.match(machine_type):
         problems.append(f"machine type {machine_type!r} is not a machine type name")
-    if subnet is not None and not re.match(r"^[a-z]([-a-z0-9/]{0,200}[a-z0-9])?$", subnet):
+    if subnet is not None and not re.match(r"^[a-z]([-a-z0-9/]{0,200}[a-z0-9])?\Z", subnet):
         problems.append(f"subnet {subnet!r} is not a subnet name or path")
     return problems
 

@@ -1,0 +1,323 @@
+"""The Vertex AI serving target: one endpoint serving a release line (stable + canary) with a traffic split.
+
+What it creates, and why each piece is shaped the way it is:
+
+* ``gcp.vertex.AiEndpoint``: a dedicated endpoint (``dedicated_endpoint_enabled``: isolated DNS and capacity),
+  or a Private Service Connect endpoint when configured (pulumi-gcp 10.2.0's
+  ``private_service_connect_config{enable_private_service_connect, project_allowlists}``). The endpoint id is
+  explicit (``AiEndpoint.name``): aiplatform.v1 ``endpoints.create`` takes a letter-first id of up to 63
+  ``[a-z0-9-]`` characters, so it is known in the plan and stable across replacements.
+* One :class:`~components.vertex.provider.DeployedModel` per pool (dynamic resource: upload from the release's
+  ``gs://`` folder + deploy). Deployments are created one after the other (each depends on the previous):
+  whether Vertex accepts concurrent deploy operations on one endpoint is not documented in aiplatform.v1.
+* One :class:`~components.vertex.provider.EndpointTraffic`: the whole split from pool weights (sum 100). A
+  weight-0 pool (dark canary) stays deployed and simply gets no entry.
+* Optionally one :class:`~components.vertex.provider.DeploymentResourcePool` for co-hosted models (several models
+  on one accelerator set). Written as a dynamic resource because pulumi-gcp 10.2.0's ``AiDeploymentResourcePool``
+  has neither ``serviceAccount`` (co-hosted containers could not read the weights through a bucket-only grant)
+  nor ``reservationAffinity``.
+* A dedicated service account the containers run as, holding ``roles/storage.objectViewer`` on the weights
+  bucket only (and, when configured, Artifact Registry read on the one image repository): no project-level role.
+* Caller IAM on the endpoint itself (``gcp.vertex.AiEndpointIamMember``), configured members only.
+
+Prerequisites outside this component (cannot be created from here without project-wide grants):
+
+* the identity running ``pulumi up`` needs ``iam.serviceAccounts.actAs`` on the service account ("Users
+  deploying the Model must have the iam.serviceAccounts.actAs permission", aiplatform.v1 DeployedModel);
+* a SPECIFIC_RESERVATION is consumed only if the reservation's VM shape matches the deployment exactly and
+  the Vertex AI service agent (``service-<number>@gcp-sa-aiplatform.iam.gserviceaccount.com``) holds Compute
+  Viewer on the project owning the reservation (Vertex AI "Use reservations with batch inference" page; the
+  online-inference page could not be checked here).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_gcp as gcp
+
+from .. import naming
+from ..base import Component
+from . import provider as pv
+from . import requests as rq
+
+TYPE = "llm-serving:vertex:VertexServing"
+#: Object read on the weights bucket: the containers stream the release's safetensors from it.
+WEIGHTS_READER_ROLE = "roles/storage.objectViewer"
+#: Image pull for a model upload run as the serving account (only with ``image_repository``).
+IMAGE_READER_ROLE = "roles/artifactregistry.reader"
+#: Caller role, bound on the endpoint only. Vertex AI User is the narrowest predefined role with
+#: ``aiplatform.endpoints.predict`` known here; bound on the endpoint its permissions reach this endpoint only.
+#: It also carries other endpoint permissions: pass a custom role holding just ``aiplatform.endpoints.predict``
+#: (``projects/<p>/roles/<id>``) where that matters.
+CALLER_ROLE = "roles/aiplatform.user"
+#: IAM member types a caller may have; public principals are refused outright.
+_MEMBER_RE = re.compile(r"^(user|group|serviceAccount|domain|principal|principalSet):[!-~]+\Z")
+_PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+_ROLE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,19}\Z")
+_ENDPOINT_ID_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+#: Service account ids: 6-30 characters, lowercase letter first (IAM naming rules).
+_ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
+#: Vertex label keys allow no '.' or '/', so the Kubernetes pool label (naming.POOL_LABEL) is spelled with dashes.
+POOL_LABEL = naming.POOL_LABEL.replace(".", "-").replace("/", "-")
+
+
+@dataclass(frozen=True)
+class CoHosted:
+    """Run on a DeploymentResourcePool: this component's own (``resource_pool=None``, needs
+    ``VertexServingArgs.resource_pool``) or another's, by full resource name
+    (``VertexServing.resource_pool_name`` of the component that owns it)."""
+
+    resource_pool: pulumi.Input[str] | None = None
+
+
+@dataclass(frozen=True)
+class VertexDeployment:
+    """One pool of the release line: its role, traffic weight, model and where it runs."""
+
+    role: str
+    weight: int
+    model: rq.ModelSpec
+    placement: rq.DedicatedResources | CoHosted
+
+
+@dataclass(frozen=True)
+class PrivateServiceConnect:
+    """Expose the endpoint only through Private Service Connect, to these consumer projects."""
+
+    project_allowlist: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageRepository:
+    """The Artifact Registry repository holding the serving image (for uploads run as the serving account)."""
+
+    project: str
+    location: str
+    repository_id: str
+
+
+@dataclass(frozen=True)
+class VertexServingArgs:
+    project: str
+    region: str
+    #: The endpoint's id (final component of its resource name).
+    endpoint_id: str
+    display_name: str
+    #: Bucket holding ``gs://<bucket>/<model>/<revision>/``; the serving account reads it.
+    weights_bucket: pulumi.Input[str]
+    #: Account id of the dedicated serving service account.
+    service_account_id: str
+    deployments: tuple[VertexDeployment, ...]
+    resource_pool: rq.ResourcePoolSpec | None = None
+    #: None: a dedicated public endpoint (IAM-authenticated).
+    private_service_connect: PrivateServiceConnect | None = None
+    caller_members: tuple[pulumi.Input[str], ...] = ()
+    caller_role: str = CALLER_ROLE
+    #: Set: uploads run as the serving account, which then also reads this repository. None: the Vertex AI
+    #: Service Agent performs the upload (UploadModelRequest.serviceAccount unset).
+    image_repository: ImageRepository | None = None
+    #: Endpoint ``clientConnectionConfig.inferenceTimeout``: the longest allowed stream. None: service default.
+    inference_timeout_seconds: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    protect: bool = False
+
+    def __post_init__(self) -> None:
+        problems = serving_problems(self)
+        if problems:
+            raise VertexServingConfigError(problems)
+
+
+class VertexServingConfigError(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("invalid VertexServingArgs:\n  " + "\n  ".join(problems))
+        self.problems = problems
+
+
+def serving_problems(args: VertexServingArgs) -> list[str]:
+    """Every problem with ``args`` (empty when valid); nothing is registered unless this is empty."""
+    problems: list[str] = []
+    if not _ENDPOINT_ID_RE.match(args.endpoint_id):
+        problems.append(f"endpoint_id {args.endpoint_id!r}: letter first, then up to 62 of [a-z0-9-], "
+                        "not ending in '-' (aiplatform.v1 endpoints.create endpointId)")
+    if not _ACCOUNT_ID_RE.match(args.service_account_id):
+        problems.append(f"service_account_id {args.service_account_id!r}: 6-30 of [a-z0-9-], letter first")
+    if not args.deployments:
+        problems.append("deployments: at least one")
+    roles = [d.role for d in args.deployments]
+    if len(roles) != len(set(roles)):
+        problems.append(f"deployments: duplicate roles in {roles}")
+    for d in args.deployments:
+        if not _ROLE_NAME_RE.match(d.role):
+            problems.append(f"deployments[{d.role}].role: lowercase letter first, up to 20 of [a-z0-9-]")
+        if isinstance(d.weight, bool) or not isinstance(d.weight, int) or not 0 <= d.weight <= 100:
+            problems.append(f"deployments[{d.role}].weight: an integer 0-100, got {d.weight!r}")
+        if isinstance(d.placement, CoHosted) and d.placement.resource_pool is None and args.resource_pool is None:
+            problems.append(f"deployments[{d.role}]: co-hosted on this component's pool, but resource_pool is unset")
+    if args.deployments and sum(d.weight for d in args.deployments if isinstance(d.weight, int)) != 100:
+        problems.append(f"deployments: weights {dict((d.role, d.weight) for d in args.deployments)} must sum to 100")
+    if args.resource_pool is not None and not any(
+            isinstance(d.placement, CoHosted) and d.placement.resource_pool is None for d in args.deployments):
+        problems.append("resource_pool is set but no deployment is co-hosted on it (idle accelerators)")
+    if args.private_service_connect is not None and not args.private_service_connect.project_allowlist:
+        problems.append("private_service_connect.project_allowlist: at least one consumer project")
+    for member in args.caller_members:
+        if isinstance(member, str):
+            if member in _PUBLIC_MEMBERS:
+                problems.append(f"caller_members: {member} would make the endpoint public")
+            elif not _MEMBER_RE.match(member):
+                problems.append(f"caller_members: {member!r} is not an IAM member (user:, group:, serviceAccount:, "
+                                "domain:, principal:, principalSet:)")
+    if args.inference_timeout_seconds is not None and args.inference_timeout_seconds <= 0:
+        problems.append("inference_timeout_seconds must be > 0")
+    try:
+        rq.check_labels(args.labels)
+    except rq.VertexRequestError as err:
+        problems.append(f"labels: {err}")
+    return problems
+
+
+def service_account_email(project: str, account_id: str) -> str:
+    """A user-managed service account's e-mail is fixed by its id and project (IAM service account naming),
+    so it can be part of ids computed before the account exists."""
+    return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
+def _checked_member(member: str) -> str:
+    """Members that are Outputs are checked when they resolve: a public principal fails the deployment."""
+    if member in _PUBLIC_MEMBERS or not _MEMBER_RE.match(member):
+        raise VertexServingConfigError([f"caller member {member!r} is public or not an IAM member"])
+    return member
+
+
+class VertexServing(Component):
+    """vLLM on Vertex AI: endpoint, deployed models per pool, traffic split, identity and caller IAM.
+
+    ``args`` is validated when built (:meth:`VertexServingArgs.__post_init__`), so an invalid configuration
+    registers nothing."""
+
+    TYPE = TYPE
+
+    def __init__(self, name: str, args: VertexServingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        p, r = args.project, args.region
+
+        # ---- identity: the containers' service account, bucket-scoped read only ----------------------------
+        self.service_account = gcp.serviceaccount.Account(
+            f"{name}-sa", project=p, account_id=args.service_account_id,
+            display_name=f"Vertex AI serving: {args.display_name}",
+            description="Runs the vLLM containers of the Vertex endpoint; reads the weights bucket only",
+            opts=self._child(protect=args.protect))
+        self.service_account_email: pulumi.Output[str] = self.service_account.email
+        member = self.service_account.email.apply(lambda e: f"serviceAccount:{e}")
+        self.weights_reader = gcp.storage.BucketIAMMember(
+            f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE, member=member,
+            opts=self._child())
+        grants: list[pulumi.Resource] = [self.weights_reader]
+        self.image_reader: gcp.artifactregistry.RepositoryIamMember | None = None
+        if args.image_repository is not None:
+            repo = args.image_repository
+            self.image_reader = gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-image-reader", project=repo.project, location=repo.location, repository=repo.repository_id,
+                role=IMAGE_READER_ROLE, member=member, opts=self._child())
+            grants.append(self.image_reader)
+
+        # ---- endpoint -----------------------------------------------------------------------------------
+        psc = args.private_service_connect
+        self.endpoint = gcp.vertex.AiEndpoint(
+            f"{name}-endpoint", name=args.endpoint_id, project=p, location=r, region=r,
+            display_name=args.display_name, description="vLLM (OpenAI protocol via rawPredict/streamRawPredict)",
+            labels=dict(sorted(args.labels.items())),
+            dedicated_endpoint_enabled=True if psc is None else None,
+            private_service_connect_config=None if psc is None else (
+                gcp.vertex.AiEndpointPrivateServiceConnectConfigArgs(
+                    enable_private_service_connect=True, project_allowlists=list(psc.project_allowlist))),
+            # The split is owned by the EndpointTraffic resource; the endpoint resource must never reset it.
+            # The id is fixed, so a replacement cannot create the new endpoint beside the old one: delete first
+            # (Pulumi's deleteBeforeReplace, for "resources that cannot exist side-by-side"; it cascades to the
+            # deployments, which must leave the old endpoint anyway).
+            opts=self._child(protect=args.protect, ignore_changes=["trafficSplit"], delete_before_replace=True))
+        self.endpoint_name: pulumi.Output[str] = self.endpoint.name.apply(lambda n: rq.endpoint_name(p, r, n))
+
+        # ---- co-hosting pool -----------------------------------------------------------------------------
+        self.resource_pool: pv.DeploymentResourcePool | None = None
+        self.resource_pool_name: str | None = None
+        if args.resource_pool is not None:
+            spec = args.resource_pool
+            pool_id = spec.pool_id_for(service_account_email(p, args.service_account_id))
+            self.resource_pool_name = rq.resource_pool_name(p, r, pool_id)
+            self.resource_pool = pv.DeploymentResourcePool(
+                f"{name}-pool-{spec.name}",
+                pv.DeploymentResourcePoolInputs(
+                    project=p, region=r, pool_id=pool_id,
+                    resource_pool=self.service_account.email.apply(lambda e: rq.resource_pool(spec, e))),
+                opts=self._child(depends_on=grants))
+
+        # ---- deployments, one after the other ------------------------------------------------------------
+        self.deployments: dict[str, pv.DeployedModel] = {}
+        previous: list[pulumi.Resource] = []
+        for d in args.deployments:
+            model = replace(d.model, labels={**args.labels, **d.model.labels, POOL_LABEL: d.role})
+            deployed = self.deployments[d.role] = pv.DeployedModel(
+                f"{name}-{d.role}",
+                pv.DeployedModelInputs(
+                    project=p, region=r, endpoint=self.endpoint_name,
+                    upload_model_request=self._upload_request(model, args.image_repository is not None),
+                    deployed_model=self._deployed_model(d),
+                    timeouts=pv.DeployTimeouts.for_container(d.model.container)),
+                opts=self._child(depends_on=[*grants, *previous, *self._pool_dependency(d)]))
+            previous = [deployed]
+
+        # ---- traffic ------------------------------------------------------------------------------------
+        self.weights: dict[str, int] = {d.role: d.weight for d in args.deployments}
+        self.traffic = pv.EndpointTraffic(
+            f"{name}-traffic",
+            pv.EndpointTrafficInputs(
+                project=p, region=r, endpoint=self.endpoint_name, weights=self.weights,
+                deployed_model_ids={role: dm.deployed_model_id for role, dm in self.deployments.items()},
+                inference_timeout_seconds=args.inference_timeout_seconds),
+            opts=self._child())
+
+        # ---- callers ------------------------------------------------------------------------------------
+        self.callers = [
+            gcp.vertex.AiEndpointIamMember(
+                f"{name}-caller-{i}", project=p, location=r, endpoint=self.endpoint.name, role=args.caller_role,
+                member=pulumi.Output.from_input(m).apply(_checked_member), opts=self._child())
+            for i, m in enumerate(args.caller_members)
+        ]
+
+        self.register_outputs({
+            "endpoint": self.endpoint_name,
+            "dedicated_endpoint_dns": self.endpoint.dedicated_endpoint_dns,
+            "service_account": self.service_account_email,
+            "deployed_model_ids": {role: dm.deployed_model_id for role, dm in self.deployments.items()},
+            "weights": self.weights,
+        })
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+
+    def _child(self, *, depends_on: list[Any] | None = None, **kwargs: Any) -> pulumi.ResourceOptions:
+        """Options of every child (the one helper): ``parent=self`` plus the component's own ``depends_on``."""
+        return self.child_opts(depends_on=depends_on, **kwargs)
+
+    def _pool_dependency(self, d: VertexDeployment) -> list[pulumi.Resource]:
+        own_pool = isinstance(d.placement, CoHosted) and d.placement.resource_pool is None
+        return [self.resource_pool] if own_pool and self.resource_pool is not None else []
+
+    def _upload_request(self, model: rq.ModelSpec, as_serving_account: bool) -> pulumi.Input[Mapping[str, Any]]:
+        if not as_serving_account:
+            return rq.upload_model_request(model)
+        return self.service_account.email.apply(lambda e: rq.upload_model_request(model, service_account=e))
+
+    def _deployed_model(self, d: VertexDeployment) -> pulumi.Output[Mapping[str, Any]]:
+        display = f"{d.role}-{d.model.display_name}"[:128]
+        placement = d.placement
+        if isinstance(placement, rq.DedicatedResources):
+            return self.service_account.email.apply(lambda e: rq.deployed_model(
+                rq.DeployedModelSpec(display_name=display, resources=placement, service_account=e)))
+        pool = placement.resource_pool if placement.resource_pool is not None else self.resource_pool_name
+        return pulumi.Output.from_input(pool).apply(lambda name: rq.deployed_model(
+            rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(name))))
