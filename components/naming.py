@@ -64,7 +64,9 @@ CONTRACT_MAX_INPUT_TOKENS_ANNOTATION = "llm-serving.io/contract-max-input-tokens
 CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION = "llm-serving.io/contract-max-output-tokens"
 #: On each InferenceObjective: "true" when its class may be shed (the picker sheds exactly priority < 0).
 SHEDDABLE_ANNOTATION = "llm-serving.io/sheddable"
-PROBE_SCRIPT_SHA_ANNOTATION = "llm-serving.io/probe-sha256"
+SCRIPTS_SHA_ANNOTATION = "llm-serving.io/scripts-sha256"
+#: Name of the init container that verifies the release's weights against its manifest before vLLM starts.
+VERIFY_CONTAINER = "verify-release"
 
 # ---- GPU nodes -------------------------------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -124,6 +126,6 @@ def epp_name(role: str) -> str:
     return f"{deployment_name(role)}-epp"
 
 
-def probe_config_map_name(role: str) -> str:
-    """ConfigMap carrying the probe script of a pool."""
-    return f"{deployment_name(role)}-probe"
+def scripts_config_map_name(role: str) -> str:
+    """ConfigMap carrying a pool's in-pod scripts: the probes and the release verifier."""
+    return f"{deployment_name(role)}-scripts"

@@ -58,6 +58,8 @@ class RegistrySpec:
 class WeightsSpec:
     bucket: str
     soft_delete_days: int
+    #: The release pipeline's identities (the bucket's only writers).
+    writers: tuple[str, ...]
     hyperdisk: HyperdiskSpec | None
     #: Release id -> zone of its Hyperdisk ML volume.
     hyperdisk_releases: dict[str, str]
@@ -137,6 +139,7 @@ class Platform(Component):
         w = args.weights
         self.weights = Weights(f"{name}-weights", WeightsArgs(
             project=args.project, region=args.region, bucket=w.bucket, soft_delete_days=w.soft_delete_days,
+            writers=w.writers,
             hyperdisk=w.hyperdisk, hyperdisk_releases=w.hyperdisk_releases, labels=args.labels,
             protect=args.protect), opts=child)
         self.weights_bucket_name: str = w.bucket

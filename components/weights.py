@@ -44,6 +44,11 @@ class HyperdiskSpec:
     snapshots: dict[str, str]
 
 
+#: The release pipeline writes with this role only: ``storage.objects.create`` without ``storage.objects.delete``,
+#: so an existing object can be neither replaced nor removed by it (Cloud Storage IAM roles).
+WRITER_ROLE = "roles/storage.objectCreator"
+
+
 @dataclass(frozen=True)
 class WeightsArgs:
     project: str
@@ -51,6 +56,8 @@ class WeightsArgs:
     bucket: str
     #: Days a deleted or overwritten object stays recoverable (0 = off).
     soft_delete_days: int
+    #: The release pipeline's identities: the only writers (``WRITER_ROLE``).
+    writers: tuple[str, ...]
     hyperdisk: HyperdiskSpec | None
     #: Release id -> zone, for every release loading via hyperdisk_ml (its accelerator's reservation zone).
     hyperdisk_releases: dict[str, str]
@@ -66,7 +73,17 @@ class WeightsArgs:
 
 
 class Weights(Component):
-    """The weights bucket and the Hyperdisk ML disks (cloud side)."""
+    """The weights bucket and the Hyperdisk ML disks (cloud side).
+
+    Never overwriting a release folder is enforced three ways: the stage tool writes create-only
+    (``ifGenerationMatch=0``); the pipeline may only create objects (``WRITER_ROLE``); and the bucket puts an
+    **event-based hold** on every new object (``default_event_based_hold``), so nobody — an administrator
+    included — can replace or delete a staged file until someone explicitly releases its hold. Chosen over a
+    retention policy because a release's lifetime is not a fixed period: holds cost nothing until a release is
+    retired, and retiring one is two deliberate, audited steps
+    (``gcloud storage objects update --no-event-based-hold gs://<bucket>/<model>/<revision>/**``, then
+    ``gcloud storage rm``), whereas a locked retention policy could never be shortened and an unlocked one can be
+    removed by anyone who can edit the bucket."""
 
     TYPE = "llm-serving:weights:Weights"
 
@@ -77,10 +94,16 @@ class Weights(Component):
             f"{name}-bucket", name=args.bucket, project=args.project, location=bucket_location(args.region),
             storage_class="STANDARD", uniform_bucket_level_access=True, public_access_prevention="enforced",
             versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            # Every new object is held: see the class docstring.
+            default_event_based_hold=True,
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
                 retention_duration_seconds=args.soft_delete_days * SECONDS_PER_DAY),
             force_destroy=False, labels=args.labels, opts=protected)
         self.bucket_name: str = args.bucket
+        self.writers = [
+            gcp.storage.BucketIAMMember(f"{name}-writer-{i}", bucket=self.bucket.name, role=WRITER_ROLE, member=m,
+                                        opts=self.child_opts())
+            for i, m in enumerate(args.writers)]
         self.disks: dict[str, gcp.compute.Disk] = {}
         self.disk_zones: dict[str, str] = {}
         hd = args.hyperdisk

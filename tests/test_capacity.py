@@ -19,6 +19,7 @@ def inputs(**over) -> PoolInputs:
         max_model_len=16384, gpu_memory_gib=80.0, gpus_per_node=2, node_hourly_usd=22.06,
         gpu_memory_utilization=0.9, runtime_overhead_gib=2.0, arrival_rps=8.0, mean_prompt_tokens=1800,
         mean_output_tokens=350, target_utilization=0.7, load_throughput_mib_s=1000, engine_init_seconds=150,
+        verify_read_mib_s=None,
         theta_o=None, theta_i=None, min_replicas=2, max_replicas=4,
     )
     base.update(over)
@@ -68,9 +69,11 @@ def test_pool_plan_for_seed_deployment():
     assert p.max_seqs_at_mean_context == 207
     assert p.max_num_seqs == 207  # rendered as --max-num-seqs
     assert p.max_num_batched_tokens == 8192  # >= 70 GiB GPU
-    # cold load = 32.8e9 / (1000 * 1,048,576) + 150 = 31.28 + 150 = 181.28 s
-    assert p.cold_load_seconds == pytest.approx(32.8e9 / (1000 * MIB) + 150)
-    assert p.cold_load_seconds == pytest.approx(181.28, abs=0.01)
+    # cold load = 32.8e9 / (1000 * 1,048,576) + 10 s metadata verification (gs:// stream) + 150
+    #           = 31.28 + 10 + 150 = 191.28 s
+    assert p.verify_seconds == 10
+    assert p.cold_load_seconds == pytest.approx(32.8e9 / (1000 * MIB) + 10 + 150)
+    assert p.cold_load_seconds == pytest.approx(191.28, abs=0.01)
     # a 2-GPU node at $22.06/h carries exactly one TP-2 replica
     assert p.replica_hourly_usd == pytest.approx(22.06)
     assert p.replicas_per_node == 1
@@ -145,3 +148,11 @@ def test_accelerator_plan_counts_surge():
     assert a8.replica_hourly_usd == pytest.approx(88.24 / 4)
     assert c.plan_accelerator("h100x8", [a8, c.plan_pool(inputs(role="canary", gpus_per_node=8, max_replicas=2))],
                               None).nodes_for_max_plus_surge == math.ceil((4 + 2 + 2) / 4)
+
+
+
+def test_a_mounted_copy_is_hashed_at_the_slower_of_disk_and_threads():
+    # 32.8e9 B read once more for SHA-256: at min(1000 MiB/s disk, 4 threads x 800 MiB/s) = 1000 MiB/s -> 31.28 s
+    p = c.plan_pool(inputs(verify_read_mib_s=1000.0))
+    assert p.verify_seconds == pytest.approx(32.8e9 / (1000 * MIB))
+    assert p.cold_load_seconds == pytest.approx(2 * 31.28 + 150, abs=0.01)

@@ -228,6 +228,10 @@ def test_all_errors_are_reported_together():
     (lambda v: v["llm-serving:releases"][0].update(
         image=v["llm-serving:releases"][0]["image"] + "\n"),
      "llm-serving:releases[0].image", "must be pinned by digest"),
+    (lambda v: v["llm-serving:gke"]["weights"].update(writers=["user:alice@acme.example"]),
+     "llm-serving:gke.weights.writers[0]", "String should match pattern"),
+    (lambda v: v["llm-serving:gke"]["weights"].update(writers=[]),
+     "llm-serving:gke.weights.writers", "List should have at least 1 item"),
     (lambda v: v["llm-serving:contract"].update(max_input_tokens=3000),
      "llm-serving:releases[0].max_model_len",
      "4096 admits prompts of up to 4095 tokens, above the contract's max_input_tokens 3000: vLLM's only prompt limit "

@@ -18,7 +18,7 @@ import yaml
 
 from components.naming import deployment_name
 from components.naming import weights_mount_path
-from components.serving.model_server import GOOGLE_API_RANGES, PROBE_SCRIPT
+from components.serving.model_server import GOOGLE_API_RANGES, PROBE_SCRIPT, VERIFY_SCRIPT
 from infra.planning import probes as probes_mod
 from infra.planning.plan import gke_vllm_inputs, release_info
 from infra.planning.vllm_args import render_vllm_args, streamer_extra_config
@@ -206,7 +206,7 @@ def test_probes_check_identity_and_only_startup_generates(plans):
         rel = cfg.release(pool.release)
         dep = deployment(inv, role)
         c = container(dep)
-        mount = next(m for m in c["volumeMounts"] if m["name"] == "probe")
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "scripts")
         script = f"{mount['mountPath']}/probe.py"
         mounted = pool.loading.path != "gcs_streaming"
         root = f"/weights/{rel.weights_prefix}" if mounted else rel.weights_uri
@@ -237,14 +237,16 @@ def test_probes_check_identity_and_only_startup_generates(plans):
         assert int(flag(lcmd, "--stall-seconds")) == max(60, math.ceil(10 * cfg.contract.ttft_p95_ms / 1000))
         assert flag(lcmd, "--state-file").startswith("/tmp/")
         assert live["periodSeconds"] == 10 and live["failureThreshold"] == 2
-        # The ConfigMap ships exactly the repository's script; its hash rolls the pods when it changes.
-        text = PROBE_SCRIPT.read_text()
-        cm = one(inv, CONFIG_MAP, f"vllm-{role}-probe")["inputs"]
-        assert cm["data"] == {"probe.py": text}
-        vol = next(v for v in dep["inputs"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "probe")
+        # The ConfigMap ships exactly the repository's scripts; their hash rolls the pods when one changes.
+        files = {"probe.py": PROBE_SCRIPT.read_text(), "verify_release.py": VERIFY_SCRIPT.read_text()}
+        cm = one(inv, CONFIG_MAP, f"vllm-{role}-scripts")["inputs"]
+        assert cm["data"] == files
+        vol = next(v for v in dep["inputs"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "scripts")
         assert vol["configMap"]["name"] == cm["metadata"]["name"]
         ann = dep["inputs"]["spec"]["template"]["metadata"]["annotations"]
-        assert ann["llm-serving.io/probe-sha256"] == hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256(b"probe.py\0" + files["probe.py"].encode() + b"\0verify_release.py\0"
+                                + files["verify_release.py"].encode() + b"\0").hexdigest()
+        assert ann["llm-serving.io/scripts-sha256"] == digest
 
 
 def test_startup_threshold_is_an_error_when_it_cannot_be_covered():
@@ -359,7 +361,14 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     cmd_idx = {p for p in rest if any(p.startswith(f"{tmpl}.spec.containers[0].{k}.exec.command[") for k in probes)}
     mount_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.containers[0].volumeMounts[")}
     vol_idx = {p for p in rest if p.startswith(f"{tmpl}.spec.volumes[")}
-    assert rest == args_idx | cmd_idx | mount_idx | vol_idx
+    # The verifier checks each pool's own release: its image and the release's folder / path and revision.
+    init = f"{tmpl}.spec.initContainers[0]"
+    init_idx = {p for p in rest if p.startswith(f"{init}.command[") or p.startswith(f"{init}.volumeMounts[")}
+    assert f"{init}.image" in rest
+    assert rest == args_idx | cmd_idx | mount_idx | vol_idx | init_idx | {f"{init}.image"}
+    i_a = deployment(inv, "stable")["inputs"]["spec"]["template"]["spec"]["initContainers"][0]
+    changed_init = {i_a["command"][int(p.rsplit("[", 1)[1][:-1]) - 1] for p in init_idx if ".command[" in p}
+    assert changed_init <= {"--prefix", "--path", "--expect-revision"} and "--expect-revision" in changed_init
     c_a, c_b = container(deployment(inv, "stable")), container(deployment(inv, "canary"))
     changed_flags = {c_a["args"][int(p.rsplit("[", 1)[1][:-1]) - 1] for p in args_idx}
     # Only the model location (it names the revision, streamed or mounted) and the release's served name change.
@@ -533,7 +542,7 @@ def test_hyperdisk_pool_needs_its_claim(plans):
     with pytest.raises(ValueError, match="ModelServerArgs.hyperdisk_claim: pool 'stable' loads via hyperdisk_ml "
                                          "but no Hyperdisk ML claim was given"):
         ModelServerArgs(role="stable", release=p.release, vllm_args=p.vllm_args, probes=p.probes,
-                        public_model_name=plan.public_model_name, model_root=p.model_root,
+                        public_model_name=plan.public_model_name, model_root=p.model_root, verify_workers=4,
                         resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
                         accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1, rollout_replicas=2,
                         max_unavailable_disruptions=1, namespace="llm-serving-stable", service_account="model-server",
@@ -541,3 +550,31 @@ def test_hyperdisk_pool_needs_its_claim(plans):
                         contract_max_model_len=cfg.contract.max_model_len,
                         contract_max_input_tokens=cfg.contract.max_input_tokens,
                         contract_max_output_tokens=cfg.contract.max_output_tokens)
+
+
+def test_every_pod_verifies_its_release_before_the_server_starts(plans):
+    for stack, role in pool_cases(plans):
+        cfg, plan, inv = plans[stack]
+        pool = dict(cfg.pools())[role]
+        rel = cfg.release(pool.release)
+        spec = deployment(inv, role)["inputs"]["spec"]["template"]["spec"]
+        (init,) = spec["initContainers"]
+        assert init["name"] == "verify-release" and init["image"] == rel.image  # pinned by digest
+        cmd = init["command"]
+        assert cmd[:2] == ["python3", "/etc/llm-serving/scripts/verify_release.py"]
+        assert flag(cmd, "--expect-revision") == rel.model_revision
+        if pool.loading.path == "gcs_streaming":
+            # Metadata only: what the streamer reads, gs://<bucket>/<prefix>/.
+            assert cmd[2] == "gcs" and flag(cmd, "--bucket") == rel.weights_bucket
+            assert flag(cmd, "--prefix") == rel.weights_prefix
+            assert plan.pools[role].capacity.verify_seconds == 10
+        else:
+            # Hashes the mounted copy vLLM loads, one thread per requested core.
+            assert cmd[2] == "dir" and flag(cmd, "--path") == flag(container(deployment(inv, role))["args"], "--model")
+            assert flag(cmd, "--workers") == str(math.floor(pool.model_server.cpu))
+            rate = min(pool.loading.throughput_mib_s, 800 * math.floor(pool.model_server.cpu))
+            assert plan.pools[role].capacity.verify_seconds == pytest.approx(
+                plan.pools[role].capacity.weights_gib * 1024 / rate)
+        # Runs as the server does (non-root, read-only) and asks no more CPU than the server.
+        assert init["securityContext"] == container(deployment(inv, role))["securityContext"]
+        assert init["resources"]["requests"]["cpu"] == container(deployment(inv, role))["resources"]["requests"]["cpu"]

@@ -277,7 +277,8 @@ def test_weights_bucket(plans):
 def test_weights_reader_is_each_pools_model_server_principal_on_the_bucket_only(plans):
     for stack in STACKS:
         cfg, _, inv = plans[stack]
-        bindings = resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+        bindings = [b for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+                    if b["inputs"]["role"] == "roles/storage.objectViewer"]
         assert len(bindings) == len(cfg.pools())
         for role, _ in cfg.pools():
             ns = f"llm-serving-{role}"
@@ -360,3 +361,17 @@ def test_every_platform_resource_is_parented_and_waits_for_the_apis(plans):
                      "llm-serving:registry:Registry", "llm-serving:weights:Weights",
                      "llm-serving:identity:WorkloadIdentity", "llm-serving:identity:NodeServiceAccount",
                      "llm-serving:network:LoadBalancerFirewall"}
+
+
+def test_weights_bucket_never_lets_a_staged_file_change(plans):
+    """Create-only for the release pipeline (objectCreator has no storage.objects.delete, which replacing or
+    deleting an object needs), and an event-based hold on every new object for everyone else."""
+    for stack in STACKS:
+        cfg, _, inv = plans[stack]
+        (bucket,) = resources(inv, "gcp:storage/bucket:Bucket")
+        assert bucket["inputs"]["defaultEventBasedHold"] is True
+        writes = [b["inputs"] for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+                  if b["inputs"]["role"] != "roles/storage.objectViewer"]
+        assert writes == [{"bucket": cfg.gke.weights.bucket, "member": m, "role": "roles/storage.objectCreator"}
+                          for m in cfg.gke.weights.writers]
+        assert cfg.gke.weights.writers == [f"serviceAccount:release-pipeline@{cfg.project}.iam.gserviceaccount.com"]

@@ -157,6 +157,11 @@ def _dep_spec(rs: list[dict[str, Any]], dep: str = "vllm-stable-deployment") -> 
     return find(rs, ":Deployment", dep)["inputs"]["spec"]["template"]["spec"]
 
 
+def _set_init_flag(rs: list[dict[str, Any]], flag: str, value: str) -> None:
+    cmd = _dep_spec(rs)["initContainers"][0]["command"]
+    cmd[cmd.index(flag) + 1] = value
+
+
 def _pool(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return find(rs, ":NodePool", "platform-gpu-h100-tp2-pool")["inputs"]
 
@@ -177,6 +182,7 @@ def _drop(rs: list[dict[str, Any]], typ: str, name: str) -> None:
 WIF = ("principal://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/acme-llm-prod.svc.id.goog/"
        "subject/ns/llm-serving/sa/model-server")
 RELEASE = "qwen3-32b-fp8-2026-08-23.1"
+STABLE_REVISION = json.loads((REPO / "stacks" / "releases" / "prod" / f"{RELEASE}.json").read_text())["model_revision"]
 STABLE_IMAGE = "us-central1-docker.pkg.dev/acme-llm-prod/serving/vllm-openai"
 
 # (policy, case id, mutation, expected messages)
@@ -209,13 +215,13 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     ("startup-window-covers-cold-load", "window-too-short",
      lambda rs: container(rs)["startupProbe"].update(failureThreshold=10),
      ["vllm-stable-deployment: startupProbe window is 100 s (initialDelaySeconds 0 + periodSeconds 10 x "
-      "failureThreshold 10), below the cold-load estimate of {cold} s: set failureThreshold to at least 19"]),
+      "failureThreshold 10), below the cold-load estimate of {cold} s: set failureThreshold to at least 20"]),
     ("startup-window-covers-cold-load", "startup-equals-readiness",
      lambda rs: container(rs).update(startupProbe=copy.deepcopy(container(rs)["readinessProbe"])),
      ["vllm-stable-deployment: startupProbe is identical to readinessProbe: the startup probe must tolerate a cold "
       "load while readiness fails fast; give them different thresholds",
       "vllm-stable-deployment: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x "
-      "failureThreshold 3), below the cold-load estimate of {cold} s: set failureThreshold to at least 19"]),
+      "failureThreshold 3), below the cold-load estimate of {cold} s: set failureThreshold to at least 20"]),
     ("startup-window-covers-cold-load", "no-startup-probe",
      lambda rs: container(rs).pop("startupProbe"),
      ["vllm-stable-deployment: container 'vllm' has no startupProbe: add one whose window covers the cold load, so "
@@ -446,6 +452,19 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
      ["observability-hpa-stable: HPA vllm-stable scale-up stabilizationWindowSeconds is 0 s, below the {cold} s a new "
       "replica of Deployment vllm-stable takes to become ready: a burst shorter than that is over before the replica "
       "can help, so it only creates a late pod; set it to at least {cold_up}"]),
+    ("serving-verifies-release", "no-init-container",
+     lambda rs: _dep_spec(rs).pop("initContainers"),
+     ["vllm-stable-deployment: no init container runs verify_release.py: vLLM would serve weights nobody checked "
+      "against the release's manifest; add the verify-release init container"]),
+    ("serving-verifies-release", "other-revision",
+     lambda rs: _set_init_flag(rs, "--expect-revision", "0" * 40),
+     [f"vllm-stable-deployment: verify_release.py expects revision '{'0' * 40}' but the pod serves "
+      f"llm-serving.io/model-revision '{STABLE_REVISION}': the check must be for the release this pod serves"]),
+    ("serving-verifies-release", "other-prefix",
+     lambda rs: _set_init_flag(rs, "--prefix", "qwen3-32b-fp8/" + "1" * 40),
+     [f"vllm-stable-deployment: verify_release.py does not check what vLLM streams: --model is "
+      f"'gs://acme-llm-prod-weights/qwen3-32b-fp8/{STABLE_REVISION}/', so run `gcs --bucket acme-llm-prod-weights "
+      f"--prefix qwen3-32b-fp8/{STABLE_REVISION}`"]),
     ("deletion-protection-stateful", "bucket-unprotected",
      lambda rs: _bucket(rs)["options"].update(protect=False),
      ["platform-weights-bucket: Bucket is not protected: set the Pulumi protect option so no update can delete it"]),

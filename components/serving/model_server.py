@@ -43,10 +43,16 @@ from .verify_release import MANIFEST_NAME
 core = k8s.core.v1
 meta = k8s.meta.v1
 
-#: The probe script shipped in the ConfigMap, read at plan time (standard library only).
+#: The scripts shipped in the ConfigMap, read at plan time (standard library only, run by the image's python3):
+#: the probes, and the release verifier the init container runs — the same file the tests run.
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
 PROBE_SCRIPT_NAME = PROBE_SCRIPT.name
-PROBE_MOUNT_PATH = "/etc/llm-serving/probe"
+VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify_release.py"
+VERIFY_SCRIPT_NAME = VERIFY_SCRIPT.name
+SCRIPTS_MOUNT_PATH = "/etc/llm-serving/scripts"
+#: The verifier holds one 4 MiB read buffer per hashing thread and the parsed manifest: 1 GiB is ample and keeps
+#: the init container from raising the pod's memory request (the server's request is far larger).
+VERIFY_MEMORY = "1Gi"
 #: The liveness probe's progress clock; /tmp is an emptyDir, so it survives a container restart (the script
 #: recognises a stale file by its counter value).
 LIVENESS_STATE_FILE = "/tmp/liveness-state.json"
@@ -110,12 +116,18 @@ def pod_labels(role: str, release: ReleaseInfo) -> dict[str, str]:
     }
 
 
-def probe_script() -> str:
-    return PROBE_SCRIPT.read_text(encoding="utf-8")
+def scripts() -> dict[str, str]:
+    """The ConfigMap's data: file name -> text."""
+    return {PROBE_SCRIPT_NAME: PROBE_SCRIPT.read_text(encoding="utf-8"),
+            VERIFY_SCRIPT_NAME: VERIFY_SCRIPT.read_text(encoding="utf-8")}
 
 
-def script_digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def scripts_digest(files: dict[str, str]) -> str:
+    """One SHA-256 over the scripts (name and text, in name order): a changed script rolls the pods."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode("utf-8") + b"\0" + files[name].encode("utf-8") + b"\0")
+    return h.hexdigest()
 
 
 # ---- arguments -----------------------------------------------------------------------------------------
@@ -148,6 +160,8 @@ class ModelServerArgs:
     public_model_name: str
     #: The ``--model`` the server loads: ``/v1/models`` must report it as every served name's root.
     model_root: str
+    #: Hashing threads of the release verification of a mounted copy (the planner counts their time).
+    verify_workers: int
     probes: ProbeTimings
     resources: PodResources
     #: Accelerator topology key: the pods select that GPU node pool by its node label.
@@ -196,8 +210,40 @@ def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
 
 # ---- pod -----------------------------------------------------------------------------------------------
 
+def verify_command(args: ModelServerArgs) -> list[str]:
+    """The release check the init container runs before vLLM may start: object metadata against the manifest for a
+    gs:// stream (no second download), every mounted byte hashed against it otherwise; both require the manifest's
+    revision to be the release's."""
+    rel = args.release
+    script = ["python3", f"{SCRIPTS_MOUNT_PATH}/{VERIFY_SCRIPT_NAME}"]
+    if args.loading_path == "gcs_streaming":
+        return [*script, "gcs", "--bucket", rel.weights_bucket, "--prefix", rel.weights_prefix,
+                "--expect-revision", rel.model_revision]
+    return [*script, "dir", "--path", args.model_root, "--workers", str(args.verify_workers),
+            "--expect-revision", rel.model_revision]
+
+
+def verify_container(args: ModelServerArgs) -> core.ContainerArgs:
+    """Same image (pinned by digest) and identity as the server: its ``python3`` runs the stdlib verifier, and its
+    Workload Identity token reads the object metadata. Fails the pod, with one log line per mismatch, on a missing,
+    extra or different file or another release's manifest; the server container never starts until it passes."""
+    mounts = [core.VolumeMountArgs(name="scripts", mount_path=SCRIPTS_MOUNT_PATH, read_only=True)]
+    if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
+        mounts.append(core.VolumeMountArgs(name="weights", mount_path=args.model_root, read_only=True))
+    cpu = f"{args.resources.cpu:g}"
+    return core.ContainerArgs(
+        name=naming.VERIFY_CONTAINER, image=args.release.image, image_pull_policy="IfNotPresent",
+        command=verify_command(args),
+        # Requests no more than the server does, so the pod's effective request is unchanged (init containers run
+        # one at a time, before the server).
+        resources=core.ResourceRequirementsArgs(requests={"cpu": cpu, "memory": VERIFY_MEMORY},
+                                                limits={"memory": VERIFY_MEMORY}),
+        volume_mounts=mounts, security_context=container_security_context(),
+        termination_message_policy="FallbackToLogsOnError")
+
+
 def _probe(mode: str, deadline: int) -> list[str]:
-    return ["python3", f"{PROBE_MOUNT_PATH}/{PROBE_SCRIPT_NAME}", mode, "--port", str(naming.VLLM_PORT),
+    return ["python3", f"{SCRIPTS_MOUNT_PATH}/{PROBE_SCRIPT_NAME}", mode, "--port", str(naming.VLLM_PORT),
             "--deadline-seconds", str(deadline)]
 
 
@@ -248,8 +294,8 @@ def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
                                                                             size_limit=f"{args.resources.shm_gib}Gi")),
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{TMP_SIZE_GIB}Gi")),
         core.VolumeArgs(name="home", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{CACHE_SIZE_GIB}Gi")),
-        core.VolumeArgs(name="probe", config_map=core.ConfigMapVolumeSourceArgs(
-            name=naming.probe_config_map_name(args.role), default_mode=0o444)),
+        core.VolumeArgs(name="scripts", config_map=core.ConfigMapVolumeSourceArgs(
+            name=naming.scripts_config_map_name(args.role), default_mode=0o444)),
     ]
     path = args.loading_path
     if path == "hyperdisk_ml":
@@ -271,7 +317,7 @@ def volume_mounts(args: ModelServerArgs) -> list[core.VolumeMountArgs]:
         core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
         core.VolumeMountArgs(name="tmp", mount_path="/tmp"),
         core.VolumeMountArgs(name="home", mount_path=HOME),
-        core.VolumeMountArgs(name="probe", mount_path=PROBE_MOUNT_PATH, read_only=True),
+        core.VolumeMountArgs(name="scripts", mount_path=SCRIPTS_MOUNT_PATH, read_only=True),
     ]
     if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
         mounts.append(core.VolumeMountArgs(name="weights", mount_path=naming.weights_mount_path(args.release.weights_prefix), read_only=True))
@@ -328,7 +374,7 @@ def container(args: ModelServerArgs) -> core.ContainerArgs:
 
 
 def pod_annotations(args: ModelServerArgs, script_sha: str) -> dict[str, str]:
-    ann = {**args.release.annotations(), naming.PROBE_SCRIPT_SHA_ANNOTATION: script_sha}
+    ann = {**args.release.annotations(), naming.SCRIPTS_SHA_ANNOTATION: script_sha}
     if args.loading_path == "gcs_fuse":
         ann["gke-gcsfuse/volumes"] = "true"  # asks GKE to inject the GCS FUSE sidecar
     return ann
@@ -355,6 +401,7 @@ def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
         security_context=core.PodSecurityContextArgs(
             run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
             seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+        init_containers=[verify_container(args)],
         containers=[container(args)],
         volumes=volumes(args),
     )
@@ -453,8 +500,8 @@ class ModelServer(Component):
 
     def __init__(self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        script = probe_script()
-        sha = script_digest(script)
+        files = scripts()
+        sha = scripts_digest(files)
         child = self.child_opts()
         common_labels = pod_labels(args.role, args.release)
         meta_of = lambda n, ann=None: meta.ObjectMetaArgs(  # noqa: E731
@@ -462,8 +509,8 @@ class ModelServer(Component):
         deployment = naming.deployment_name(args.role)
 
         self.config_map = core.ConfigMap(
-            f"{name}-probe", metadata=meta_of(naming.probe_config_map_name(args.role)),
-            data={PROBE_SCRIPT_NAME: script}, opts=child)
+            f"{name}-scripts", metadata=meta_of(naming.scripts_config_map_name(args.role)),
+            data=files, opts=child)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta_of(deployment, {**args.release.annotations(), **plan_annotations(args)}),

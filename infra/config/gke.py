@@ -181,6 +181,10 @@ class HyperdiskMl(Strict):
         "Release id -> source snapshot (``projects/<p>/global/snapshots/<name>`` or a name in this project)."))
 
 
+#: A release pipeline identity: a service account or a group (never a user or a public member).
+WRITER_MEMBER = r"^(serviceAccount:[a-z][-a-z0-9]{4,28}[a-z0-9]@[a-z][-a-z0-9]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com|group:[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,})$"
+
+
 class WeightStores(Strict):
     """The weights bucket (``gs://<bucket>/<model>/<revision>/``) and the optional Hyperdisk ML volumes."""
 
@@ -188,6 +192,10 @@ class WeightStores(Strict):
         "Weights bucket name; every release's ``weight_manifest`` must be in it."))
     soft_delete_days: Annotated[int, Field(ge=0, le=90)] = Field(description=(
         "Days a deleted or overwritten object stays recoverable (0 disables soft delete; else 7-90 days)."))
+    writers: Annotated[list[Annotated[str, Field(pattern=WRITER_MEMBER)]], Field(min_length=1, max_length=10)] = Field(description=(
+        "The release pipeline's identities (``serviceAccount:`` or ``group:``): the only principals this stack lets "
+        "write to the bucket, with ``roles/storage.objectCreator`` — create only: replacing or deleting an object "
+        "needs ``storage.objects.delete``, which they do not hold."))
     hyperdisk_ml: HyperdiskMl | None = None
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from typing import Any
 
 from components import naming
 from components.observability.views import HpaPlan
+from components.serving.verify_release import MAX_HASH_WORKERS
 from components.serving.spec import ProbeTimings, ReleaseInfo
 
 from ..config.release import ReleaseIdentity
@@ -96,7 +97,8 @@ class StackPlan:
                 "prefill_replicas": "ceil(lambda * E[I] / (theta_i * rho))",
                 "required_replicas": "max(decode, prefill) + 1",
                 "cost_per_million_output_tokens": "C_h * 1e6 / (3600 * theta_o)",
-                "cold_load_seconds": "W / load_throughput + engine_init_seconds",
+                "cold_load_seconds": "W / load_throughput + verify + engine_init_seconds",
+                "verify_seconds": "W / min(load_throughput, hash_rate x workers) for a mounted copy; a metadata check for gs://",
             },
             "pools": {role: p.capacity.to_dict() for role, p in sorted(self.pools.items())},
             "accelerators": {n: a.capacity.to_dict() for n, a in sorted(self.accelerators.items())},
@@ -121,6 +123,20 @@ def release_geometry(rel: ReleaseIdentity) -> capacity.Geometry:
     return capacity.Geometry(params, layers, kv_heads, head_dim, rel.bytes_per_weight, rel.bytes_per_kv_element)
 
 
+def verify_workers(pool: GkePool) -> int:
+    """Hashing threads of the release verification: one per requested CPU core (at least 1, at most the
+    verifier's cap), so the init container never competes for more CPU than the pod requests."""
+    return max(1, min(MAX_HASH_WORKERS, math.floor(pool.model_server.cpu)))
+
+
+def verify_read_mib_s(pool: GkePool) -> float | None:
+    """A mounted copy is hashed at the slower of the volume's stated throughput and the hashing threads; a gs://
+    stream is checked against object metadata only (None)."""
+    if pool.loading.path == "gcs_streaming":
+        return None
+    return min(pool.loading.throughput_mib_s, capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
+
+
 def pool_inputs(cfg: StackConfig, role: str, pool: GkePool) -> capacity.PoolInputs:
     rel = cfg.release(pool.release)
     acc = cfg.accelerators[pool.accelerator]
@@ -133,6 +149,7 @@ def pool_inputs(cfg: StackConfig, role: str, pool: GkePool) -> capacity.PoolInpu
         mean_prompt_tokens=cfg.contract.prompt_tokens.mean, mean_output_tokens=cfg.contract.output_tokens.mean,
         target_utilization=cfg.contract.target_utilization,
         load_throughput_mib_s=pool.loading.throughput_mib_s, engine_init_seconds=pool.loading.engine_init_seconds,
+        verify_read_mib_s=verify_read_mib_s(pool),
         theta_o=pool.measured.output_tokens_per_s if pool.measured else None,
         theta_i=pool.measured.input_tokens_per_s if pool.measured else None,
         min_replicas=pool.min_replicas, max_replicas=pool.max_replicas,

@@ -29,7 +29,7 @@ from ..config.gke import GkeConfig
 from ..config.observability import Autoscaling, NotificationChannel
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
-from ..planning.plan import StackPlan
+from ..planning.plan import StackPlan, verify_workers
 from ..resolve import ResolvedStack
 
 TARGET = "gke"
@@ -82,7 +82,7 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
         registry=RegistrySpec(g.registry.repository_id, g.registry.keep_recent_versions,
                               g.registry.untagged_retention_days),
         weights=WeightsSpec(
-            bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days,
+            bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days, writers=tuple(g.weights.writers),
             hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
             hyperdisk_releases=dict(plan.hyperdisk_releases),
             hyperdisk_pools={r: pool.release for r, pool in cfg.pools() if pool.loading.path == "hyperdisk_ml"}),
@@ -172,6 +172,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         model_servers[role] = ModelServer(naming.deployment_name(role), ModelServerArgs(
             role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
             public_model_name=plan.public_model_name, model_root=p.model_root,
+            verify_workers=verify_workers(pool),
             resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
                                    gpus=p.release.tensor_parallel_size),
             accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,

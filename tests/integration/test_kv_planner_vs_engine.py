@@ -124,6 +124,7 @@ def test_planner_matches_engine_kv_capacity(kv_server: VllmServer):
         max_model_len=MAX_MODEL_LEN, gpu_memory_gib=KV_BUDGET_GIB, gpus_per_node=1, node_hourly_usd=0.0,
         gpu_memory_utilization=1.0, runtime_overhead_gib=0.0, arrival_rps=1.0, mean_prompt_tokens=40,
         mean_output_tokens=20, target_utilization=0.7, load_throughput_mib_s=1.0, engine_init_seconds=0,
+        verify_read_mib_s=None,
         theta_o=None, theta_i=None, min_replicas=1, max_replicas=1, kv_block_tokens=e["block_size"]))
     assert abs(plan.kv_tokens_per_replica - engine_tokens) < e["block_size"]
     assert plan.max_seqs_at_max_model_len == math.floor(e["concurrency"])

@@ -10,7 +10,7 @@ snapshots it:
    in the same zone that attaches it;
 2. on the VM: check the staged folder with the serving verifier in ``gcs`` mode, format the disk ext4 (the file
    system the stack's PersistentVolume declares), copy ``gs://<bucket>/<model>/<revision>/`` onto its root with
-   ``gcloud storage rsync`` (the volume's root is the release folder, mounted at ``/weights`` in the pods), and run
+   ``gcloud storage rsync`` (the volume's root is the release folder, mounted at ``/weights/<model>/<revision>`` in the pods), and run
    the same verifier in ``dir`` mode on the disk: every file's SHA-256 against the manifest;
 3. unmount, detach, delete the VM; snapshot the disk; delete the temporary disk.
 
