@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, ConfigIssue, StackConfig, key_path, validate_schema
+from .config.measurement import Measurement, MeasurementError, load_measurement_file
 from .planning.plan import StackPlan, build_plan
 from .rules import run_rules
 
@@ -46,10 +47,19 @@ def resolve_stack(raw: Mapping[str, Any], stack: str, base_dir: Path,
     schema = validate_schema(raw, base_dir, secret_keys)
     issues: list[ConfigIssue] = list(schema.issues)
     cfg = schema.config
+    measurements: dict[str, Measurement] = {}
+    if "serving" in schema.valid:
+        for role, pool in cfg.pools():
+            if pool.measured is None:
+                continue
+            try:
+                measurements[role] = load_measurement_file(pool.measured, base_dir)
+            except MeasurementError as err:
+                issues.append(ConfigIssue(key_path(("serving", role, "measured")), str(err)))
     plan: StackPlan | None = None
     if PLAN_NEEDS <= schema.valid:
         PLANNER_CALLS[0] += 1
-        plan = build_plan(cfg)
+        plan = build_plan(cfg, measurements)
         issues += [ConfigIssue(key_path(i.loc), i.message) for i in plan.issues]
     issues += run_rules(cfg, schema.valid, plan)
     if "environment" in schema.valid and not _environment_matches(stack, cfg.environment):

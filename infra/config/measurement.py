@@ -8,11 +8,16 @@ corrupted or hand-edited file fails validation instead of sizing a fleet.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from .base import Strict, check
+from .base import FieldErrors, Strict, check
+from .documents import DocumentError, load_json_file
 
 #: Bump on any change a reader of older records must know about.
 SCHEMA_VERSION = 1
@@ -243,3 +248,99 @@ class Measurement(Strict):
                 problems.append(("operating_point.offered_rps", "a lower rate of the curve fails the SLO"))
         check(problems)
         return self
+
+
+# ---- identity: did a record measure what a pool serves? ---------------------------------------------------------
+
+def args_sha256(args: Sequence[str]) -> str:
+    """SHA-256 (hex) of an argument list, hashed as its compact JSON array.
+
+    JSON keeps the hash unambiguous: ``["--a b"]`` and ``["--a", "b"]`` hash differently, which joining with a
+    separator character could not guarantee for arbitrary argument text.
+    """
+    text = json.dumps(list(args), separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class IdentityFacts(Protocol):
+    """What a pool expects of a record it cites (the bench's target and the planner's pool both provide it)."""
+
+    release: str
+    image_digest: str
+    vllm_version: str
+    machine_type: str
+    gpu_type: str
+    gpus_per_node: int
+    tensor_parallel_size: int
+    vllm_args: tuple[str, ...]
+    vllm_args_sha256: str
+
+
+def _first_arg_difference(a: Sequence[str], b: Sequence[str]) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"first difference at argument {i}: record {x!r}, expected {y!r}"
+    return f"record has {len(a)} arguments, expected {len(b)}"
+
+
+def identity_differences(record: Measurement, expected: IdentityFacts, accept_served: bool = False) -> list[str]:
+    """Every identity fact of ``record`` that differs from ``expected``, as ``field: record X, expected Y``.
+
+    An empty list means the record measured what the pool serves. A record whose server ran other arguments
+    than the rendered ones (``engine_args.served``, e.g. a CPU-adapted run) is reported too unless
+    ``accept_served``: it did not measure the pool's configuration even when the rendered arguments match.
+    """
+    pairs = [
+        ("release", record.release, expected.release),
+        ("image_digest", record.image_digest, expected.image_digest),
+        ("vllm_version", record.vllm_version, expected.vllm_version),
+        ("accelerator.machine_type", record.accelerator.machine_type, expected.machine_type),
+        ("accelerator.gpu_type", record.accelerator.gpu_type, expected.gpu_type),
+        ("accelerator.gpus_per_node", record.accelerator.gpus_per_node, expected.gpus_per_node),
+        ("accelerator.tensor_parallel_size", record.accelerator.tensor_parallel_size, expected.tensor_parallel_size),
+    ]
+    out = [f"{name}: record {have!r}, expected {want!r}" for name, have, want in pairs if have != want]
+    if record.engine_args.rendered_sha256 != expected.vllm_args_sha256:
+        out.append(f"engine_args.rendered_sha256: record {record.engine_args.rendered_sha256}, expected "
+                   f"{expected.vllm_args_sha256} ({_first_arg_difference(record.engine_args.rendered, expected.vllm_args)})")
+    if record.engine_args.served is not None and not accept_served:
+        out.append(f"engine_args.served: the measured server ran other arguments than the rendered ones "
+                   f"({record.engine_args.served_reason})")
+    return out
+
+
+# ---- reading a record ---------------------------------------------------------------------------------------------
+
+#: Where a stack's measurement records live, relative to the project root.
+MEASUREMENTS_DIR = "stacks/measurements"
+
+
+class MeasurementError(ValueError):
+    """A record that cannot be read or does not validate; the message names the file and each problem."""
+
+
+def validation_problems(err: ValidationError) -> list[str]:
+    """``curve.0.arrivals: ...`` for each problem of a record that failed the schema."""
+    problems = []
+    for e in err.errors():
+        loc = [str(x) for x in e["loc"]]
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldErrors):  # a cross-field check: each problem names its own field
+            problems += [".".join([*loc, field]) + f": {msg}" for field, msg in cause.problems]
+        else:
+            problems.append(f"{'.'.join(loc) or '(record)'}: {e['msg']}")
+    return problems
+
+
+def load_measurement_file(relpath: str, root: Path) -> Measurement:
+    """A record cited by a pool: ``stacks/measurements/<name>.json`` under the project ``root``, read by the hardened
+    JSON loader and validated; raises :class:`MeasurementError` with one line."""
+    try:
+        doc = load_json_file(relpath, root, directory=MEASUREMENTS_DIR)
+    except DocumentError as err:
+        raise MeasurementError(str(err)) from None
+    try:
+        return Measurement.model_validate(doc, strict=False)
+    except ValidationError as err:
+        problems = validation_problems(err)
+        raise MeasurementError(f"{relpath}: {len(problems)} problem(s): " + "; ".join(problems[:5])) from None

@@ -36,14 +36,8 @@ class WeightLoading(Strict):
         "Run:ai streamer reader threads per process (``--model-loader-extra-config {\"concurrency\": N}``)."))
 
 
-class MeasuredThroughput(Strict):
-    """Per-replica throughput measured at the SLO (TTFT/ITL objectives met) with this release and topology."""
-
-    # 10^7 tokens/s per replica is two orders of magnitude above any measured GPU server.
-    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(description="θ_o: output tokens/s per replica at the SLO.")
-    input_tokens_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(description="θ_i: prompt tokens/s per replica at the SLO.")
-    source: Annotated[str, Field(min_length=3)] = Field(description=(
-        "Where the number comes from (benchmark run id, date): a number without a source is not a measurement."))
+#: Where measurement records live (``llm-serving bench --record``), relative to the project root.
+MEASUREMENTS_DIR = "stacks/measurements"
 
 
 class PoolCommon(Strict):
@@ -63,8 +57,14 @@ class PoolCommon(Strict):
         "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
         "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
         "``max_num_batched_tokens`` or multimodal models."))
-    measured: MeasuredThroughput | None = Field(None, description=(
-        "Measured throughput; absent = unmeasured (no replica/cost figures invented)."))
+    measured: Annotated[str, Field(pattern=r"^stacks/measurements/[A-Za-z0-9._-]+\.json$")] | None = Field(None, description=(
+        "Measurement record of this pool's release on its topology (``stacks/measurements/<name>.json``, written "
+        "by ``llm-serving bench --record``): θ_o and θ_i at its operating point size the pool. It must have "
+        "measured exactly this release, image, vLLM version, accelerator and rendered arguments. Absent = "
+        "unmeasured: no replica or cost figure is invented."))
+    measured_with_adapted_args: Annotated[str, Field(min_length=10, max_length=300)] | None = Field(None, description=(
+        "Accept a record whose server ran other arguments than the rendered ones (e.g. a CPU-adapted run), giving "
+        "why; dev only: its θ describes another configuration than the one deployed."))
 
     @model_validator(mode="after")
     def _bounds(self) -> "PoolCommon":

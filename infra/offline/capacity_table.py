@@ -8,6 +8,15 @@ from ..planning.capacity import PoolCapacity
 from ..planning.plan import StackPlan
 
 
+def _measured(plan: StackPlan, role: str) -> str:
+    record = plan.measurements.get(role)
+    op = record.operating_point if record is not None else None
+    if op is None:
+        return "unmeasured"
+    bound = " (lower bound: sweep ended)" if op.limit == "sweep_end" else ""
+    return f"{op.output_tokens_per_s:.0f} / {op.input_tokens_per_s:.0f} at {op.offered_rps:g} req/s{bound}"
+
+
 def render_table(plan: StackPlan) -> str:
     """Human capacity table (one column per pool)."""
     roles = sorted(plan.pools, key=lambda r: (r != "stable", r))
@@ -24,13 +33,17 @@ def render_table(plan: StackPlan) -> str:
     row("seqs @ max_model_len", lambda p: f"{p.max_seqs_at_max_model_len} @ {p.max_model_len}")
     row("seqs @ mean context", lambda p: f"{p.max_seqs_at_mean_context} @ {p.mean_context_tokens:.0f}")
     row("--max-num-seqs / batched tokens", lambda p: f"{p.max_num_seqs} / {p.max_num_batched_tokens}")
-    row("cold load estimate", lambda p: f"{p.cold_load_seconds:.0f} s")
+    row("cold load estimate", lambda p: f"{p.cold_load_seconds:.0f} s (verify {p.verify_seconds:.0f} s)")
     row("replica cost", lambda p: f"${p.replica_hourly_usd:.2f}/h")
     row("throughput", lambda p: p.throughput)
+    row("measured θ_o / θ_i (tokens/s)", lambda p: _measured(plan, p.role))
     row("decode / prefill replicas", lambda p: "unmeasured" if p.decode_replicas is None else f"{p.decode_replicas} / {p.prefill_replicas}")
     row("required replicas (N+1)", lambda p: "unmeasured" if p.required_replicas is None else str(p.required_replicas))
     row("replica bounds", lambda p: f"{p.min_replicas}..{p.max_replicas}")
     row("$ per 1M output tokens", lambda p: "unmeasured" if p.cost_per_million_output_tokens_usd is None else f"${p.cost_per_million_output_tokens_usd:.2f}")
+    if any(plan.pools[r].capacity.cost_per_million_input_tokens_usd is not None for r in roles):
+        row("$ per 1M input tokens (prefill-bound)", lambda p: "-" if p.cost_per_million_input_tokens_usd is None
+            else f"${p.cost_per_million_input_tokens_usd:.2f}")
     width = max(len(label) for label, _ in rows)
     colw = [max(len(r), *(len(vals[i]) for _, vals in rows)) for i, r in enumerate(roles)]
     out = [" " * width + "  " + "  ".join(r.ljust(colw[i]) for i, r in enumerate(roles))]

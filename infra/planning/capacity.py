@@ -209,6 +209,8 @@ class PoolCapacity:
     prefill_replicas: int | None
     required_replicas: int | None
     cost_per_million_output_tokens_usd: float | None
+    #: C_h * 10^6 / (3600 * theta_i), given when prefill replicas outnumber decode replicas (prefill dominates).
+    cost_per_million_input_tokens_usd: float | None
     min_replicas: int
     max_replicas: int
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -256,12 +258,14 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
     if p.gpus_per_node % tp:
         warnings.append(f"{p.gpus_per_node % tp} GPU(s) per node idle: {p.gpus_per_node} GPUs/node is not a multiple of TP {tp}")
     r_d = r_p = required = None
-    cost = None
+    cost = cost_in = None
     if p.theta_o is not None and p.theta_i is not None:
         r_d = decode_replicas(p.arrival_rps, p.mean_output_tokens, p.theta_o, p.target_utilization)
         r_p = prefill_replicas(p.arrival_rps, p.mean_prompt_tokens, p.theta_i, p.target_utilization)
         required = max(r_d, r_p) + FAILURE_HEADROOM_REPLICAS
         cost = cost_per_million_output_tokens(replica_hourly, p.theta_o)
+        if r_p > r_d:  # prefill sizes the pool: what a million prompt tokens cost is the figure that matters
+            cost_in = cost_per_million_output_tokens(replica_hourly, p.theta_i)
         if required > p.max_replicas:
             warnings.append(f"max_replicas {p.max_replicas} is below the {required} replicas the measured "
                             f"throughput requires at peak (incl. one failure)")
@@ -280,7 +284,7 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
         replica_hourly_usd=replica_hourly,
         throughput="measured" if p.theta_o is not None else "unmeasured",
         decode_replicas=r_d, prefill_replicas=r_p, required_replicas=required,
-        cost_per_million_output_tokens_usd=cost,
+        cost_per_million_output_tokens_usd=cost, cost_per_million_input_tokens_usd=cost_in,
         min_replicas=p.min_replicas, max_replicas=p.max_replicas, warnings=tuple(warnings),
     )
 

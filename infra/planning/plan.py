@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from components import naming
@@ -21,6 +22,7 @@ from components.observability.views import HpaPlan
 from components.serving.verify_release import MAX_HASH_WORKERS
 from components.serving.spec import ProbeTimings, ReleaseInfo
 
+from ..config.measurement import Measurement
 from ..config.release import ReleaseIdentity
 from ..config.serving import GkePool
 from ..config.stack import StackConfig
@@ -78,6 +80,8 @@ class StackPlan:
     hyperdisk_releases: dict[str, str]
     #: What clients send as ``model`` to every pool (``serving.model_name``).
     public_model_name: str
+    #: The measurement record each measured pool cites, by role.
+    measurements: dict[str, Measurement] = field(default_factory=dict)
     issues: tuple[PlanIssue, ...] = field(default_factory=tuple)
 
     @property
@@ -137,8 +141,10 @@ def verify_read_mib_s(pool: GkePool) -> float | None:
     return min(pool.loading.throughput_mib_s, capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
 
 
-def pool_inputs(cfg: StackConfig, role: str, pool: GkePool) -> capacity.PoolInputs:
+def pool_inputs(cfg: StackConfig, role: str, pool: GkePool, record: Measurement | None = None) -> capacity.PoolInputs:
+    """``record``: the pool's measurement (θ_o, θ_i at its operating point); None = unmeasured."""
     rel = cfg.release(pool.release)
+    op = record.operating_point if record is not None else None
     acc = cfg.accelerators[pool.accelerator]
     return capacity.PoolInputs(
         role=role, release=rel.release, accelerator=pool.accelerator, geometry=release_geometry(rel),
@@ -150,8 +156,8 @@ def pool_inputs(cfg: StackConfig, role: str, pool: GkePool) -> capacity.PoolInpu
         target_utilization=cfg.contract.target_utilization,
         load_throughput_mib_s=pool.loading.throughput_mib_s, engine_init_seconds=pool.loading.engine_init_seconds,
         verify_read_mib_s=verify_read_mib_s(pool),
-        theta_o=pool.measured.output_tokens_per_s if pool.measured else None,
-        theta_i=pool.measured.input_tokens_per_s if pool.measured else None,
+        theta_o=op.output_tokens_per_s if op else None,
+        theta_i=op.input_tokens_per_s if op else None,
         min_replicas=pool.min_replicas, max_replicas=pool.max_replicas,
     )
 
@@ -194,8 +200,10 @@ def accelerator_plan(name: str, pools: list[capacity.PoolCapacity], reserved_nod
     return AcceleratorPlan(acap, min_nodes=min_nodes, max_nodes=acap.nodes_for_max_plus_surge)
 
 
-def build_plan(cfg: StackConfig) -> StackPlan:
-    """Plan every pool whose references resolve (dangling references are the rules' to report)."""
+def build_plan(cfg: StackConfig, measurements: Mapping[str, Measurement] | None = None) -> StackPlan:
+    """Plan every pool whose references resolve (dangling references are the rules' to report). ``measurements``:
+    the records the pools cite, by role (read by the resolver; whether each measured this pool is a rule's)."""
+    measurements = dict(measurements or {})
     issues: list[PlanIssue] = []
     release_ids = {r.release for r in cfg.releases}
     contract = cfg.contract
@@ -206,7 +214,7 @@ def build_plan(cfg: StackConfig) -> StackPlan:
         if pool.release not in release_ids or pool.accelerator not in cfg.accelerators:
             continue
         try:
-            cap = capacity.plan_pool(pool_inputs(cfg, role, pool))
+            cap = capacity.plan_pool(pool_inputs(cfg, role, pool, measurements.get(role)))
         except capacity.PlanningError as exc:
             issues.append(PlanIssue(_planning_loc(cfg, role, pool, exc.subject),
                                     f"{exc} (release {pool.release!r} on accelerator {pool.accelerator!r})"))
@@ -263,4 +271,5 @@ def build_plan(cfg: StackConfig) -> StackPlan:
             hyperdisk.setdefault(pool.release, cfg.accelerators[pool.accelerator].zone)
     return StackPlan(pools=pools, accelerators=accelerators, stream_bound_seconds=stream_bound,
                      hyperdisk_releases=dict(sorted(hyperdisk.items())), public_model_name=cfg.serving.model_name,
+                     measurements={r: m for r, m in sorted(measurements.items()) if r in pools},
                      issues=tuple(issues))

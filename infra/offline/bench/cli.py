@@ -16,6 +16,7 @@ and ``raw/`` (every run's guidellm scenario, report and log, repeatable with ``g
 from __future__ import annotations
 
 import argparse
+import json
 import dataclasses
 import math
 import sys
@@ -83,6 +84,16 @@ def _rates(text: str) -> tuple[float, ...] | None:
     return rates
 
 
+def _json_args(text: str) -> tuple[str, ...]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not a JSON list of strings: {err.msg}") from None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise argparse.ArgumentTypeError("not a JSON list of strings")
+    return tuple(value)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", help="stack whose resolved plan names the release, args, accelerator and contract")
     p.add_argument("--pool", default="stable", help="pool of that stack (default stable)")
@@ -105,6 +116,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-url", help="Prometheus endpoint of the replica (default <url>/metrics)")
     p.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
     p.add_argument("--tokenizer", help="local tokenizer directory (overrides the plan's)")
+    p.add_argument("--served-args", type=_json_args, metavar="JSON_LIST",
+                   help="the arguments the measured server really ran, when not the rendered ones (recorded; a pool "
+                        "accepts such a record only in dev, with serving.<role>.measured_with_adapted_args)")
+    p.add_argument("--served-args-reason", help="why --served-args differ from the rendered arguments (required with it)")
 
 
 def register(subparsers: argparse._SubParsersAction, resolve_target: Callable[[argparse.Namespace], BenchTarget]

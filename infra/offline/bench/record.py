@@ -14,11 +14,9 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
 
 from pydantic import ValidationError
 
-from ...config.base import FieldErrors
 from ...config.measurement import (
     SCHEMA_VERSION,
     Accelerator,
@@ -34,6 +32,7 @@ from ...config.measurement import (
     Tool,
     Workload,
 )
+from ...config.measurement import IdentityFacts, MeasurementError, identity_differences, validation_problems  # noqa: F401
 from .analysis import OperatingPoint as FoundOperatingPoint
 from .analysis import Quantiles as FoundQuantiles
 from .analysis import RatePoint
@@ -43,10 +42,6 @@ from .scrape import GaugeSummary
 from .stats import nearest_rank
 from .target import BenchTarget
 from .workload import PRIORITY_HEADER, LengthFit, WorkloadPlan
-
-
-class MeasurementError(ValueError):
-    """A record that cannot be read or does not validate; the message starts with the file name."""
 
 
 def utc_timestamp(when: datetime) -> str:
@@ -161,59 +156,7 @@ def load_measurement(path: Path | str) -> Measurement:
     try:
         return Measurement.model_validate_json(text)
     except ValidationError as err:
-        problems = []
-        for e in err.errors():
-            loc = [str(x) for x in e["loc"]]
-            cause = (e.get("ctx") or {}).get("error")
-            if isinstance(cause, FieldErrors):  # a cross-field check: each problem names its own field
-                problems += [".".join([*loc, field]) + f": {msg}" for field, msg in cause.problems]
-            else:
-                problems.append(f"{'.'.join(loc) or '(record)'}: {e['msg']}")
+        problems = validation_problems(err)
         raise MeasurementError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems)) from None
 
 
-class IdentityFacts(Protocol):
-    """What a pool expects of a record it cites: BenchTarget satisfies it, and so can any object with these."""
-
-    release: str
-    image_digest: str
-    vllm_version: str
-    machine_type: str
-    gpu_type: str
-    gpus_per_node: int
-    tensor_parallel_size: int
-    vllm_args: tuple[str, ...]
-    vllm_args_sha256: str
-
-
-def _first_arg_difference(a: Sequence[str], b: Sequence[str]) -> str:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return f"first difference at argument {i}: record {x!r}, expected {y!r}"
-    return f"record has {len(a)} arguments, expected {len(b)}"
-
-
-def identity_differences(record: Measurement, expected: IdentityFacts) -> list[str]:
-    """Every identity fact of ``record`` that differs from ``expected``, as ``field: record X, expected Y``.
-
-    An empty list means the record measured what the pool serves. A record whose server ran other arguments
-    than the rendered ones (``engine_args.served``, e.g. a CPU-adapted run) is reported too: it did not measure
-    the pool's configuration even when the rendered arguments match.
-    """
-    pairs = [
-        ("release", record.release, expected.release),
-        ("image_digest", record.image_digest, expected.image_digest),
-        ("vllm_version", record.vllm_version, expected.vllm_version),
-        ("accelerator.machine_type", record.accelerator.machine_type, expected.machine_type),
-        ("accelerator.gpu_type", record.accelerator.gpu_type, expected.gpu_type),
-        ("accelerator.gpus_per_node", record.accelerator.gpus_per_node, expected.gpus_per_node),
-        ("accelerator.tensor_parallel_size", record.accelerator.tensor_parallel_size, expected.tensor_parallel_size),
-    ]
-    out = [f"{name}: record {have!r}, expected {want!r}" for name, have, want in pairs if have != want]
-    if record.engine_args.rendered_sha256 != expected.vllm_args_sha256:
-        out.append(f"engine_args.rendered_sha256: record {record.engine_args.rendered_sha256}, expected "
-                   f"{expected.vllm_args_sha256} ({_first_arg_difference(record.engine_args.rendered, expected.vllm_args)})")
-    if record.engine_args.served is not None:
-        out.append(f"engine_args.served: the measured server ran other arguments than the rendered ones "
-                   f"({record.engine_args.served_reason})")
-    return out

@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...config.measurement import args_sha256  # noqa: F401  (re-exported: the bench and the CLI hash with it)
+
 #: ``sha256:`` followed by 64 lowercase hex digits: how the release files state an image digest.
 IMAGE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -20,16 +22,6 @@ SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
 class TargetError(ValueError):
     """A BenchTarget whose facts contradict each other; the message names the field."""
-
-
-def args_sha256(args: Sequence[str]) -> str:
-    """SHA-256 (hex) of an argument list, hashed as its compact JSON array.
-
-    JSON keeps the hash unambiguous: ``["--a b"]`` and ``["--a", "b"]`` hash differently, which joining with a
-    separator character could not guarantee for arbitrary argument text.
-    """
-    text = json.dumps(list(args), separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

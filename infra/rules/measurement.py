@@ -1,0 +1,73 @@
+"""Rules about measurement records: a pool's record measured exactly what the pool deploys, it has an operating
+point, and the pool keeps the replicas the measurement says the contract needs (with the one-replica spare)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..config.measurement import args_sha256, identity_differences
+from ..config.stack import StackConfig
+from ..planning.plan import StackPlan
+from . import Finding, rule
+
+
+class _PoolFacts:
+    """The identity a record must match: the pool's release, image, engine, accelerator and rendered args."""
+
+    def __init__(self, cfg: StackConfig, plan: StackPlan, role: str) -> None:
+        p = plan.pools[role]
+        acc = cfg.accelerators.get(p.accelerator) if p.accelerator else None
+        self.release = p.release.release
+        self.image_digest = p.release.digest
+        self.vllm_version = p.release.vllm_version
+        self.machine_type = acc.machine_type if acc else ""
+        self.gpu_type = acc.gpu_type if acc else ""
+        self.gpus_per_node = acc.gpus_per_node if acc else 0
+        self.tensor_parallel_size = p.release.tensor_parallel_size
+        self.vllm_args = tuple(p.vllm_args)
+        self.vllm_args_sha256 = args_sha256(p.vllm_args)
+
+
+@rule(needs={"serving", "environment"})
+def adapted_args_only_in_dev(cfg: StackConfig) -> Iterator[Finding]:
+    for role, pool in cfg.pools():
+        if pool.measured_with_adapted_args is None:
+            continue
+        if pool.measured is None:
+            yield (("serving", role, "measured_with_adapted_args"), "only with a measurement record (measured)")
+        elif cfg.environment != "dev":
+            yield (("serving", role, "measured_with_adapted_args"),
+                   f"not in {cfg.environment}: a record of another server configuration may only size a dev stack")
+
+
+@rule(needs={"serving", "releases", "accelerators"}, plan=True)
+def measurement_matches_pool(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
+    """The record measured this release on this topology with these arguments, and found an operating point."""
+    for role, record in sorted(plan.measurements.items()):
+        pool = dict(cfg.pools())[role]
+        where = ("serving", role, "measured")
+        for diff in identity_differences(record, _PoolFacts(cfg, plan, role),
+                                         accept_served=pool.measured_with_adapted_args is not None):
+            yield where, f"{pool.measured} measured another configuration: {diff}"
+        if record.operating_point is None:
+            yield where, (f"{pool.measured} has no operating point ({record.no_operating_point_reason}): "
+                          "nothing to size the pool from")
+
+
+@rule(needs={"serving"}, plan=True)
+def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
+    """replicas = max(decode, prefill) + 1 at the contract's peak share of this pool: the HPA's warm minimum must
+    hold them (a cold replica takes a cold load to arrive), and its maximum must reach them."""
+    for role, p in sorted(plan.pools.items()):
+        cap = p.capacity
+        if cap.required_replicas is None:
+            continue
+        need = (f"{cap.required_replicas} replicas (decode {cap.decode_replicas}, prefill {cap.prefill_replicas}, "
+                f"+ 1 for a replica failure) at this pool's peak share of the contract's arrival rate")
+        if p.min_replicas < cap.required_replicas:
+            yield (("serving", role, "min_replicas"),
+                   f"{p.min_replicas} is below the measured need of {need}: raise it to {cap.required_replicas}, or "
+                   "lower the peak rate or weight if the contract changed")
+        if cap.max_replicas < cap.required_replicas:
+            yield (("serving", role, "max_replicas"),
+                   f"{cap.max_replicas} cannot reach the measured need of {need}")
