@@ -67,7 +67,8 @@ def bench_target(args: argparse.Namespace) -> "BenchTarget":
     acc = cfg.accelerators[p.accelerator] if p.accelerator else None
     c = cfg.contract
     return BenchTarget(
-        base_url=args.url.rstrip("/"), served_model_name=p.release.release, release=p.release.release,
+        # Requests carry the public model name, as clients send it (the server answers as its release id).
+        base_url=args.url.rstrip("/"), served_model_name=plan.public_model_name, release=p.release.release,
         image_digest=p.release.digest, vllm_version=p.release.vllm_version,
         machine_type=acc.machine_type if acc else "", gpu_type=acc.gpu_type if acc else "",
         gpus_per_node=acc.gpus_per_node if acc else 0, tensor_parallel_size=p.release.tensor_parallel_size,
@@ -75,7 +76,8 @@ def bench_target(args: argparse.Namespace) -> "BenchTarget":
         itl_p95_ms=c.itl_p95_ms, max_input_tokens=c.max_input_tokens, max_output_tokens=c.max_output_tokens,
         prompt_mean_tokens=c.prompt_tokens.mean, prompt_p95_tokens=c.prompt_tokens.p95,
         output_mean_tokens=c.output_tokens.mean, output_p95_tokens=c.output_tokens.p95,
-        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes), tokenizer_path=args.tokenizer)
+        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes), tokenizer_path=args.tokenizer,
+        served_args=getattr(args, "served_args", None), served_args_reason=getattr(args, "served_args_reason", None))
 
 
 def default_out(stack: str) -> Path:
@@ -95,8 +97,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .policy import check_policies, policy_summary
 
         report, config_path = check_policies(run.resolved, run.inventory)
-        (out / "policy-report.json").write_text(report.to_json(), encoding="utf-8")
-        add_owned_file(out, "policy-report.json")
+        try:
+            (out / "policy-report.json").write_text(report.to_json(), encoding="utf-8")
+            add_owned_file(out, "policy-report.json")
+        except OSError as exc:
+            raise OutputDirError(f"--out {out}: cannot write the policy report ({exc.strerror})") from None
         print(f"\npolicy: {policy_summary(report)} ({config_path.relative_to(ROOT)}); "
               f"`llm-serving policy --stack {args.stack}` prints the table; wrote {out}/policy-report.json")
     return 0
@@ -140,10 +145,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if not args.stack:
             print("error: --rev needs --stack", file=sys.stderr)
             return EXIT_CONFIG
+        new_run = run_plan(args.stack)  # the working tree first: a bad stack fails before git is touched
         with tempfile.TemporaryDirectory(prefix="llm-serving-diff-") as tmp:
             old_dir = plan_dir_at_git_revision(args.rev, args.stack, ROOT, out_dir=Path(tmp) / "old")
             new_dir = Path(tmp) / "new"
-            write_plan(run_plan(args.stack), new_dir)
+            write_plan(new_run, new_dir)
             print(render(diff_plan_dirs(old_dir, new_dir)))
         return 0
     if len(args.dirs) != 2:

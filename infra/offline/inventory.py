@@ -11,11 +11,14 @@ stack are byte-identical.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..config.documents import quote, render_key_path
 
 #: How a value unknown at preview, and a secret, appear in an inventory.
 COMPUTED_MARKER = "<computed>"
@@ -25,6 +28,12 @@ OPTION_KEYS: dict[str, type] = {
     "protect": bool, "delete_before_replace": bool, "ignore_changes": list, "replace_on_changes": list,
     "retain_on_delete": bool, "additional_secret_outputs": list, "custom_timeouts": dict,
 }
+#: Options that hold property paths or output names: lists of strings (the plan diff parses them as paths).
+_STRING_LIST_OPTIONS = ("ignore_changes", "replace_on_changes", "additional_secret_outputs")
+#: Deepest nesting ``Inventory.load`` accepts: 4x the deepest inventory the program writes (15 levels), so the
+#: recursive walkers after it (plan diff, the Analyzer's protobuf Struct encoding) stay far from Python's
+#: recursion limit.
+MAX_INVENTORY_DEPTH = 64
 
 
 class InventoryError(ValueError):
@@ -73,7 +82,7 @@ class Inventory:
         seen: set[str] = set()
         for r in self.resources:
             if r.urn in seen:
-                raise InventoryError(f"duplicate urn in inventory: {r.urn}")
+                raise InventoryError(f"duplicate urn in inventory: {quote(r.urn)}")
             seen.add(r.urn)
 
     # ---- serialisation ------------------------------------------------------------------------------
@@ -95,9 +104,12 @@ class Inventory:
             raise InventoryError(f"{source} is missing key(s): {', '.join(missing)}")
         if not isinstance(doc["resources"], list):
             raise InventoryError(f"{source}: 'resources' must be a list")
+        outputs = doc.get("outputs") or {}
+        if not isinstance(outputs, Mapping):
+            raise InventoryError(f"{source}: 'outputs' must be an object")
         return cls(project=str(doc["project"]), stack=str(doc["stack"]),
                    resources=tuple(_resource(r, f"{source} resources[{i}]") for i, r in enumerate(doc["resources"])),
-                   outputs=dict(doc.get("outputs") or {}))
+                   outputs=dict(outputs))
 
     @classmethod
     def load(cls, path: Path) -> "Inventory":
@@ -109,9 +121,10 @@ class Inventory:
         except (OSError, UnicodeDecodeError) as exc:
             raise InventoryError(f"cannot read inventory {path}: {exc}") from None
         try:
-            doc = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
+            doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_double_int)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, the checks above, int digit limit
             raise InventoryError(f"{path} is not valid JSON: {exc}") from None
+        _check_values(doc, str(path))
         return cls.from_dict(doc, str(path))
 
     # ---- look-ups --------------------------------------------------------------------------------------
@@ -137,6 +150,46 @@ class Inventory:
         return dict(sorted(out.items()))
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (RFC 8259 §6)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {quote(text)} is out of range")
+    return value
+
+
+def _double_int(text: str) -> int:
+    value = int(text)  # ValueError beyond Python's int/str digit limit
+    try:
+        float(value)  # every number travels as a protobuf double (Analyzer protocol)
+    except OverflowError:
+        raise ValueError(f"integer {quote(text)} is out of range") from None
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_values(doc: Any, source: str) -> None:
+    """Bounded nesting, and text a protobuf string can carry (a lone surrogate escape cannot be UTF-8)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_INVENTORY_DEPTH:
+            raise InventoryError(f"{source} is nested deeper than {MAX_INVENTORY_DEPTH} levels")
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise InventoryError(f"{source} holds a lone surrogate escape (\\ud800-\\udfff), which is not text")
+        elif isinstance(value, dict):
+            stack.extend((k, depth) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.-]+", "-", str(text).lower()).strip("-")
 
@@ -150,25 +203,29 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 def _resource(r: Any, where: str) -> Resource:
     if not isinstance(r, Mapping) or not r.get("urn") or not r.get("type"):
         raise InventoryError(f"{where} needs non-empty 'urn' and 'type'")
+    urn = str(r["urn"])
+    shown = quote(urn)
     inputs = r.get("inputs") or {}
     if not isinstance(inputs, Mapping):
-        raise InventoryError(f"{where} ({r['urn']}): 'inputs' must be an object")
+        raise InventoryError(f"{where} ({shown}): 'inputs' must be an object")
     props = r.get("property_dependencies") or {}
     if not isinstance(props, Mapping):
-        raise InventoryError(f"{where} ({r['urn']}): 'property_dependencies' must be an object")
+        raise InventoryError(f"{where} ({shown}): 'property_dependencies' must be an object")
     options = r.get("options") or {}
     if not isinstance(options, Mapping):
-        raise InventoryError(f"{where} ({r['urn']}): 'options' must be an object")
+        raise InventoryError(f"{where} ({shown}): 'options' must be an object")
     for key, typ in OPTION_KEYS.items():
         if key in options and not isinstance(options[key], typ):
-            raise InventoryError(f"{where} ({r['urn']}): option {key!r} must be a {typ.__name__}")
-    urn = str(r["urn"])
+            raise InventoryError(f"{where} ({shown}): option {key!r} must be a {typ.__name__}")
+    for key in _STRING_LIST_OPTIONS:
+        if key in options:
+            _strings(options[key], f"{where} ({shown}) option {key!r}")
     return Resource(
         urn=urn, type=str(r["type"]), name=str(r.get("name") or urn.rsplit("::", 1)[-1]),
         custom=bool(r.get("custom", True)), parent=(str(r["parent"]) if r.get("parent") else None),
         provider=str(r.get("provider") or ""), inputs=dict(inputs),
-        dependencies=_strings(r.get("dependencies") or [], f"{where} ({urn}) dependencies"),
-        property_dependencies={str(k): _strings(v, f"{where} ({urn}) property_dependencies.{k}")
+        dependencies=_strings(r.get("dependencies") or [], f"{where} ({shown}) dependencies"),
+        property_dependencies={str(k): _strings(v, f"{where} ({shown}) {render_key_path(('property_dependencies', str(k)))}")
                                for k, v in props.items()},
         options=dict(options))
 

@@ -11,7 +11,9 @@ is refused, so ``--out`` never deletes a file the tool did not write.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,41 +65,63 @@ def _owned(out: Path) -> list[str]:
     marker = out / OWNED_FILES
     try:
         doc = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: UnicodeDecodeError, JSONDecodeError
         raise OutputDirError(f"{marker} is not a list of files this tool wrote ({exc}); remove the directory's "
                              "contents yourself or choose another --out") from None
     files = doc.get("files") if isinstance(doc, dict) else None
-    if not isinstance(files, list) or not all(isinstance(f, str) and f and ".." not in Path(f).parts and
-                                              not Path(f).is_absolute() for f in files):
+    if not isinstance(files, list) or not all(isinstance(f, str) and f and "\x00" not in f and
+                                              ".." not in Path(f).parts and not Path(f).is_absolute() for f in files):
         raise OutputDirError(f"{marker} is not a list of files this tool wrote; choose another --out")
     return files
 
 
-def prepare_output_dir(out: Path) -> None:
-    """Create ``out`` or clear what an earlier plan wrote into it; refuse anything else."""
+#: Files a plan writes besides ``manifests/*.yaml``: a file of that name the tool did not write is never replaced.
+PLAN_FILES = ("inventory.json", "capacity.json", "policy-report.json")
+
+
+def prepare_output_dir(out: Path, targets: tuple[str, ...] | list[str] = ()) -> bool:
+    """Create ``out`` or clear what an earlier plan wrote into it; refuse anything else. ``targets`` are the
+    files (relative POSIX paths) about to be written: an existing one this tool did not write is refused before
+    anything is removed. Returns True when ``out`` did not exist before."""
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"--out {out} exists and is not a directory")
     for parent in out.parents:
         if parent.exists() and not parent.is_dir():
             raise OutputDirError(f"--out {out}: {parent} is not a directory")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
+        entries = sorted(p.name for p in out.iterdir())
     except OSError as exc:
-        raise OutputDirError(f"--out {out}: cannot create it ({exc.strerror})") from None
-    entries = sorted(p.name for p in out.iterdir())
+        raise OutputDirError(f"--out {out}: cannot create or list it ({exc.strerror})") from None
     if not entries:
-        return
+        return created
     if OWNED_FILES not in entries:
         raise OutputDirError(f"--out {out} is not empty and was not written by llm-serving plan "
                              f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'}); choose an empty or new directory")
-    for rel in _owned(out):
-        path = out / rel
-        if path.is_file() or path.is_symlink():
-            path.unlink()
-    (out / OWNED_FILES).unlink()
+    owned = _owned(out)
     manifests = out / "manifests"
-    if manifests.is_dir() and not any(manifests.iterdir()):
-        manifests.rmdir()
+    if manifests.is_symlink() or (manifests.exists() and not manifests.is_dir()):
+        raise OutputDirError(f"--out {out}: manifests is not a directory this tool made; choose another --out")
+    foreign = sorted(rel for rel in targets if rel not in owned and ((out / rel).exists() or (out / rel).is_symlink()))
+    if foreign:
+        raise OutputDirError(f"--out {out}: {foreign[0]} was not written by llm-serving plan"
+                             f"{f' (and {len(foreign) - 1} more)' if len(foreign) > 1 else ''}; move it away or "
+                             "choose another --out")
+    root = Path(os.path.realpath(out))
+    try:
+        for rel in owned:
+            path = out / rel
+            # never through a symbolic link to a directory elsewhere: only files inside ``out`` are removed
+            if (path.is_file() or path.is_symlink()) and Path(os.path.realpath(path.parent)).is_relative_to(root):
+                path.unlink()
+        (out / OWNED_FILES).unlink()
+        if manifests.is_dir() and not any(manifests.iterdir()):
+            manifests.rmdir()
+    except OSError as exc:
+        raise OutputDirError(f"--out {out}: cannot remove what an earlier plan wrote ({exc.strerror}: "
+                             f"{exc.filename})") from None
+    return False
 
 
 def record_owned(out: Path, files: list[str]) -> None:
@@ -105,26 +129,48 @@ def record_owned(out: Path, files: list[str]) -> None:
 
 
 def write_plan(run: PlanRun, out: Path) -> dict[str, dict]:
-    """Write inventory.json, capacity.json and manifests/ (replacing only what an earlier plan wrote)."""
+    """Write inventory.json, capacity.json and manifests/ (replacing only what an earlier plan wrote).
+
+    Everything is rendered before the directory is touched (a manifest name clash or an unserialisable value
+    leaves it as it was); a write that fails part-way removes what this run wrote."""
     manifests = run.inventory.manifests()  # raises before anything is written when two objects collide
-    prepare_output_dir(out)
+    files = {"inventory.json": run.inventory.to_json(),
+             "capacity.json": json.dumps(run.resolved.plan.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"}
+    files.update((f"manifests/{fname}", yaml.safe_dump(obj, sort_keys=True, default_flow_style=False))
+                 for fname, obj in manifests.items())
+    created = prepare_output_dir(out, [*files, *PLAN_FILES])
     written: list[str] = []
     try:
-        (out / "inventory.json").write_text(run.inventory.to_json(), encoding="utf-8")
-        written.append("inventory.json")
-        (out / "capacity.json").write_text(
-            json.dumps(run.resolved.plan.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-        written.append("capacity.json")
-        mdir = out / "manifests"
-        mdir.mkdir(exist_ok=True)
-        for fname, obj in manifests.items():
-            (mdir / fname).write_text(yaml.safe_dump(obj, sort_keys=True, default_flow_style=False), encoding="utf-8")
-            written.append(f"manifests/{fname}")
-    except OSError as exc:
-        raise OutputDirError(f"--out {out}: cannot write ({exc.strerror}: {exc.filename})") from None
-    finally:
+        for rel, text in files.items():
+            if rel.startswith("manifests/") and not (out / "manifests").is_dir():
+                (out / "manifests").mkdir()
+            (out / rel).write_text(text, encoding="utf-8")
+            written.append(rel)
         record_owned(out, written)
+    except OSError as exc:
+        _roll_back(out, written, created)
+        raise OutputDirError(f"--out {out}: cannot write ({exc.strerror}: {exc.filename}); removed what this run "
+                             "wrote") from None
     return manifests
+
+
+def _roll_back(out: Path, written: list[str], created: bool) -> None:
+    """Best effort after a failed write: remove this run's files, and ``out`` itself when this run made it;
+    otherwise keep ``out`` marked as this tool's (listing whatever could not be removed)."""
+    left = []
+    for rel in written:
+        try:
+            (out / rel).unlink()
+        except OSError:
+            left.append(rel)
+    with contextlib.suppress(OSError):
+        (out / "manifests").rmdir()  # only when empty
+    with contextlib.suppress(OSError):
+        if created and not left:
+            (out / OWNED_FILES).unlink(missing_ok=True)
+            out.rmdir()
+        else:
+            record_owned(out, left)
 
 
 def add_owned_file(out: Path, name: str) -> None:

@@ -4,14 +4,14 @@ plan derived."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from components import naming
 
+from ..config.documents import MAX_JSON_BYTES, DocumentError, load_json_document, quote, read_regular_file
 from ..resolve import ResolvedStack
-from .analyzer import PolicyConfigError, PolicyReport, run_policy_pack
+from .analyzer import ENFORCEMENT_LEVELS, PolicyConfigError, PolicyReport, run_policy_pack
 from .inventory import Inventory
 from .stackfile import ROOT
 
@@ -39,14 +39,25 @@ def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
 
 
 def read_policy_config(path: Path) -> dict[str, Any]:
+    """The policy config file, read by the hardened document loader (bounded size and nesting, no duplicate
+    keys, no NaN); each entry is an enforcement level or an object, checked here so messages stay short."""
+    source = f"policy config {path}"
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PolicyConfigError(f"policy config {path} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise PolicyConfigError(f"policy config {path} is not a readable JSON file: {exc}") from None
+        doc = load_json_document(read_regular_file(Path(path), source=source, max_bytes=MAX_JSON_BYTES,
+                                                   limit_name="MAX_JSON_BYTES"), source)
+    except DocumentError as err:
+        raise PolicyConfigError(str(err)) from None
     if not isinstance(doc, dict):
-        raise PolicyConfigError(f"policy config {path} must be a JSON object, got {type(doc).__name__}")
+        raise PolicyConfigError(f"{source} must be a JSON object, got {type(doc).__name__}")
+    levels = ", ".join(ENFORCEMENT_LEVELS)
+    for name, entry in doc.items():
+        level = entry.get("enforcementLevel", "") if isinstance(entry, dict) else entry
+        if not isinstance(level, str):
+            raise PolicyConfigError(f"{source}: {quote(name)}: must be an enforcement level ({levels}) or an "
+                                    f"object with a string 'enforcementLevel', not {type(level).__name__}")
+        if level and level not in ENFORCEMENT_LEVELS:
+            raise PolicyConfigError(f"{source}: {quote(name)}: {quote(level)} is not an enforcement level "
+                                    f"(one of {levels})")
     return doc
 
 
