@@ -533,7 +533,7 @@ def test_policy_config_naming_an_unknown_policy(capsys, tmp_path: Path, small_in
     code, out, err = run_cli(capsys, "policy", "--stack", "dev", "--inventory", str(small_inventory),
                              "--policy-config", str(path))
     assert (code, out) == (2, "")
-    head = "error: policy config names policies not in pack 'llm-serving-policies': no-such-policy (known: "
+    head = "error: policy config names policies not in pack 'llm-serving-policies': 'no-such-policy' (known: "
     assert err.startswith(head) and err.endswith(")\n") and err.count("\n") == 1
     known = err[len(head):-2].split(", ")
     assert known == sorted(known) and {"vllm-output-capped", "gke-no-spot-nodes"} <= set(known)
@@ -588,3 +588,30 @@ def test_no_traceback_reaches_a_real_terminal(tmp_path: Path, case: str):
     assert "Traceback" not in proc.stderr, proc.stderr
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", expected)
     assert not (tmp_path / "o").exists()
+
+
+def test_policy_out_never_replaces_a_file_it_did_not_write(tmp_path: Path, capsys):
+    """``policy --out`` follows the plan's ownership rule: a foreign directory or report is left alone."""
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "policy-report.json").write_text("my notes")
+    code = cli.main(["policy", "--stack", "dev", "--out", str(foreign)])
+    assert code == cli.EXIT_CONFIG
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --out {foreign}: not empty and not written by this tool (1 entries); give a new or empty directory")
+    assert (foreign / "policy-report.json").read_text() == "my notes"
+    fresh = tmp_path / "fresh"
+    assert cli.main(["policy", "--stack", "dev", "--out", str(fresh)]) == 0
+    assert json.loads((fresh / ".llm-serving-plan.json").read_text()) == {"files": ["policy-report.json"]}
+    assert cli.main(["policy", "--stack", "dev", "--out", str(fresh)]) == 0  # its own directory: replaced
+
+
+def test_an_oversized_inventory_is_refused_before_it_is_parsed(tmp_path: Path, capsys, monkeypatch):
+    from infra.offline import inventory
+
+    monkeypatch.setattr(inventory, "MAX_INVENTORY_BYTES", 1000)
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps({"project": "llm-serving", "stack": "prod", "resources": [], "pad": "x" * 2000}))
+    assert cli.main(["policy", "--stack", "prod", "--inventory", str(path)]) == cli.EXIT_CONFIG
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}: is 2") and "over the limit of 1000 bytes (MAX_INVENTORY_BYTES)" in err

@@ -673,4 +673,4 @@ def test_bad_policy_config_is_a_config_error(tmp_path: Path, capsys: pytest.Capt
     code = cli.main(["policy", "--stack", "prod", "--inventory", str(inv), "--policy-config", str(bad),
                      "--out", str(tmp_path / "o")])
     assert code == cli.EXIT_CONFIG
-    assert "hpa-min-replicas: 'two' is not of type 'integer'" in capsys.readouterr().err
+    assert "policy config is invalid: hpa-min-replicas.minReplicas: 'two' is not valid (type 'integer')" in capsys.readouterr().err

@@ -362,6 +362,16 @@ class PolicyConfigEntry:
     properties: dict[str, Any] | None
 
 
+#: Longest piece of a user's value echoed in a policy-config message.
+MAX_SHOWN_CHARS = 60
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of a user value for a message, on one line and cut to MAX_SHOWN_CHARS."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS - 1] + "…"
+
+
 def _parse_user_config(policy_config: Mapping[str, Any]) -> dict[str, PolicyConfigEntry]:
     """Accept the engine's config-file forms: ``"mandatory"`` or ``{"enforcementLevel": ..., **props}``."""
     if not isinstance(policy_config, Mapping):
@@ -374,12 +384,13 @@ def _parse_user_config(policy_config: Mapping[str, Any]) -> dict[str, PolicyConf
             props = {str(k): v for k, v in raw.items() if k != "enforcementLevel"} or None
             level = raw.get("enforcementLevel", "")
             if not isinstance(level, str):
-                raise PolicyConfigError(f"{name}: enforcementLevel must be a string, got {level!r}")
+                raise PolicyConfigError(f"{_shown(name)}: enforcementLevel must be a string, got {_shown(level)}")
         else:
-            raise PolicyConfigError(f"{name}: config must be an enforcement level string or an object, got {raw!r}")
+            raise PolicyConfigError(f"{_shown(name)}: config must be an enforcement level string or an object, got "
+                                    f"{_shown(raw)}")
         if level and level not in ENFORCEMENT_LEVELS:
             raise PolicyConfigError(
-                f"{name}: {level!r} is not a valid enforcement level (one of {', '.join(ENFORCEMENT_LEVELS)})"
+                f"{_shown(name)}: {_shown(level)} is not a valid enforcement level (one of {', '.join(ENFORCEMENT_LEVELS)})"
             )
         if not level and not props:
             continue
@@ -411,7 +422,9 @@ def _validate_schema(policy: str, schema: Mapping[str, Any], props: Mapping[str,
     except ImportError:  # pragma: no cover - exercised only without the test extras
         return [f"{policy}: '{k}' is a required property" for k in full.get("required", []) if k not in props]
     validator = jsonschema.Draft7Validator(full)
-    return [f"{policy}: {e.message}" for e in sorted(validator.iter_errors(dict(props)), key=lambda e: e.message)]
+    return [f"{policy}.{'.'.join(str(x) for x in e.path) or '<config>'}: {_shown(e.instance)} is not valid "
+            f"({e.validator} {_shown(e.validator_value)})"
+            for e in sorted(validator.iter_errors(dict(props)), key=lambda e: (list(map(str, e.path)), e.message))]
 
 
 def reconcile_policy_config(info: analyzer_pb2.AnalyzerInfo, policy_config: Mapping[str, Any]) -> dict[str, PolicyConfigEntry]:
@@ -428,8 +441,8 @@ def reconcile_policy_config(info: analyzer_pb2.AnalyzerInfo, policy_config: Mapp
     unknown = sorted(set(user) - known - {"all"})
     if unknown:
         raise PolicyConfigError(
-            f"policy config names policies not in pack {info.name!r}: {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(known))})"
+            f"policy config names policies not in pack {info.name!r}: {', '.join(_shown(u) for u in unknown[:5])}"
+            f"{' and more' if len(unknown) > 5 else ''} (known: {', '.join(sorted(known))})"
         )
     result: dict[str, PolicyConfigEntry] = {}
     schemas: dict[str, dict[str, Any]] = {}
@@ -449,7 +462,8 @@ def reconcile_policy_config(info: analyzer_pb2.AnalyzerInfo, policy_config: Mapp
     for name, schema in sorted(schemas.items()):
         errors.extend(_validate_schema(name, schema, result[name].properties or {}))
     if errors:
-        raise PolicyConfigError("policy config is invalid:\n  " + "\n  ".join(errors))
+        raise PolicyConfigError(f"policy config is invalid: {'; '.join(errors[:5])}"
+                                f"{f' (and {len(errors) - 5} more)' if len(errors) > 5 else ''}")
     return result
 
 

@@ -30,7 +30,7 @@ from .analyzer import PolicyConfigError
 from .capacity_table import render_table
 from .inventory import Inventory, InventoryError
 from .plan_diff import PlanDiffError
-from .planrun import OutputDirError, PlanRun, add_owned_file, run_plan, summary, write_plan
+from .planrun import OWNED_FILES, OutputDirError, PlanRun, add_owned_file, owned_files, run_plan, summary, write_plan
 from .stackfile import ROOT, STACKS_DIR, StackFileError, read_stack_file
 
 if TYPE_CHECKING:
@@ -126,13 +126,30 @@ def cmd_policy(args: argparse.Namespace) -> int:
     print(f"stack {args.stack} ({run.resolved.config.environment}), policy config {path}")
     print(report.render_table(), end="")
     if out is not None:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "policy-report.json").write_text(report.to_json(), encoding="utf-8")
-        except OSError as exc:
-            raise OutputDirError(f"--out {out}: cannot write the report ({exc.strerror})") from None
+        write_policy_report(out, report.to_json())
         print(f"wrote {out}/policy-report.json")
     return EXIT_POLICY if report.mandatory_count else 0
+
+
+def write_policy_report(out: Path, text: str) -> None:
+    """``--out`` ownership as for plans: into a new or empty directory, or one this tool wrote; never over a file
+    the tool did not write."""
+    name = "policy-report.json"
+    try:
+        if out.exists() and not out.is_dir():
+            raise OutputDirError(f"--out {out}: is not a directory")
+        entries = sorted(p.name for p in out.iterdir()) if out.exists() else []
+        if entries and (out / OWNED_FILES).exists():
+            if (out / name).exists() and name not in owned_files(out):
+                raise OutputDirError(f"--out {out}: {name} was not written by this tool; refusing to replace it")
+        elif entries:
+            raise OutputDirError(f"--out {out}: not empty and not written by this tool ({len(entries)} entries); "
+                                 "give a new or empty directory")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text, encoding="utf-8")
+        add_owned_file(out, name)
+    except OSError as exc:
+        raise OutputDirError(f"--out {out}: cannot write the report ({exc.strerror})") from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

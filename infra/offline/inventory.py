@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.documents import quote, render_key_path
+from ..config.documents import DocumentError, quote, read_regular_file, render_key_path
+
+#: Largest inventory.json read: 50x the largest plan written here (prod, ~0.6 MB), so a real plan always fits and
+#: a wrong or hostile file is refused before it is parsed.
+MAX_INVENTORY_BYTES = 32 << 20
 
 #: How a value unknown at preview, and a secret, appear in an inventory.
 COMPUTED_MARKER = "<computed>"
@@ -114,11 +118,15 @@ class Inventory:
     @classmethod
     def load(cls, path: Path) -> "Inventory":
         """Read ``inventory.json``; a missing or malformed file is an :class:`InventoryError` naming it."""
+        if not Path(path).exists():
+            raise InventoryError(f"no inventory file {path} (run `llm-serving plan --out DIR` first)")
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InventoryError(f"no inventory file {path} (run `llm-serving plan --out DIR` first)") from None
-        except (OSError, UnicodeDecodeError) as exc:
+            data = read_regular_file(Path(path), source=str(path), max_bytes=MAX_INVENTORY_BYTES,
+                                     limit_name="MAX_INVENTORY_BYTES")
+            text = data.decode("utf-8")
+        except DocumentError as exc:
+            raise InventoryError(str(exc)) from None
+        except UnicodeDecodeError as exc:
             raise InventoryError(f"cannot read inventory {path}: {exc}") from None
         try:
             doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_double_int)

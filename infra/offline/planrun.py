@@ -61,7 +61,7 @@ def run_plan(stack: str, stacks_dir: Path | None = None) -> PlanRun:
 
 # ---- output directory ---------------------------------------------------------------------------------
 
-def _owned(out: Path) -> list[str]:
+def owned_files(out: Path) -> list[str]:
     marker = out / OWNED_FILES
     try:
         doc = json.loads(marker.read_text(encoding="utf-8"))
@@ -99,7 +99,7 @@ def prepare_output_dir(out: Path, targets: tuple[str, ...] | list[str] = ()) -> 
     if OWNED_FILES not in entries:
         raise OutputDirError(f"--out {out} is not empty and was not written by llm-serving plan "
                              f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'}); choose an empty or new directory")
-    owned = _owned(out)
+    owned = owned_files(out)
     manifests = out / "manifests"
     if manifests.is_symlink() or (manifests.exists() and not manifests.is_dir()):
         raise OutputDirError(f"--out {out}: manifests is not a directory this tool made; choose another --out")
@@ -175,7 +175,7 @@ def _roll_back(out: Path, written: list[str], created: bool) -> None:
 
 def add_owned_file(out: Path, name: str) -> None:
     """Record one more file this tool wrote into a plan directory (e.g. the policy report)."""
-    files = _owned(out) if (out / OWNED_FILES).exists() else []
+    files = owned_files(out) if (out / OWNED_FILES).exists() else []
     record_owned(out, [*files, name])
 
 
