@@ -30,7 +30,10 @@ INTERMEDIATE_SIZE = 256  # 2x hidden: the smallest usual MLP ratio; size does no
 LAYERS = 2
 HEADS = 2  # head_dim = 128 / 2 = 64, a size every CPU attention backend supports
 VOCAB_SIZE = 512  # 256 byte symbols + 3 special tokens + 253 learned merges
-MAX_POSITIONS = 1024  # above the tests' --max-model-len 256, so vLLM accepts that limit
+#: Above every --max-model-len the tests serve, so vLLM accepts it: 256 for the session server, the staging stack's
+#: rendered 16384 in tests/integration/test_traffic_real.py. Llama uses rotary position embeddings, so this adds
+#: no weights (no learned position table): only config.json and the tokenizer's model_max_length change.
+MAX_POSITIONS = 32768
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"]
 BOS, EOS, PAD = SPECIAL_TOKENS
 CORPUS_LINES = 4000  # enough text for 253 merges with counts well above the trainer's minimum frequency

@@ -6,18 +6,36 @@ re-exported here so pytest finds them for every test in this folder.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from .vllm_harness import TIMINGS, VllmServer, log_tail, tiny_model_dir, vllm_server  # noqa: F401  (fixtures)
+from .vllm_harness import NOTES, TIMINGS, VllmServer, log_tail, tiny_model_dir, vllm_server  # noqa: F401  (fixtures)
+
+
+def _servers(value: Any) -> Iterator[VllmServer]:
+    """The VllmServers in a fixture value: a server, an object with a ``server`` attribute, or a dict of them."""
+    if isinstance(value, VllmServer):
+        yield value
+    elif isinstance(getattr(value, "server", None), VllmServer):
+        yield value.server
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _servers(v)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Attach the tail of the vLLM server log to the report of any failed test that used the server."""
+    """Attach the tail of the vLLM server log to the report of any failed test that used a server."""
     report = yield
-    server = getattr(item, "funcargs", {}).get("vllm_server")
-    if report.failed and isinstance(server, VllmServer):
-        report.sections.append((f"vLLM server log (tail of {server.log_path})", log_tail(server.log_path)))
+    if report.failed:
+        seen = set()
+        for value in getattr(item, "funcargs", {}).values():
+            for server in _servers(value):
+                if server.log_path not in seen:
+                    seen.add(server.log_path)
+                    report.sections.append((f"vLLM server log (tail of {server.log_path})", log_tail(server.log_path)))
     return report
 
 
@@ -26,3 +44,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("real vLLM timings")
         for what, seconds in TIMINGS.items():
             terminalreporter.write_line(f"{what}: {seconds:.1f} s")
+    if NOTES:
+        terminalreporter.section("real vLLM observations")
+        for what, text in NOTES.items():
+            terminalreporter.write_line(f"{what}: {text}")

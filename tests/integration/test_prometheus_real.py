@@ -116,7 +116,7 @@ def scrape_config(server: VllmServer) -> dict[str, Any]:
                 "job_name": f"vllm-{role}-{len(jobs)}", "scrape_interval": SCRAPE_INTERVAL,
                 "metrics_path": "/metrics",
                 "static_configs": [{"targets": [f"127.0.0.1:{server.port}"], "labels": {
-                    "namespace": m.SERVING_NAMESPACE, "pool": role, "release": pool.release,
+                    "namespace": f"llm-serving-{role}", "pool": role, "release": pool.release,
                     "pod": f"vllm-{role}-5d8f7c6b9-x{len(jobs)}q2z"}}],
             })
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},

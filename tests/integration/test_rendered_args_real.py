@@ -3,8 +3,8 @@
 The lists are read from the plan's Kubernetes manifests (what would be applied), not re-rendered, so the test
 covers the exact container ``args`` of every Deployment. The parser is vLLM's, built with
 ``allow_abbrev=False`` (scripts/vllm_argcheck.py); a misspelt or abbreviated flag must be rejected, so the
-check itself is shown to bite. Optional features (LoRA capacity, n-gram speculative decoding) that no shipped
-stack enables are rendered from a modified dev pool and checked too.
+check itself is shown to bite. The optional feature no shipped stack enables (n-gram speculative decoding) is
+rendered from a modified dev pool and checked too.
 
 Run with ``make integration`` or ``.venv/bin/python -m pytest -m integration tests/integration``.
 """
@@ -43,17 +43,17 @@ def rendered_args(out: Path) -> dict[str, list[str]]:
 
 
 def optional_features_args() -> list[str]:
-    """The dev stable pool with LoRA capacity and n-gram speculation switched on."""
+    """The dev stable pool with n-gram speculation switched on."""
     run = plan_run("dev")
     cfg, plan = run.resolved.config, run.resolved.plan
     doc = cfg.serving.stable.model_dump()
-    doc["model_server"].update(lora={"max_loras": 2, "max_lora_rank": 16, "max_cpu_loras": 4},
-                               speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+    doc["model_server"].update(speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                                             "prompt_lookup_min": 2})
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
     p = plan.pools["stable"]
     return render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, p.capacity,
-                                            p.probes.shutdown_timeout_seconds))
+                                            p.probes.shutdown_timeout_seconds, cfg.serving.model_name,
+                                            cfg.contract.max_output_tokens))
 
 
 @pytest.fixture(scope="module")
