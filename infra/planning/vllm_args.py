@@ -20,7 +20,8 @@ upgrade or a different GPU cannot silently change the operating point the planne
   ``max_output_tokens``: vLLM 0.32's ``get_max_tokens`` takes the minimum of the request's ``max_tokens``, this
   override and the context left after the prompt, so a request asking for more stops at N with
   ``finish_reason: length`` instead of running past the stream bound the timeouts and the drain are sized for
-  (it is also the default when a request sets no ``max_tokens``);
+  (on chat completions it is also the default when a request sets no ``max_tokens``; plain completions keep
+  vLLM's request-model default of 16 — measured in tests/integration/test_traffic_real.py);
 * ``--enable-server-load-tracking`` exposes ``/load`` (requests in flight, counted by the API server itself),
   which the liveness probe uses to tell an idle engine from a hung one.
 """
