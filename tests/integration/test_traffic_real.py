@@ -55,9 +55,11 @@ PROMPT = "The gateway routes each request"
 #: Requests beyond --max-num-seqs in the over-capacity test: enough that the queue is visible in /metrics.
 OVER_CAPACITY = 50
 #: Output tokens of each over-capacity request. At 206 running sequences one decode step of the tiny model takes
-#: ~30 ms on 2 cores, so the first wave runs ~10 s: the queue stays non-empty well past the readiness probe's
-#: rendered 4 s deadline (the probe itself took ~1.3 s against the saturated API server).
-BUSY_MAX_TOKENS = 384
+#: ~25-30 ms on 2 cores, so the first wave (and with it the queue) lasts ~25-30 s. The queue must outlast the
+#: readiness probe run as a fresh process: ~1.3 s on an idle machine, but 11.1 s in one CI run, where the CPU
+#: engine's busy threads starved the probe's Python start-up (its own HTTP checks stayed inside their 4 s budget).
+#: With 384 tokens the queue had drained before that probe returned.
+BUSY_MAX_TOKENS = 1024
 #: Stall window used instead of the rendered one (60 s) in the liveness test, so that it takes seconds, not
 #: minutes; the logic under test (progress clock in the state file) does not depend on the length.
 SHORT_STALL_S = 3.0
