@@ -129,3 +129,72 @@ def epp_name(role: str) -> str:
 def scripts_config_map_name(role: str) -> str:
     """ConfigMap carrying a pool's in-pod scripts: the probes and the release verifier."""
     return f"{deployment_name(role)}-scripts"
+
+
+# ---- in-cluster benchmark (``gke.bench``) ----------------------------------------------------------------------
+#: Namespace of the benchmark Job, its KSA and NetworkPolicy. Outside ``POOL_NAMESPACE_PREFIX`` on purpose: no
+#: selector meant for every pool namespace (dashboards, alerts) may match the load generator.
+BENCH_NAMESPACE = "llm-bench"
+#: Kubernetes service account of the benchmark pods: the Workload Identity principal that reads the benchmarked
+#: release's folder and creates the measurement record.
+BENCH_KSA = "bench"
+#: ``COMPONENT_LABEL`` value of the benchmark pods; the benchmarked pool's NetworkPolicy admits exactly these.
+BENCH_COMPONENT = "bench"
+#: Folder of the weights bucket that holds measurement records written in the cluster (create-only).
+BENCH_RECORD_PREFIX = "measurements/"
+
+
+def bench_job_name(role: str) -> str:
+    """The benchmark Job of a pool (in ``BENCH_NAMESPACE``)."""
+    return f"bench-{role}"
+
+
+def bench_service_name(role: str) -> str:
+    """ClusterIP Service in the pool's namespace that the benchmark Job sends its load to."""
+    return f"{deployment_name(role)}-bench"
+
+
+def bench_record_object(stack: str, role: str, release: str) -> str:
+    """Object name of the record the Job writes: ``measurements/<stack>-<role>-<release>.json``, the same name
+    ``llm-serving bench fetch`` keeps it under in ``stacks/measurements/``."""
+    return f"{BENCH_RECORD_PREFIX}{stack}-{role}-{release}.json"
+
+
+# ---- Cloud Run target ------------------------------------------------------------------------------------------
+#: vLLM's port on Cloud Run: the port Cloud Run sends requests to by default (it also sets ``PORT=8080``), and
+#: the port the Managed Prometheus sidecar's default RunMonitoring config scrapes (``0.0.0.0:8080/metrics``,
+#: GoogleCloudPlatform/run-gmp-sidecar confgenerator/config.go ``DefaultRunMonitoringConfig``).
+CLOUD_RUN_VLLM_PORT = 8080
+#: Container names inside a Cloud Run revision: the GPU-attached vLLM server and the metrics collector sidecar.
+CLOUD_RUN_SERVING_CONTAINER = "vllm"
+CLOUD_RUN_COLLECTOR_CONTAINER = "collector"
+#: Volume names of a Cloud Run revision: the release folder (Cloud Storage volume, read-only) and, when the
+#: weights are staged into memory, the in-memory volume holding the verified copy.
+CLOUD_RUN_WEIGHTS_VOLUME = "weights"
+CLOUD_RUN_STAGED_VOLUME = "staged-weights"
+#: Where an in-memory staged copy of the release appears, at ``<model>/<revision>`` like a mounted one. Not
+#: ``/dev/shm``: Cloud Run refuses volume mounts under /dev, /proc and /sys (Cloud Run "Configure Cloud Storage
+#: volume mounts", disallowed paths); an in-memory volume elsewhere is the same tmpfs, sized and counted in memory.
+STAGED_WEIGHTS_ROOT = "/staged-weights"
+
+
+def staged_weights_path(weights_prefix: str) -> str:
+    """``/staged-weights/<model>/<revision>``: the in-memory copy keeps the revision in the model root too."""
+    return f"{STAGED_WEIGHTS_ROOT}/{weights_prefix.strip('/')}"
+
+
+def gcp_label_key(key: str) -> str:
+    """A naming-contract label key spelled as a Google Cloud resource label key (lower-case letters, digits, ``_``
+    and ``-`` only): ``llm-serving.io/pool`` -> ``llm-serving-io-pool``."""
+    return key.replace(".", "-").replace("/", "-")
+
+
+def cloud_run_revision_tag(role: str) -> str:
+    """Traffic tag of a pool's revision: ``https://<role>---<service>-<hash>.<region>.run.app`` reaches it whatever
+    its traffic share (a 0 % canary included)."""
+    return role
+
+
+def cloud_run_service_account_id(service: str) -> str:
+    """Account id of a Cloud Run service's dedicated serving identity."""
+    return f"{service}-run"

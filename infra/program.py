@@ -8,12 +8,14 @@ from components.project import ProjectServices, ProjectServicesArgs
 
 from .planning.plan import release_info
 from .resolve import ResolvedStack
-from .targets import COMPOSERS
+from .targets import COMPOSERS, SERVICES
 
 
 def deploy(resolved: ResolvedStack) -> None:
     cfg, plan = resolved.config, resolved.plan
-    services = ProjectServices("platform-services", ProjectServicesArgs(project=cfg.project))
+    # The APIs of the stack's targets only: a Cloud Run stack does not switch on GKE, Compute or DNS.
+    apis = tuple(sorted({api for target in cfg.targets() for api in SERVICES[target]}))
+    services = ProjectServices("platform-services", ProjectServicesArgs(project=cfg.project, services=apis))
     outputs: dict[str, object] = {}
     for target in sorted(cfg.targets()):
         outputs.update(COMPOSERS[target](resolved, services))

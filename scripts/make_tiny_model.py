@@ -1,10 +1,11 @@
 """Build a tiny Llama-architecture model with random weights, and its tokenizer, for the real-vLLM tests.
 
-Usage: ``.venv-vllm/bin/python scripts/make_tiny_model.py OUTPUT_DIR [--seed N]``
+Usage: ``.venv-vllm/bin/python scripts/make_tiny_model.py OUTPUT_DIR [--seed N] [--layers L] [--kv-heads H]``
 
 What it writes into OUTPUT_DIR (about 1 MB, about 10 s with imports):
 - ``config.json``, ``generation_config.json``, ``model.safetensors``: a ``LlamaForCausalLM`` with hidden size 128,
-  2 layers, 2 attention heads, vocabulary 512, random weights from a fixed seed, stored in bfloat16;
+  2 layers, 2 attention heads (``--layers`` / ``--kv-heads`` give other shapes: 1 KV head = grouped-query
+  attention), vocabulary 512, random weights from a fixed seed, stored in bfloat16;
 - ``tokenizer.json``, ``tokenizer_config.json`` (+ special tokens map): a byte-level BPE tokenizer trained here
   with ``tokenizers`` on generated text, wrapped in ``PreTrainedTokenizerFast`` with a simple chat template.
 
@@ -93,7 +94,7 @@ def build_tokenizer(seed: int):
     )
 
 
-def build_model(tokenizer, seed: int):
+def build_model(tokenizer, seed: int, layers: int = LAYERS, kv_heads: int = HEADS):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -102,9 +103,9 @@ def build_model(tokenizer, seed: int):
         vocab_size=VOCAB_SIZE,
         hidden_size=HIDDEN_SIZE,
         intermediate_size=INTERMEDIATE_SIZE,
-        num_hidden_layers=LAYERS,
+        num_hidden_layers=layers,
         num_attention_heads=HEADS,
-        num_key_value_heads=HEADS,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=MAX_POSITIONS,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -117,10 +118,10 @@ def build_model(tokenizer, seed: int):
     return model
 
 
-def build(output_dir: Path, seed: int = 0) -> Path:
+def build(output_dir: Path, seed: int = 0, layers: int = LAYERS, kv_heads: int = HEADS) -> Path:
     output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(seed)
-    model = build_model(tokenizer, seed)
+    model = build_model(tokenizer, seed, layers, kv_heads)
     model.save_pretrained(output_dir, safe_serialization=True)
     tokenizer.save_pretrained(output_dir)
     if not (output_dir / "model.safetensors").is_file():
@@ -133,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output_dir", type=Path, help="directory to write the model into (created if missing)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the tokenizer corpus")
+    parser.add_argument("--layers", type=int, default=LAYERS, help=f"decoder layers (default {LAYERS})")
+    parser.add_argument("--kv-heads", type=int, default=HEADS, choices=(1, HEADS),
+                        help=f"key/value heads (default {HEADS}; 1 = grouped-query attention)")
     args = parser.parse_args(argv)
-    out = build(args.output_dir, args.seed)
+    out = build(args.output_dir, args.seed, args.layers, args.kv_heads)
     files = sorted(p.name for p in out.iterdir())
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"make_tiny_model: wrote {out} ({size / 1e6:.1f} MB): {', '.join(files)}")

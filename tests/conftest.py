@@ -13,9 +13,14 @@ from infra.offline.planrun import PlanRun, run_plan
 from infra.planning.plan import StackPlan
 
 STACKS = ("dev", "staging", "prod")
+#: The shipped Cloud Run stack, and a prod Cloud Run fixture (canary, staging, VPC egress, hub token) under
+#: tests/fixtures/cloud-run/ that no stack ships.
+CLOUD_RUN_STACK = "dev-cloudrun"
+CLOUD_RUN_FIXTURE = "prod-cloudrun"
 REPO = Path(__file__).resolve().parents[1]
 #: Upstream reference files (CRD schemas, charts, metric names) that CI places beside the checkout.
 REFERENCE = REPO.parent / "shared" / "reference"
+CLOUD_RUN_FIXTURES = REPO / "tests" / "fixtures" / "cloud-run"
 
 
 def reference(*parts: str) -> Path:
@@ -31,9 +36,9 @@ _cache: dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]] = {}
 
 
 def plan_run(stack: str) -> PlanRun:
-    """The offline plan of a shipped stack, run once per session."""
+    """The offline plan of a shipped stack (or of the Cloud Run fixture), run once per session."""
     if stack not in _runs:
-        _runs[stack] = run_plan(stack)
+        _runs[stack] = run_plan(stack, CLOUD_RUN_FIXTURES if stack == CLOUD_RUN_FIXTURE else None)
     return _runs[stack]
 
 

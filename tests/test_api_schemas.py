@@ -28,7 +28,7 @@ from infra.config.gke import GkeConfig
 from tests import api_mapping as am
 from tests.discovery import DiscoveryDocument, document
 
-from .conftest import STACKS, planned, resources
+from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_STACK, STACKS, planned, resources
 
 Inventory = dict[str, Any]
 
@@ -39,7 +39,8 @@ def inventory(stack: str) -> Inventory:
 
 @pytest.fixture(scope="module")
 def inventories() -> dict[str, Inventory]:
-    return {stack: inventory(stack) for stack in STACKS}
+    """Every shipped stack and the Cloud Run fixture: the enum tables cover both targets."""
+    return {stack: inventory(stack) for stack in (*STACKS, CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE)}
 
 
 @pytest.fixture(scope="module")

@@ -127,6 +127,29 @@ def test_a_lagging_load_generator_invalidates_the_rate():
                           "open loop)",)
 
 
+def test_class_runs_that_barely_overlap_did_not_measure_the_rate():
+    # interactive measured 0-10 s, batch 8.6-18.6 s: after the 1 s warm-up they share 9.6-10 s = 0.4 s, under half
+    # of the 10 - 1 = 9 s each measured alone. The sliver's numbers (one arrival in 0.4 s = 2.5 req/s "achieved" at
+    # 1 req/s offered) describe nothing.
+    a = run(ok(9.7, 100, 10), cls="interactive", start=0, end=10)
+    b = run(cls="batch", start=8.6, end=18.6)
+    p = rate_point(1.0, [a, b], SLO, warmup_s=1.0)
+    assert p.window_seconds == pytest.approx(0.4) and p.window_too_short and not p.meets_slo
+    assert p.failures == ("not measured: the class runs measured together for 0.4 s, under 50% of the 9.0 s each "
+                          "measured after warm-up (they started too far apart); use a longer --duration-seconds or "
+                          "an idle load generator",)
+    # 4.5 s of 9 s is enough: batch starting at 4.5 s leaves 5.5-10 s.
+    assert not rate_point(1.0, [a, run(cls="batch", start=4.5, end=14.5)], SLO, warmup_s=1.0).window_too_short
+
+
+def test_an_unmeasured_rate_ends_the_sweep_without_calling_it_the_knee():
+    import dataclasses
+
+    sliver = dataclasses.replace(point(4, 10), failures=("not measured: ...",), window_too_short=True)
+    found, _ = operating_point([point(1, 100), point(2, 200), sliver])
+    assert found is not None and (found.point.offered_rps, found.limit) == (2, "sweep_end")
+
+
 # ---- operating point -----------------------------------------------------------------------------------------
 
 def point(rate: float, ttft_p95: float, itl_p95: float = 10.0, goodput: float = 1.0, tps: float = 0.0) -> RatePoint:

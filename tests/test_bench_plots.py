@@ -39,3 +39,24 @@ def test_plots_without_operating_point_or_metrics(tmp_path: Path):
     assert rec.operating_point is None
     for draw in (latency_plot, goodput_plot, server_plot):
         assert png_size(draw(rec, tmp_path / f"{draw.__name__}.png")) == (800, 700)
+
+
+# ---- the README's picture ------------------------------------------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bench"
+README_RECORD = FIXTURES / "dev-copy-cpu-tiny.json"
+README_PICTURE = FIXTURES / "dev-copy-cpu-tiny-latency.png"
+
+
+def test_the_readme_picture_is_the_latency_plot_of_its_stored_record(tmp_path: Path):
+    """README shows a real bench run (tests/integration/test_bench_real.py, the dev stack copy on the CPU vLLM):
+    its picture must be exactly what ``latency_plot`` draws from the record stored beside it, and README must
+    say what was measured."""
+    from infra.offline.bench.record import load_measurement
+
+    rec = load_measurement(README_RECORD)
+    assert rec.engine_args.served_reason  # a CPU-adapted server, and the record says so
+    assert latency_plot(rec, tmp_path / "latency.png").read_bytes() == README_PICTURE.read_bytes()
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert f"]({README_PICTURE.relative_to(Path(__file__).parent.parent)})" in readme
+    assert "tiny" in readme[readme.index(README_PICTURE.name) - 600:readme.index(README_PICTURE.name)]

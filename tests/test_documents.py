@@ -355,12 +355,12 @@ def test_shipped_stacks_load(stack: str):
     assert sf.values["llm-serving:environment"] == stack
     assert sf.secret_keys == []
     assert all(isinstance(v, str) for v in sf.config.values())
-    assert available_stacks() == ["dev", "prod", "staging"]
+    assert available_stacks() == ["dev", "dev-cloudrun", "dev-cohost", "prod", "staging", "staging-vertex"]
 
 
 def test_shipped_release_files_load():
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "stacks" / "releases").rglob("*.json"))
-    assert len(paths) == 6
+    assert len(paths) == 8  # + the two example releases the co-hosting stack (dev-cohost) serves
     for path in paths:
         assert load_json_file(path, ROOT)["image"].split("@")[1].startswith("sha256:")
 

@@ -105,6 +105,13 @@ def test_a_record_of_another_release_or_topology_is_rejected(root: Path, over, d
     assert msg.startswith(f"{RECORD} measured another configuration: {difference}")
 
 
+def test_a_refused_record_sizes_nothing(root: Path):
+    """A record of another release would need 4 replicas (as above), but it measured something else: only the
+    mismatch is reported, not a warm minimum derived from numbers that do not describe this pool."""
+    write_measurement(record(CURVE, prod_target(release="qwen3-32b-fp8-2026-11-20.1")), root / RECORD)
+    assert set(_errors(root, _values())) == {"llm-serving:serving.stable.measured"}  # shipped min_replicas: 2
+
+
 def test_a_record_of_other_engine_args_is_rejected(root: Path):
     t = prod_target()
     args = (*t.vllm_args[:-1], "999")

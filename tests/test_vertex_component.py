@@ -249,6 +249,8 @@ def test_component_depends_on_reaches_every_child() -> None:
     (dict(endpoint_id="1234567890"), "endpoint_id '1234567890': letter first"),
     (dict(resource_pool=rq.ResourcePoolSpec("idle-pool", h100())),
      "resource_pool is set but no deployment is co-hosted on it"),
+    (dict(weights_prefixes=("/qwen3-32b/" + "a" * 40,)), "weights_prefixes: '/qwen3-32b/"),
+    (dict(weights_prefixes=("qwen3-32b/r", "qwen3-32b/r")), "weights_prefixes: duplicates"),
 ])
 def test_invalid_args_are_refused_before_anything_is_registered(change: dict[str, Any], message: str) -> None:
     with pytest.raises(VertexServingConfigError) as err:

@@ -9,7 +9,7 @@ panels) — see ``components/cluster.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -140,13 +140,11 @@ class Observability(Component):
             panels(list(args.pools), args.thresholds, queue_target, args.scrape_interval_seconds))
         self.dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", project=args.project,
                                                   dashboard_json=self.dashboard_json, opts=child)
-        self.channels = [self._channel(name, i, c) for i, c in enumerate(args.notification_channels)
-                         if c.existing_name is None]
-        self.channel_names: list[pulumi.Input[str]] = [c.existing_name for c in args.notification_channels
-                                                       if c.existing_name is not None]
-        self.channel_names += [c.name for c in self.channels]
+        self.channels, self.channel_names = notification_channels(
+            name, args.project, args.environment, args.notification_channels, self.child_opts)
         self.alert_specs = alerting.alert_specs(list(args.pools), args.thresholds)
-        self.alert_policies = [self._policy(name, args, s) for s in self.alert_specs]
+        self.alert_policies = [alert_policy(name, args.project, args.environment, self.channel_names, s,
+                                            self.child_opts()) for s in self.alert_specs]
         self.register_outputs({
             "adapter_principal": self.adapter.principal,
             "hpas": {r: h.metadata.name for r, h in self.hpas.items()},
@@ -154,43 +152,62 @@ class Observability(Component):
             "alert_policies": [a.display_name for a in self.alert_policies],
         })
 
-    def _channel(self, name: str, index: int, c: ChannelSpec) -> gcp.monitoring.NotificationChannel:
-        sensitive = dict(c.sensitive_labels)
-        return gcp.monitoring.NotificationChannel(
-            f"{name}-channel-{index}", project=self.args.project, type=str(c.type), display_name=c.display_name,
-            labels={**dict(c.labels), **{k: pulumi.Output.secret(v) for k, v in c.secret_labels}} or None,
-            sensitive_labels=(gcp.monitoring.NotificationChannelSensitiveLabelsArgs(
-                service_key=pulumi.Output.secret(sensitive["service_key"]) if "service_key" in sensitive else None,
-                auth_token=pulumi.Output.secret(sensitive["auth_token"]) if "auth_token" in sensitive else None)
-                if sensitive else None),
-            user_labels={"environment": self.args.environment},
-            opts=self.child_opts())
 
-    def _policy(self, name: str, args: ObservabilityArgs, s: alerting.AlertSpec) -> gcp.monitoring.AlertPolicy:
-        slug = f"{s.role}-{''.join('-' + c.lower() if c.isupper() else c for c in s.name).lstrip('-')}"
-        return gcp.monitoring.AlertPolicy(
-            f"{name}-alert-{slug}",
-            project=args.project,
-            display_name=f"[{args.environment}] {s.name} ({s.role})",
-            combiner="OR",
-            severity=s.severity,
-            notification_channels=list(self.channel_names),
-            user_labels={"environment": args.environment, "pool": s.role},
-            documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
-                content=f"{s.summary}.\n\nCondition: `{s.expr}` for {s.for_seconds}s.", mime_type="text/markdown",
-                subject=f"[{args.environment}] {s.name} ({s.role})"),
-            conditions=[gcp.monitoring.AlertPolicyConditionArgs(
-                display_name=s.summary[:100],
-                condition_prometheus_query_language=gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
-                    query=s.expr,
-                    # The policies are created before any vLLM has exported a sample; with validation on, the API
-                    # rejects a condition on a metric it has never seen, and the first apply fails.
-                    disable_metric_validation=True,
-                    duration=f"{s.for_seconds}s",
-                    evaluation_interval=f"{alerting.EVALUATION_INTERVAL_SECONDS}s",
-                    alert_rule=s.name,
-                    rule_group=f"llm-serving-{s.role}",
-                    labels={"severity": s.severity.lower()},
-                ),
-            )],
-            opts=self.child_opts())
+# ---- notification channels and alert policies (also built by the Cloud Run target's observability) ----------------
+
+def notification_channels(name: str, project: str, environment: str, specs: tuple[ChannelSpec, ...],
+                          child_opts: Callable[[], pulumi.ResourceOptions]
+                          ) -> tuple[list[gcp.monitoring.NotificationChannel], list[pulumi.Input[str]]]:
+    """The channels to create (``<name>-channel-<i>``) and the resource names every alert policy notifies:
+    the existing channels' names, then the created channels' ``name`` outputs."""
+    created = [notification_channel(name, project, environment, i, c, child_opts()) for i, c in enumerate(specs)
+               if c.existing_name is None]
+    names: list[pulumi.Input[str]] = [c.existing_name for c in specs if c.existing_name is not None]
+    names += [c.name for c in created]
+    return created, names
+
+
+def notification_channel(name: str, project: str, environment: str, index: int, c: ChannelSpec,
+                         opts: pulumi.ResourceOptions) -> gcp.monitoring.NotificationChannel:
+    sensitive = dict(c.sensitive_labels)
+    return gcp.monitoring.NotificationChannel(
+        f"{name}-channel-{index}", project=project, type=str(c.type), display_name=c.display_name,
+        labels={**dict(c.labels), **{k: pulumi.Output.secret(v) for k, v in c.secret_labels}} or None,
+        sensitive_labels=(gcp.monitoring.NotificationChannelSensitiveLabelsArgs(
+            service_key=pulumi.Output.secret(sensitive["service_key"]) if "service_key" in sensitive else None,
+            auth_token=pulumi.Output.secret(sensitive["auth_token"]) if "auth_token" in sensitive else None)
+            if sensitive else None),
+        user_labels={"environment": environment},
+        opts=opts)
+
+
+def alert_policy(name: str, project: str, environment: str, channel_names: list[pulumi.Input[str]],
+                 s: alerting.AlertSpec, opts: pulumi.ResourceOptions) -> gcp.monitoring.AlertPolicy:
+    """One Cloud Monitoring alert policy with a PromQL condition, named ``<name>-alert-<role>-<kebab alert name>``."""
+    slug = f"{s.role}-{''.join('-' + c.lower() if c.isupper() else c for c in s.name).lstrip('-')}"
+    return gcp.monitoring.AlertPolicy(
+        f"{name}-alert-{slug}",
+        project=project,
+        display_name=f"[{environment}] {s.name} ({s.role})",
+        combiner="OR",
+        severity=s.severity,
+        notification_channels=list(channel_names),
+        user_labels={"environment": environment, "pool": s.role},
+        documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
+            content=f"{s.summary}.\n\nCondition: `{s.expr}` for {s.for_seconds}s.", mime_type="text/markdown",
+            subject=f"[{environment}] {s.name} ({s.role})"),
+        conditions=[gcp.monitoring.AlertPolicyConditionArgs(
+            display_name=s.summary[:100],
+            condition_prometheus_query_language=gcp.monitoring.AlertPolicyConditionConditionPrometheusQueryLanguageArgs(
+                query=s.expr,
+                # The policies are created before any vLLM has exported a sample; with validation on, the API
+                # rejects a condition on a metric it has never seen, and the first apply fails.
+                disable_metric_validation=True,
+                duration=f"{s.for_seconds}s",
+                evaluation_interval=f"{alerting.EVALUATION_INTERVAL_SECONDS}s",
+                alert_rule=s.name,
+                rule_group=f"llm-serving-{s.role}",
+                labels={"severity": s.severity.lower()},
+            ),
+        )],
+        opts=opts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .. import naming
@@ -26,6 +27,8 @@ class Panel:
     tags: tuple[str, ...] = field(default_factory=tuple)
     #: The queries group by pool and release (one line per pool/release); per-pool panels are not split.
     split: bool = False
+    #: The labels a split panel's lines are named by (GKE: pool, release; Cloud Run: revision_name, model_name).
+    split_labels: tuple[str, ...] = m.SPLIT
 
 
 def dashboard_window(scrape_interval_seconds: int) -> str:
@@ -116,11 +119,60 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
     return out
 
 
-def legend_template(legend: str, split: bool) -> str:
+def split_vllm_panels(sel: str, labels: dict[str, str], group: tuple[str, ...], w: str, t: Thresholds, by: str,
+                      unit: str, family: Callable = lambda metric: metric) -> list[Panel]:
+    """vLLM's own panels over every pool of a target whose series ``sel`` (= ``labels``) selects, one line per
+    ``group`` (the Cloud Run and Vertex targets: their pool and release labels). ``by`` names the split in titles
+    ("revision / release"), ``unit`` one server ("instance"); ``family`` renames a metric family to the target's
+    stored name (Vertex: ``m.on_vertex``)."""
+    f, g = family, group
+    out = [
+        Panel(f"TTFT by {by} (s)", (
+            ("p50", m.quantile(f(m.TTFT), 0.5, w, sel, g)),
+            ("p95", m.quantile(f(m.TTFT), 0.95, w, sel, g)),
+            ("p99", m.quantile(f(m.TTFT), 0.99, w, sel, g)),
+        ), "s", (("TTFT p95 objective", t.ttft_p95_seconds),)),
+        Panel(f"Inter-token latency p95 by {by} (s)", (
+            ("p95", m.quantile(f(m.ITL), 0.95, w, sel, g)),
+        ), "s", (("ITL p95 objective", t.itl_p95_seconds),)),
+        Panel(f"End-to-end request latency by {by} (s)", (
+            ("p50", m.quantile(f(m.E2E_LATENCY), 0.5, w, sel, g)),
+            ("p95", m.quantile(f(m.E2E_LATENCY), 0.95, w, sel, g)),
+        ), "s"),
+        Panel(f"Queue time inside vLLM by {by} (s)", (
+            ("p95", m.quantile(f(m.QUEUE_TIME), 0.95, w, sel, g)),
+            ("mean", m.mean_of(f(m.QUEUE_TIME), w, sel, g)),
+        ), "s"),
+        Panel(f"Waiting and running requests by {by}", (
+            ("waiting", m.gauge_agg(f(m.NUM_REQUESTS_WAITING), "sum", sel, g)),
+            ("running", m.gauge_agg(f(m.NUM_REQUESTS_RUNNING), "sum", sel, g)),
+        )),
+        Panel(f"KV-cache usage by {by} (0-1)", (
+            (f"mean over {unit}s", m.gauge_agg(f(m.KV_CACHE_USAGE), "avg", sel, g)),
+            (f"fullest {unit}", m.gauge_agg(f(m.KV_CACHE_USAGE), "max", sel, g)),
+        ), "1", (("KV alert", t.kv_cache_usage),)),
+        Panel(f"Prompt and generation tokens/s by {by}", (
+            ("prompt tokens/s", m.rate_sum(f(m.PROMPT_TOKENS), w, sel, g)),
+            ("generation tokens/s", m.rate_sum(f(m.GENERATION_TOKENS), w, sel, g)),
+        ), "1/s"),
+        Panel(f"Prefix-cache hit rate by {by} (cached / queried tokens)", (
+            ("hit rate", m.prefix_hit_rate(w, sel, g, f(m.PREFIX_CACHE_HITS), f(m.PREFIX_CACHE_QUERIES))),
+        ), "1"),
+        Panel(f"Preemptions/s by {by}", (
+            ("preemptions/s", m.rate_sum(f(m.PREEMPTIONS), w, sel, g)),
+        ), "1/s"),
+        Panel(f"Request success rate by {by} (stop|length of all finished)", (
+            ("success ratio", m.success_ratio(w, labels, g, f(m.REQUEST_SUCCESS))),
+        ), "1"),
+    ]
+    return [replace(panel, split=True, split_labels=g) for panel in out]
+
+
+def legend_template(legend: str, split: bool, labels: tuple[str, ...] = m.SPLIT) -> str:
     """Series name in a chart legend: the panel's line name, then (for panels whose queries group by pool and
     release) the pool and release of the series, by ``${label}`` interpolation (monitoring.v1
     ``DataSet.legendTemplate``). Without it the p50 / p95 / p99 lines of one chart are indistinguishable."""
-    return f"{legend} " + " ".join(f"${{{label}}}" for label in m.SPLIT) if split else legend
+    return f"{legend} " + " ".join(f"${{{label}}}" for label in labels) if split else legend
 
 
 def _widget(p: Panel) -> dict:
@@ -130,7 +182,7 @@ def _widget(p: Panel) -> dict:
         "dataSets": [{
             "plotType": "LINE",
             "targetAxis": "Y1",
-            "legendTemplate": legend_template(legend, p.split),
+            "legendTemplate": legend_template(legend, p.split, p.split_labels),
             "timeSeriesQuery": {"prometheusQuery": q, **({"unitOverride": p.unit} if p.unit else {})},
         } for legend, q in p.queries],
         "yAxis": {"scale": "LINEAR"},

@@ -151,6 +151,14 @@ class PodResources:
 
 
 @dataclass(frozen=True)
+class PodPeer:
+    """Pods of another namespace admitted to the vLLM port (the in-cluster benchmark Job, components/bench_job.py)."""
+
+    namespace: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
 class ModelServerArgs:
     role: str
     release: ReleaseInfo
@@ -185,6 +193,8 @@ class ModelServerArgs:
     contract_max_output_tokens: int
     #: PVC of the release's Hyperdisk ML volume; required when the pool loads via ``hyperdisk_ml``.
     hyperdisk_claim: str | None = None
+    #: Pods outside the gateway path admitted to the vLLM port (none by default).
+    clients: tuple[PodPeer, ...] = ()
 
     def __post_init__(self) -> None:
         if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
@@ -455,7 +465,8 @@ def _tcp(*ports: int) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
     return [k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=p) for p in ports]
 
 
-def network_policy_spec(role: str, proxy_only_cidr: str) -> k8s.networking.v1.NetworkPolicySpecArgs:
+def network_policy_spec(role: str, proxy_only_cidr: str,
+                        clients: tuple[PodPeer, ...] = ()) -> k8s.networking.v1.NetworkPolicySpecArgs:
     net = k8s.networking.v1
     ns_in = lambda names: meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(  # noqa: E731
         key="kubernetes.io/metadata.name", operator="In", values=list(names))])
@@ -471,6 +482,10 @@ def network_policy_spec(role: str, proxy_only_cidr: str) -> k8s.networking.v1.Ne
             # Managed Prometheus collectors scrape /metrics.
             net.NetworkPolicyPeerArgs(namespace_selector=ns_in(GMP_NAMESPACES),
                                       pod_selector=meta.LabelSelectorArgs(match_labels=GMP_COLLECTOR_LABELS)),
+            # Named clients in their own namespace (the benchmark Job while it measures this pool).
+            *[net.NetworkPolicyPeerArgs(namespace_selector=ns_in([c.namespace]),
+                                        pod_selector=meta.LabelSelectorArgs(match_labels=dict(c.labels)))
+              for c in clients],
         ]),
     ]
     egress = [
@@ -522,7 +537,7 @@ class ModelServer(Component):
             opts=child)
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=meta_of(deployment),
-            spec=network_policy_spec(args.role, args.proxy_only_cidr), opts=child)
+            spec=network_policy_spec(args.role, args.proxy_only_cidr, args.clients), opts=child)
 
         self.role = args.role
         self.release_id = args.release.release

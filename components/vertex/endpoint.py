@@ -17,7 +17,10 @@ What it creates, and why each piece is shaped the way it is:
   has neither ``serviceAccount`` (co-hosted containers could not read the weights through a bucket-only grant)
   nor ``reservationAffinity``.
 * A dedicated service account the containers run as, holding ``roles/storage.objectViewer`` on the weights
-  bucket only (and, when configured, Artifact Registry read on the one image repository): no project-level role.
+  bucket only, and with ``weights_prefixes`` only on those release folders (an IAM condition on the object name;
+  listings, whose resource is the bucket, are matched by the ``storage.googleapis.com/objectListPrefix`` attribute,
+  Cloud Storage "IAM Conditions" attributes), and, when configured, Artifact Registry read on the one image
+  repository: no project-level role.
 * Caller IAM on the endpoint itself (``gcp.vertex.AiEndpointIamMember``), configured members only.
 
 Prerequisites outside this component (cannot be created from here without project-wide grants):
@@ -58,6 +61,12 @@ CALLER_ROLE = "roles/aiplatform.user"
 _MEMBER_RE = re.compile(r"^(user|group|serviceAccount|domain|principal|principalSet):[!-~]+\Z")
 _PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 _ROLE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,19}\Z")
+#: A release folder inside the weights bucket (``<model>/<revision>``), without leading or trailing '/'.
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*\Z")
+#: The request attribute a Cloud Storage IAM condition reads the prefix of an ``objects.list`` call from (its
+#: resource is the bucket, so ``resource.name`` cannot match a folder); the same attribute the benchmark Job's
+#: grant uses (components/bench_job.py).
+LIST_PREFIX_ATTRIBUTE = "storage.googleapis.com/objectListPrefix"
 _ENDPOINT_ID_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 #: Service account ids: 6-30 characters, lowercase letter first (IAM naming rules).
 _ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
@@ -124,6 +133,8 @@ class VertexServingArgs:
     inference_timeout_seconds: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
+    #: Release folders (``<model>/<revision>``) the serving account may read; empty: the whole bucket.
+    weights_prefixes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         problems = serving_problems(self)
@@ -171,6 +182,11 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
             elif not _MEMBER_RE.match(member):
                 problems.append(f"caller_members: {member!r} is not an IAM member (user:, group:, serviceAccount:, "
                                 "domain:, principal:, principalSet:)")
+    for prefix in args.weights_prefixes:
+        if not _PREFIX_RE.match(prefix):
+            problems.append(f"weights_prefixes: {prefix!r} is not <model>/<revision> (no leading or trailing '/')")
+    if len(set(args.weights_prefixes)) != len(args.weights_prefixes):
+        problems.append(f"weights_prefixes: duplicates in {list(args.weights_prefixes)}")
     if args.inference_timeout_seconds is not None and args.inference_timeout_seconds <= 0:
         problems.append("inference_timeout_seconds must be > 0")
     try:
@@ -178,6 +194,19 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     except rq.VertexRequestError as err:
         problems.append(f"labels: {err}")
     return problems
+
+
+def weights_condition(bucket: str, prefixes: tuple[str, ...], endpoint_id: str
+                      ) -> gcp.storage.BucketIAMMemberConditionArgs:
+    """Objects of the release folders, and listings under them (the verifier and the streamer list each folder)."""
+    folders = [f"{p}/" for p in prefixes]
+    expression = " || ".join(
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{f}") || '
+        f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{f}")' for f in folders)
+    return gcp.storage.BucketIAMMemberConditionArgs(
+        title=f"{endpoint_id}-release-folders"[:100],
+        description=("Read " + ", ".join(f"gs://{bucket}/{f}" for f in folders) + " only: the served releases")[:256],
+        expression=expression)
 
 
 def service_account_email(project: str, account_id: str) -> str:
@@ -215,6 +244,8 @@ class VertexServing(Component):
         member = self.service_account.email.apply(lambda e: f"serviceAccount:{e}")
         self.weights_reader = gcp.storage.BucketIAMMember(
             f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE, member=member,
+            condition=None if not args.weights_prefixes else pulumi.Output.from_input(args.weights_bucket).apply(
+                lambda b: weights_condition(b, args.weights_prefixes, args.endpoint_id)),
             opts=self._child())
         grants: list[pulumi.Resource] = [self.weights_reader]
         self.image_reader: gcp.artifactregistry.RepositoryIamMember | None = None
@@ -313,7 +344,7 @@ class VertexServing(Component):
         return self.service_account.email.apply(lambda e: rq.upload_model_request(model, service_account=e))
 
     def _deployed_model(self, d: VertexDeployment) -> pulumi.Output[Mapping[str, Any]]:
-        display = f"{d.role}-{d.model.display_name}"[:128]
+        display = rq.deployed_model_display_name(d.role, d.model.display_name)
         placement = d.placement
         if isinstance(placement, rq.DedicatedResources):
             return self.service_account.email.apply(lambda e: rq.deployed_model(

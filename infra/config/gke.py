@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .base import MAX_NODES, Strict, check
+from .bench import BenchConfig
 
 #: Oldest GKE version this program supports. GKE installs the InferencePool CRD itself from
 #: ``1.34.0-gke.1626000`` (GAIE releases and the llm-d GKE guide, llm-d guides/prereq/gateways/gke.md), and the program never creates
@@ -241,6 +242,9 @@ class GkeConfig(Strict):
     protect: bool = Field(False, description=(
         "Protect stateful resources (cluster, reservations, weights bucket, Hyperdisk ML disks) from deletion: "
         "Pulumi ``protect`` plus the cluster's deletion protection. Required in prod."))
+    bench: BenchConfig | None = Field(None, description=(
+        "Optional in-cluster benchmark Job of one pool (``llm-serving bench`` from inside the cluster, its record "
+        "written create-only to ``gs://<weights bucket>/measurements/``); absent = no Job."))
 
     @model_validator(mode="after")
     def _version(self) -> "GkeConfig":

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from .base import MAX_NODES, Strict, check
 from .model_server import ModelServerOptions
+from .pool import MEASUREMENTS_DIR, PoolCommon  # noqa: F401  (re-exported)
 
 LoadingPath = Literal["gcs_streaming", "hyperdisk_ml", "gcs_fuse"]
 
@@ -36,57 +37,32 @@ class WeightLoading(Strict):
         "Run:ai streamer reader threads per process (``--model-loader-extra-config {\"concurrency\": N}``)."))
 
 
-#: Where measurement records live (``llm-serving bench --record``), relative to the project root.
-MEASUREMENTS_DIR = "stacks/measurements"
-
-
-class PoolCommon(Strict):
-    """What every pool states whatever it runs on: the release, its traffic share, replica bounds, the memory
-    share vLLM may take, and an optional measurement. Target-specific keys live in the target's pool type."""
-
-    target: str = Field(description="Serving target of this pool; selects the pool type.")
-    release: str = Field(description="Release id served by this pool.")
-    weight: Annotated[int, Field(ge=0, le=100)] = Field(description=(
-        "Percent of traffic routed to this pool by the target's weight split (stable + canary = 100)."))
-    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Warm minimum replicas (>= 2 in prod).")
-    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
-        "Replica ceiling (bounded by the reservation; at most the 1,000 nodes a GKE node pool holds per zone)."))
-    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(0.90, description=(
-        "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."))
-    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(2.0, description=(
-        "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
-        "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
-        "``max_num_batched_tokens`` or multimodal models."))
-    measured: Annotated[str, Field(pattern=r"^stacks/measurements/[A-Za-z0-9._-]+\.json$")] | None = Field(None, description=(
-        "Measurement record of this pool's release on its topology (``stacks/measurements/<name>.json``, written "
-        "by ``llm-serving bench --record``): θ_o and θ_i at its operating point size the pool. It must have "
-        "measured exactly this release, image, vLLM version, accelerator and rendered arguments. Absent = "
-        "unmeasured: no replica or cost figure is invented."))
-    measured_with_adapted_args: Annotated[str, Field(min_length=10, max_length=300)] | None = Field(None, description=(
-        "Accept a record whose server ran other arguments than the rendered ones (e.g. a CPU-adapted run), giving "
-        "why; dev only: its θ describes another configuration than the one deployed."))
-
-    @model_validator(mode="after")
-    def _bounds(self) -> "PoolCommon":
-        check([("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
-              if self.max_replicas < self.min_replicas else [])
-        return self
-
-
 class GkePool(PoolCommon):
     """A pool of vLLM pods on GKE GPU nodes behind the GKE Inference Gateway."""
 
     target: Literal["gke"] = Field(description=(
         "``gke``: vLLM Deployments on a GPU node pool, routed by the GKE Inference Gateway."))
+    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Warm minimum replicas (>= 2 in prod).")
+    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
+        "Replica ceiling (bounded by the reservation; at most the 1,000 nodes a GKE node pool holds per zone)."))
     accelerator: str = Field(description="Accelerator topology key (``accelerators.<key>``) this pool runs on.")
     loading: WeightLoading = Field(description="Weight loading path and its stated throughput.")
     model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
         "How this pool's vLLM pods run on GKE (resources, probe margins, drain, LoRA / speculative decoding); every "
         "field has a default."))
 
+    @model_validator(mode="after")
+    def _bounds(self) -> "GkePool":
+        check([("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
+              if self.max_replicas < self.min_replicas else [])
+        return self
 
-#: A serving pool, by target. More targets join this union (a pydantic discriminated union on ``target``).
-ServingPool = GkePool
+
+from .cloud_run import CloudRunPool  # noqa: E402  (it derives from PoolCommon like GkePool)
+from .vertex import VertexPool  # noqa: E402  (likewise)
+
+#: A serving pool, by target: a pydantic discriminated union on ``target`` (``gke`` | ``cloud_run`` | ``vertex``).
+ServingPool = Annotated[GkePool | CloudRunPool | VertexPool, Field(discriminator="target")]
 
 
 #: An OpenAI ``model`` value: what clients send. Lower-case so it cannot collide with a release id by case only.

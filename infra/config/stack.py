@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 
 from .accelerator import AcceleratorTopology
+from .cloud_run import CloudRunConfig
+from .cohosting import GROUP_KEY_PATTERN, CoHostedGroup
 from .base import NAMESPACE, PROJECT_ID_PATTERN, ConfigIssue, FieldErrors, Strict
 from .documents import DocumentError, load_json_file
 from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
@@ -27,6 +29,7 @@ from .gke import GkeConfig
 from .observability import Observability
 from .release import ReleaseIdentity
 from .serving import ServingPool, ServingPools
+from .vertex import VertexConfig
 
 Environment = Literal["dev", "staging", "prod"]
 
@@ -45,7 +48,7 @@ class StackConfig(Strict):
     releases: Annotated[list[ReleaseIdentity], Field(min_length=1)] = Field(description=(
         "Immutable releases, inline or as JSON file paths relative to the project root."))
     accelerators: dict[str, AcceleratorTopology] = Field({}, description=(
-        "Accelerator topologies by key; required by pools that run on GPU machines (``gke``)."))
+        "Accelerator topologies by key; required by pools that run on GPU machines (``gke``, ``vertex``)."))
     serving: ServingPools = Field(description="Stable and canary serving pools.")
     gke: GkeConfig | None = Field(None, description=(
         "The Google Cloud platform of the ``gke`` target: network, GKE cluster, registry, weight stores; required "
@@ -55,6 +58,16 @@ class StackConfig(Strict):
     gateway: GatewayConfig | None = Field(None, description=(
         "GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor; required when a pool "
         "targets ``gke``."))
+    cloud_run: CloudRunConfig | None = Field(None, description=(
+        "The Cloud Run service the ``cloud_run`` pools are tagged revisions of: name, image repository, metrics "
+        "collector image, optional hub-token secret; required when a pool targets ``cloud_run``."))
+    vertex: VertexConfig | None = Field(None, description=(
+        "The Vertex AI endpoint the ``vertex`` pools are deployed models of: endpoint id, dedicated or Private "
+        "Service Connect access, caller members, image repository; required when a pool or a co-hosted group "
+        "targets ``vertex``."))
+    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], CoHostedGroup] = Field({}, description=(
+        "Co-hosted groups by key: several releases (different models allowed) sharing one accelerator set, each "
+        "with its GPU-memory partition, instance count and public model name."))
 
     # ---- look-ups -------------------------------------------------------------------------------
     def release(self, release_id: str) -> ReleaseIdentity:
@@ -67,8 +80,9 @@ class StackConfig(Strict):
         return self.serving.items()
 
     def targets(self) -> frozenset[str]:
-        """The serving targets the stack's pools name."""
-        return frozenset(pool.target for _, pool in self.pools())
+        """The serving targets the stack's pools and co-hosted groups name."""
+        return frozenset(pool.target for _, pool in self.pools()) | frozenset(
+            g.target for g in (self.cohosting or {}).values())
 
 
 # ---- key paths ------------------------------------------------------------------------------------
@@ -111,7 +125,10 @@ def _strip_union_tags(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tu
             current = None if not isinstance(part, int) else current
             continue
         annotation = current.model_fields[str(part)].annotation
-        while True:  # unwrap Optional / list / dict to the model the next location step belongs to
+        while True:  # unwrap Optional / Annotated / list / dict to the model the next location step belongs to
+            if typing.get_origin(annotation) is Annotated:
+                annotation = typing.get_args(annotation)[0]
+                continue
             args = [a for a in typing.get_args(annotation) if a is not type(None)]
             tags = _union_tags(annotation)
             if tags is not None:
@@ -158,7 +175,8 @@ def _issues_from_validation(err: ValidationError, prefix: tuple[str | int, ...] 
         ctx_err = (e.get("ctx") or {}).get("error")
         if isinstance(ctx_err, FieldErrors):
             for field, msg in ctx_err.problems:
-                sub: tuple[str | int, ...] = tuple(field.split(".")) if field else ()
+                # A numeric segment is a list index (``invoker_members.0`` -> ``invoker_members[0]``).
+                sub: tuple[str | int, ...] = tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
                 issues.append(ConfigIssue(key_path(loc + sub), msg))
             continue
         msg = e["msg"]

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..planning.capacity import PoolCapacity
-from ..planning.plan import StackPlan
+from ..planning.plan import CloudRunPoolPlan, StackPlan, VertexPoolPlan
+
+if TYPE_CHECKING:
+    from ..config.stack import StackConfig
 
 
 def _measured(plan: StackPlan, role: str) -> str:
@@ -44,6 +48,33 @@ def render_table(plan: StackPlan) -> str:
     if any(plan.pools[r].capacity.cost_per_million_input_tokens_usd is not None for r in roles):
         row("$ per 1M input tokens (prefill-bound)", lambda p: "-" if p.cost_per_million_input_tokens_usd is None
             else f"${p.cost_per_million_input_tokens_usd:.2f}")
+    runs = {r: p.cloud_run for r, p in plan.pools.items() if isinstance(p, CloudRunPoolPlan)}
+    if runs:
+        def run_row(label: str, fn: Callable[..., str]) -> None:
+            rows.append((label, [fn(runs[r]) if r in runs else "-" for r in roles]))
+
+        run_row("Cloud Run instance", lambda c: f"{c.gpu} x{c.gpu_count}, {c.cpu} vCPU, {c.memory_gib} GiB"
+                f"{', no zonal redundancy' if c.zonal_redundancy_disabled else ''}")
+        run_row("cold load (copy / verify / read / init)", lambda c: f"{c.copy_seconds:.0f} / {c.verify_seconds:.0f} / "
+                f"{c.weights_read_seconds:.0f} / {c.engine_init_seconds:.0f} s")
+        run_row("startup probe", lambda c: f"{c.probes.startup_initial_delay_seconds} s + {c.probes.startup_failure_threshold} x "
+                f"{c.probes.startup_period_seconds} s = {c.probes.startup_window_seconds} s")
+        run_row("concurrency / request timeout", lambda c: f"{c.concurrency} / {c.request_timeout_seconds} s")
+        run_row("instance price", lambda c: f"${c.instance_second_usd:.6f}/s (${c.instance_hourly_usd:.2f}/h)")
+        run_row("cold start cost", lambda c: f"${c.cold_start_usd:.4f} per cold start (min instances {c.min_instances}"
+                f"{': scale to zero, the first request after idle waits it' if c.min_instances == 0 else ''})")
+    vertex = {r: p.vertex for r, p in plan.pools.items() if isinstance(p, VertexPoolPlan)}
+    if vertex:
+        def vx_row(label: str, fn: Callable[..., str]) -> None:
+            rows.append((label, [fn(vertex[r]) if r in vertex else "-" for r in roles]))
+
+        vx_row("Vertex machine", lambda v: f"{v.machine_type} ({v.accelerator_count} x {v.gpu_type})"
+               f"{', Spot' if v.spot else ''}")
+        vx_row("reservation", lambda v: v.reservation_resource or "none")
+        vx_row("Vertex replicas", lambda v: f"{v.min_replicas}..{v.max_replicas} ({v.max_reason})")
+        vx_row("autoscaling", lambda v: f"{v.autoscaling_signal} target {v.autoscaling_target}")
+        vx_row("startup probe / deployment timeout", lambda v: f"{v.startup_failure_threshold} x "
+               f"{v.startup_period_seconds} s = {v.startup_window_seconds} s / {v.deployment_timeout_seconds} s")
     width = max(len(label) for label, _ in rows)
     colw = [max(len(r), *(len(vals[i]) for _, vals in rows)) for i, r in enumerate(roles)]
     out = [" " * width + "  " + "  ".join(r.ljust(colw[i]) for i, r in enumerate(roles))]
@@ -53,7 +84,54 @@ def render_table(plan: StackPlan) -> str:
         reserved = "no reservation" if a.reserved_nodes is None else f"{a.reserved_nodes} reserved"
         out.append(f"nodes on {name}: {a.nodes_for_max_replicas} at max replicas ({a.max_replicas}), "
                    f"{a.nodes_for_max_plus_surge} with rollout surge; {reserved}")
+    for key, g in sorted(plan.cohosting.items()):
+        m = g.machine
+        lay = g.layout
+        out.append(f"co-hosted group {key} ({g.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
+                   f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
+                   f"{', '.join(f'{x:g}' for x in lay.partition_sum_per_gpu)} (at most 1 - transient reserve "
+                   f"{lay.transient_reserve:g} = {1 - lay.transient_reserve:g})")
+        for model in g.models:
+            p = model.placement
+            out.append(f"  {p.model_name} ({p.release}): partition {p.partition:g} = {p.preallocated_gib_per_gpu:.2f} "
+                       f"GiB/GPU, {p.instances} x TP {p.tensor_parallel_size} on GPUs "
+                       f"{' '.join(str(list(x)) for x in p.gpus)}; weights {p.weight_shard_gib_per_gpu:.2f} GiB/GPU, "
+                       f"KV budget {p.kv_budget_gib_per_gpu:.2f} GiB/GPU; {p.max_seqs_at_mean_context} seqs @ "
+                       f"{p.mean_context_tokens:g} (useful {p.useful_concurrency}), {p.max_seqs_at_max_model_len} seqs "
+                       f"@ max_model_len {p.max_model_len}")
     for r in roles:
         for w in plan.pools[r].capacity.warnings:
             out.append(f"warning [{r}]: {w}")
     return "\n".join(line.rstrip() for line in out)
+
+
+def render_recipes(cfg: "StackConfig") -> str:
+    """``capacity --recipes``: for every release a pool or co-hosted group serves, on that pool's (group's) machine
+    shape, the (instances x TP) layouts that fit memory with per-instance concurrency. Offline and unmeasured: the
+    benchmark picks the operating point of each candidate on a GPU."""
+    from ..planning.cohosting import recipes
+    from ..planning.plan import release_geometry
+
+    pairs: list[tuple[str, str]] = []
+    for _, pool in cfg.pools():
+        acc = getattr(pool, "accelerator", None)
+        if isinstance(acc, str) and acc in cfg.accelerators:
+            pairs.append((pool.release, acc))
+    for g in (cfg.cohosting or {}).values():
+        pairs += [(m.release, g.accelerator) for m in g.models if g.accelerator in cfg.accelerators]
+    mean = cfg.contract.prompt_tokens.mean + cfg.contract.output_tokens.mean
+    lines: list[str] = []
+    for release, key in sorted(set(pairs)):
+        rel, acc = cfg.release(release), cfg.accelerators[key]
+        lines.append(f"{release} on {key} ({acc.machine_type}, {acc.gpus_per_node} x {acc.gpu_type} of "
+                     f"{acc.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:")
+        found = recipes(release_geometry(rel), rel.max_model_len, acc.gpus_per_node, acc.gpu_memory_gib, mean)
+        if not found:
+            lines.append("  no layout fits memory")
+        lines.append("  instances x TP  per GPU set  partition  KV/GPU      seqs/instance @ mean  @ max_model_len  "
+                     "machine @ mean")
+        for r in found:
+            lines.append(f"  {r.instances:>3} x TP {r.tensor_parallel_size:<3}   {r.instances_per_gpu_set:>2}        "
+                         f"   {r.partition:<9g}  {r.kv_budget_gib_per_gpu:6.2f} GiB  {r.max_seqs_at_mean_context:>20}  "
+                         f"{r.max_seqs_at_max_model_len:>15}  {r.machine_seqs_at_mean_context:>14}")
+    return "\n".join(lines)

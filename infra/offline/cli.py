@@ -3,6 +3,7 @@
     llm-serving plan --stack dev [--out DIR]     run the real program under mocks; write inventory,
                                                  manifests and capacity; print a summary
     llm-serving capacity --stack prod            the planner's table alone
+    llm-serving capacity --stack prod --recipes  the (instances x TP) layouts that fit each pool's machine
     llm-serving policy --stack prod [--out DIR]  the policy pack via the Analyzer gRPC protocol;
                                                  exit 1 on a mandatory violation
     llm-serving diff OLD_DIR NEW_DIR             added / removed / changed resources, replacements flagged
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..config import ConfigError
 from ..resolve import ResolvedStack, resolve_stack
 from .analyzer import PolicyConfigError
-from .capacity_table import render_table
+from .capacity_table import render_recipes, render_table
 from .inventory import Inventory, InventoryError
 from .plan_diff import PlanDiffError
 from .planrun import OWNED_FILES, OutputDirError, PlanRun, add_owned_file, owned_files, run_plan, summary, write_plan
@@ -108,7 +109,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
-    print(render_table(resolve(args.stack, args.stacks_dir).plan))
+    resolved = resolve(args.stack, args.stacks_dir)
+    print(render_recipes(resolved.config) if args.recipes else render_table(resolved.plan))
     return 0
 
 
@@ -194,6 +196,9 @@ def parser() -> argparse.ArgumentParser:
     sq.add_argument("--policy-config", help="policy config file (default policies/config/<environment>.json)")
     sq.set_defaults(fn=cmd_policy)
     sc = sub.add_parser("capacity", parents=[common], help="print the capacity planner's table for a stack")
+    sc.add_argument("--recipes", action="store_true", help=(
+        "list, per served release and machine shape, the (instances x TP) layouts that fit memory with their "
+        "per-instance concurrency (offline; the benchmark measures each on a GPU)"))
     sc.set_defaults(fn=cmd_capacity)
     sd = sub.add_parser("diff", help="added / removed / changed resources between two plans, replacements flagged")
     sd.add_argument("dirs", nargs="*", metavar="PLAN_DIR", help="<old-plan-dir> <new-plan-dir>")

@@ -40,6 +40,7 @@ class Rule:
 
 
 _REGISTRY: list[Rule] = []
+_DISCOVERED: list[bool] = []
 
 
 def rule(*, needs: Iterable[str], target: str | None = None, plan: bool = False) -> Callable[[Check], Check]:
@@ -59,8 +60,9 @@ def _discover() -> None:
 
 def rules() -> list[Rule]:
     """Every registered rule, in a stable order."""
-    if not _REGISTRY:
+    if not _DISCOVERED:  # not "registry empty": importing one rule module directly must not hide the others
         _discover()
+        _DISCOVERED.append(True)
     return sorted(_REGISTRY, key=lambda r: r.name)
 
 

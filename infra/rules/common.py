@@ -3,15 +3,16 @@ capacity, cache compatibility of a weight split, and who alerts notify."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ..config.accelerator import zone_region
 from ..config.release import ReleaseIdentity
+from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from . import Finding, rule
 
-#: Minimum warm replicas per serving pool in prod: scaling from zero is a poor default for an interactive SLO,
-#: and one replica cannot survive its own rollout or node loss.
+#: Minimum warm replicas per GKE serving pool in prod: scaling from zero is a poor default for an interactive SLO,
+#: and one replica cannot survive its own rollout or node loss. (Cloud Run pools: ``cloud_run.py``.)
 PROD_MIN_WARM_REPLICAS = 2
 
 
@@ -72,7 +73,7 @@ def prod_keeps_warm_replicas(cfg: StackConfig) -> Iterator[Finding]:
     if cfg.environment != "prod":
         return
     for role, pool in cfg.pools():
-        if pool.min_replicas < PROD_MIN_WARM_REPLICAS:
+        if isinstance(pool, GkePool) and pool.min_replicas < PROD_MIN_WARM_REPLICAS:
             yield (("serving", role, "min_replicas"),
                    f"prod keeps at least {PROD_MIN_WARM_REPLICAS} warm replicas per pool, got {pool.min_replicas}")
 
@@ -121,3 +122,20 @@ def prod_notifies_someone(cfg: StackConfig) -> Iterator[Finding]:
     if cfg.environment == "prod" and not cfg.observability.alerts.notification_channels:
         yield (("observability", "alerts", "notification_channels"),
                "prod must name at least one notification channel: an alert nobody receives is not an alert")
+
+
+def placement_findings(cfg: StackConfig, names: Iterable[str], pools: str) -> Iterator[Finding]:
+    """The named accelerators sit in the stack's region and zones; in prod they are neither Spot nor without a
+    specific reservation. ``pools`` names what consumes them in the message ("GPU pools", "Vertex pools")."""
+    for name in names:
+        acc = cfg.accelerators[name]
+        if zone_region(acc.zone) != cfg.region:
+            yield ("accelerators", name, "zone"), f"zone {acc.zone!r} is not in region {cfg.region!r}"
+        elif acc.zone not in cfg.zones:
+            yield ("accelerators", name, "zone"), f"zone {acc.zone!r} is not one of the stack's zones {cfg.zones}"
+        if cfg.environment == "prod":
+            if acc.spot:
+                yield ("accelerators", name, "spot"), "Spot VMs are not allowed in prod: they are preempted without notice"
+            elif acc.reservation is None:
+                yield (("accelerators", name, "reservation"),
+                       f"prod {pools} must consume a specific zonal reservation (quota is not capacity)")

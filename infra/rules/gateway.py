@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from components.gateway.charts import vllm_kv_cache_metrics
 
 from ..config.gateway import MODEL_ARMOR_TEMPLATE_RE
+from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from . import Finding, rule
 
@@ -40,8 +41,8 @@ def picker_scrapes_exported_kv_metric(cfg: StackConfig) -> Iterator[Finding]:
         return
     ids = {r.release for r in cfg.releases}
     for role, pool in cfg.pools():
-        if pool.release not in ids:
-            continue  # reported by the serving rules
+        if not isinstance(pool, GkePool) or pool.release not in ids:
+            continue  # another target's pool, or reported by the serving rules
         rel = cfg.release(pool.release)
         exported = vllm_kv_cache_metrics(rel.vllm_version)
         if gw.epp.kv_cache_metric not in exported:

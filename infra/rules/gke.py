@@ -10,11 +10,12 @@ from collections.abc import Iterator
 
 from components.registry import registry_prefix
 
-from ..config.accelerator import zone_region
+from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from ..planning import capacity
 from ..planning.plan import StackPlan, release_geometry
 from . import Finding, rule
+from .common import placement_findings
 
 TARGET = "gke"
 #: Accelerator keys become resource names: node pool ``gpu-<key>`` (<= 40 chars) and node service account
@@ -23,7 +24,12 @@ ACCELERATOR_KEY_RE = re.compile(r"^[a-z]([-a-z0-9]{0,20}[a-z0-9])?\Z")
 
 
 def _gke_roles(cfg: StackConfig) -> str:
-    return ", ".join(role for role, pool in cfg.pools() if pool.target == TARGET)
+    return ", ".join(role for role, _ in _gke_pools(cfg))
+
+
+def _gke_pools(cfg: StackConfig) -> list[tuple[str, GkePool]]:
+    """The pools of this target (a stack may also have pools of another target)."""
+    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, GkePool)]
 
 
 # An absent optional section validates as None; a section that failed is not "valid", so these rules stay
@@ -42,7 +48,7 @@ def gateway_section_present(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"serving", "accelerators"})
 def pools_name_known_accelerators(cfg: StackConfig) -> Iterator[Finding]:
-    for role, pool in cfg.pools():
+    for role, pool in _gke_pools(cfg):
         if pool.accelerator not in cfg.accelerators:
             yield (("serving", role, "accelerator"),
                    f"unknown accelerator {pool.accelerator!r}; known: {', '.join(sorted(cfg.accelerators))}")
@@ -68,17 +74,7 @@ def reservation_names_are_unique(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"accelerators", "region", "zones", "environment"})
 def accelerators_fit_stack(cfg: StackConfig) -> Iterator[Finding]:
-    for name, acc in cfg.accelerators.items():
-        if zone_region(acc.zone) != cfg.region:
-            yield ("accelerators", name, "zone"), f"zone {acc.zone!r} is not in region {cfg.region!r}"
-        elif acc.zone not in cfg.zones:
-            yield ("accelerators", name, "zone"), f"zone {acc.zone!r} is not one of the stack's zones {cfg.zones}"
-        if cfg.environment == "prod":
-            if acc.spot:
-                yield ("accelerators", name, "spot"), "Spot VMs are not allowed in prod: they are preempted without notice"
-            elif acc.reservation is None:
-                yield (("accelerators", name, "reservation"),
-                       "prod GPU pools must consume a specific zonal reservation (quota is not capacity)")
+    yield from placement_findings(cfg, cfg.accelerators, "GPU pools")
     for name in cfg.accelerators:
         if not ACCELERATOR_KEY_RE.match(name):
             yield (("accelerators", name), "accelerator keys name the node pool gpu-<key> and its service account "
@@ -88,7 +84,7 @@ def accelerators_fit_stack(cfg: StackConfig) -> Iterator[Finding]:
 @rule(target=TARGET, needs={"serving", "accelerators"})
 def shared_gpu_memory_below_one(cfg: StackConfig) -> Iterator[Finding]:
     """Servers sharing one physical GPU each take their --gpu-memory-utilization share of it."""
-    for role, pool in cfg.pools():
+    for role, pool in _gke_pools(cfg):
         acc = cfg.accelerators.get(pool.accelerator)
         sharing = acc.gpu_sharing if acc is not None else None
         if sharing is None:
@@ -107,7 +103,7 @@ def reservation_holds_max_plus_surge(cfg: StackConfig, plan: StackPlan) -> Itera
     surge replica per pool. Checked only when every pool on the topology planned."""
     for name, ap in sorted(plan.accelerators.items()):
         acc = cfg.accelerators[name]
-        on_it = [role for role, pool in cfg.pools() if pool.accelerator == name]
+        on_it = [role for role, pool in _gke_pools(cfg) if pool.accelerator == name]
         if acc.reservation is None or any(role not in plan.pools for role in on_it):
             continue
         a = ap.capacity
@@ -168,7 +164,7 @@ def hyperdisk_volumes_fit(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding
     hd = g.weights.hyperdisk_ml
     disks = plan.hyperdisk_releases
     ids = {r.release for r in cfg.releases}
-    for role, pool in cfg.pools():
+    for role, pool in _gke_pools(cfg):
         if pool.loading.path != "hyperdisk_ml":
             continue
         if hd is None:

@@ -7,8 +7,11 @@ from collections.abc import Iterator
 
 from ..config.measurement import args_sha256, identity_differences
 from ..config.stack import StackConfig
-from ..planning.plan import StackPlan
+from ..planning.plan import CloudRunPoolPlan, StackPlan
 from . import Finding, rule
+
+#: What a Cloud Run pool's record names as its machine: Cloud Run has no machine type, only the GPU shape.
+CLOUD_RUN_MACHINE = "cloud-run"
 
 
 class _PoolFacts:
@@ -20,9 +23,12 @@ class _PoolFacts:
         self.release = p.release.release
         self.image_digest = p.release.digest
         self.vllm_version = p.release.vllm_version
-        self.machine_type = acc.machine_type if acc else ""
-        self.gpu_type = acc.gpu_type if acc else ""
-        self.gpus_per_node = acc.gpus_per_node if acc else 0
+        if isinstance(p, CloudRunPoolPlan):
+            self.machine_type, self.gpu_type, self.gpus_per_node = CLOUD_RUN_MACHINE, p.cloud_run.gpu, p.cloud_run.gpu_count
+        else:
+            self.machine_type = acc.machine_type if acc else ""
+            self.gpu_type = acc.gpu_type if acc else ""
+            self.gpus_per_node = acc.gpus_per_node if acc else 0
         self.tensor_parallel_size = p.release.tensor_parallel_size
         self.vllm_args = tuple(p.vllm_args)
         self.vllm_args_sha256 = args_sha256(p.vllm_args)
@@ -40,21 +46,27 @@ def adapted_args_only_in_dev(cfg: StackConfig) -> Iterator[Finding]:
                    f"not in {cfg.environment}: a record of another server configuration may only size a dev stack")
 
 
+def _differences(cfg: StackConfig, plan: StackPlan, role: str) -> list[str]:
+    """How the pool's record differs from what the pool deploys (empty: it measured this pool)."""
+    pool = dict(cfg.pools())[role]
+    return list(identity_differences(plan.measurements[role], _PoolFacts(cfg, plan, role),
+                                     accept_served=pool.measured_with_adapted_args is not None))
+
+
 @rule(needs={"serving", "releases", "accelerators"}, plan=True)
 def measurement_matches_pool(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """The record measured this release on this topology with these arguments, and found an operating point."""
     for role, record in sorted(plan.measurements.items()):
         pool = dict(cfg.pools())[role]
         where = ("serving", role, "measured")
-        for diff in identity_differences(record, _PoolFacts(cfg, plan, role),
-                                         accept_served=pool.measured_with_adapted_args is not None):
+        for diff in _differences(cfg, plan, role):
             yield where, f"{pool.measured} measured another configuration: {diff}"
         if record.operating_point is None:
             yield where, (f"{pool.measured} has no operating point ({record.no_operating_point_reason}): "
                           "nothing to size the pool from")
 
 
-@rule(needs={"serving"}, plan=True)
+@rule(needs={"serving", "releases", "accelerators"}, plan=True)
 def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """replicas = max(decode, prefill) + 1 at the contract's peak share of this pool: the HPA's warm minimum must
     hold them (a cold replica takes a cold load to arrive), and its maximum must reach them."""
@@ -62,6 +74,8 @@ def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> 
         cap = p.capacity
         if cap.required_replicas is None:
             continue
+        if role in plan.measurements and _differences(cfg, plan, role):
+            continue  # a refused record sizes nothing: only its mismatch is reported
         need = (f"{cap.required_replicas} replicas (decode {cap.decode_replicas}, prefill {cap.prefill_replicas}, "
                 f"+ 1 for a replica failure) at this pool's peak share of the contract's arrival rate")
         if p.min_replicas < cap.required_replicas:

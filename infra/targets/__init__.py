@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from components.project import PLATFORM_SERVICES
+
 from ..resolve import ResolvedStack
-from . import gke
+from . import cloud_run, gke, vertex
 
 #: target -> compose(resolved, shared) -> the target's stack outputs.
 COMPOSERS: dict[str, Callable[..., dict[str, object]]] = {
     gke.TARGET: gke.compose,
+    cloud_run.TARGET: cloud_run.compose,
+    vertex.TARGET: vertex.compose,
+}
+
+#: target -> the Google APIs its resources are created through (the project services enable their union).
+SERVICES: dict[str, tuple[str, ...]] = {
+    gke.TARGET: PLATFORM_SERVICES,
+    cloud_run.TARGET: cloud_run.SERVICES,
+    vertex.TARGET: vertex.SERVICES,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pulumi
 
 from components import naming
+from components.bench_job import BenchJob, BenchJobArgs, client_peer
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, GatewaySpec, IapSpec, ModelArmorSpec,
@@ -29,6 +30,7 @@ from ..config.gke import GkeConfig
 from ..config.observability import Autoscaling, NotificationChannel
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
+from ..planning.bench import bench_deadline
 from ..planning.plan import StackPlan, verify_workers
 from ..resolve import ResolvedStack
 
@@ -154,6 +156,20 @@ def thresholds(cfg: StackConfig) -> Thresholds:
         canary_ttft_ratio=a.canary_ttft_ratio, no_traffic_minutes=a.no_traffic_minutes)
 
 
+def bench_job_args(resolved: ResolvedStack, platform: Platform, server: ModelServer) -> BenchJobArgs:
+    cfg, plan = resolved.config, resolved.plan
+    assert cfg.gke is not None and cfg.gke.bench is not None
+    b, p = cfg.gke.bench, plan.pools[server.role]
+    return BenchJobArgs(
+        stack=resolved.stack, role=server.role, release=p.release, image=b.image, quick=b.quick, rates=b.rates,
+        duration_seconds=b.duration_seconds, active_deadline_seconds=bench_deadline(b).active_deadline_seconds,
+        pool_namespace=platform.serving_namespaces[server.role], pool_selector=server.pool_selector,
+        project=cfg.project, region=cfg.region, project_number=platform.project_number,
+        workload_pool=platform.workload_pool, weights_bucket=platform.weights.bucket.name,
+        image_repository=platform.registry.repository.repository_id,
+        system_node_member=platform.gke.system_identity.member)
+
+
 # ---- composition ----------------------------------------------------------------------------------------------
 
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
@@ -165,6 +181,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
 
     # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
+    bench = cfg.gke.bench if cfg.gke is not None else None
     model_servers: dict[str, ModelServer] = {}
     for role, pool in cfg.pools():
         p = plan.pools[role]
@@ -183,7 +200,9 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             contract_max_model_len=cfg.contract.max_model_len,
             contract_max_input_tokens=cfg.contract.max_input_tokens,
             contract_max_output_tokens=cfg.contract.max_output_tokens,
-            hyperdisk_claim=platform.hyperdisk_claims.get(role)),
+            hyperdisk_claim=platform.hyperdisk_claims.get(role),
+            # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
+            clients=(client_peer(role),) if bench is not None and bench.pool == role else ()),
             opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
                 depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]])))
 
@@ -217,7 +236,16 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         # The dashboard and alert policies need the Monitoring API.
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
 
+    # Optional: the in-cluster benchmark Job of one pool (gke.bench), started once that pool's rollout is done.
+    bench_job = None
+    if bench is not None:
+        server = model_servers[bench.pool]
+        bench_job = BenchJob(naming.bench_job_name(bench.pool), bench_job_args(resolved, platform, server),
+                             opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
+                                 depends_on=[services, server])))
+
     return {
+        **({"bench": {"job": bench_job.job.metadata.name, "record_uri": bench_job.record_uri}} if bench_job else {}),
         "cluster": {"name": platform.cluster.name, "location": platform.gke.location,
                     "workload_pool": platform.workload_pool},
         "gateway": {"address": gateway.address_value, "hostnames": gateway.hostnames,

@@ -11,6 +11,7 @@ the value it cannot know and still checks everything else. Numbers arrive as pro
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -311,6 +312,36 @@ def flag_values(args: list[Any], flag: str) -> list[Any]:
     return out
 
 
+#: vLLM 0.32 flags that write request prompts / generated outputs to the server log. Both are boolean flags with a
+#: ``--no-`` form; argparse keeps the last of the two.
+PROMPT_LOGGING_FLAGS = ("--enable-log-requests", "--enable-log-outputs")
+#: Environment switches that log request or response bodies.
+PROMPT_LOGGING_ENV = ("VLLM_DEBUG_LOG_API_SERVER_RESPONSE",)
+_FALSE_VALUES = ("false", "False", False)
+
+
+def prompt_logging_flags(args: list[Any]) -> list[str]:
+    """The ``PROMPT_LOGGING_FLAGS`` an argument list leaves on: the last of ``--flag`` / ``--flag=v`` /
+    ``--no-flag`` wins, and an explicit ``false`` value counts as off."""
+    on: list[str] = []
+    for flag in PROMPT_LOGGING_FLAGS:
+        negation, state = "--no-" + flag[2:], False
+        for i, a in enumerate(args):
+            if a == negation:
+                state = False
+            elif a == flag or (isinstance(a, str) and a.startswith(flag + "=")):
+                state = flag_values(args[i:i + 2], flag)[0] not in _FALSE_VALUES
+        if state:
+            on.append(flag)
+    return on
+
+
+def prompt_logging_env(lookup: Callable[[str], Any]) -> list[tuple[str, str]]:
+    """``(name, value)`` of each ``PROMPT_LOGGING_ENV`` variable that ``lookup`` finds switched on."""
+    return [(name, val) for name in PROMPT_LOGGING_ENV
+            if isinstance(val := lookup(name), str) and val.lower() in ("1", "true", "yes")]
+
+
 def flag_value(args: list[Any], flag: str) -> Any:
     """The last value of ``--flag`` (vLLM's argparse keeps the last), or None."""
     vals = flag_values(args, flag)
@@ -530,3 +561,87 @@ def stack_validator(check: StackCheck, types: tuple[str, ...]) -> Callable[[Stac
             report_violation(message, urn or None)
 
     return validate
+
+
+# ---- Cloud Run services ------------------------------------------------------------------------------------------
+
+CLOUD_RUN_SERVICE = "gcp:cloudrunv2/service:Service"
+CLOUD_RUN_IAM = ("gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+                 "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding",
+                 "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy")
+#: run.v2 Probe defaults (discovery document): periodSeconds 10, failureThreshold 3, initialDelaySeconds 0.
+CLOUD_RUN_PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
+
+
+def cloud_run_containers(service: Res) -> list[dict[str, Any]]:
+    """The template's containers of a Cloud Run service (Pulumi names: ``commands``, ``envs``, ``volumeMounts``)."""
+    items = get(service.props, "template", "containers", default=[])
+    return [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
+
+
+def cloud_run_serving_container(service: Res) -> dict[str, Any] | None:
+    """The container the GPU is attached to (the vLLM server), else None."""
+    for c in cloud_run_containers(service):
+        if get(c, "resources", "limits", GPU_RESOURCE) is not None:
+            return c
+    return None
+
+
+def cloud_run_argv(container: dict[str, Any] | None) -> list[Any] | Any:
+    """``commands`` + ``args`` of a Cloud Run container; UNKNOWN if either is unknown."""
+    if container is None:
+        return []
+    parts: list[Any] = []
+    for key in ("commands", "args"):
+        val = get(container, key, default=[])
+        if val is UNKNOWN:
+            return UNKNOWN
+        if isinstance(val, list):
+            parts.extend(val)
+    return parts
+
+
+def vllm_serve_args(argv: list[Any]) -> list[Any] | None:
+    """What follows ``vllm serve`` in a command line (also behind a wrapper such as the release verifier's
+    ``--exec --``), or None when the command never runs ``vllm serve``."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "vllm" and argv[i + 1] == "serve":
+            return argv[i + 2:]
+    return None
+
+
+def cloud_run_env(container: dict[str, Any] | None, name: str) -> Any:
+    """An env var of a Cloud Run container: its literal value, ``{"valueSource": ...}``, None if absent, UNKNOWN if the
+    list is unknown (a preview must not report a variable it cannot see)."""
+    envs = get(container or {}, "envs", default=[])
+    if envs is UNKNOWN:
+        return UNKNOWN
+    for e in envs or []:
+        if isinstance(e, dict) and e.get("name") == name:
+            if e.get("valueSource") is not None:
+                return {"valueSource": e["valueSource"]}
+            return e.get("value")
+    return None
+
+
+# ---- IAM grants ----------------------------------------------------------------------------------------------
+
+#: The public principals: a grant to either makes a resource reachable without (or with any) Google identity.
+PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+
+
+def iam_grants(res: Res) -> list[tuple[Any, Any]]:
+    """(role, member) of an IAM member, binding or policy resource (``member`` / ``members`` / ``policyData``);
+    nothing when the policy document is unknown at preview or not JSON."""
+    p = res.props
+    if "policyData" in p:
+        data = p.get("policyData")
+        if not isinstance(data, str) or data is UNKNOWN:
+            return []
+        try:
+            bindings = json.loads(data).get("bindings") or []
+        except (ValueError, AttributeError):
+            return []
+        return [(b.get("role"), m) for b in bindings if isinstance(b, dict) for m in b.get("members") or []]
+    members = p.get("members") if "members" in p else [p.get("member")]
+    return [(p.get("role"), m) for m in members] if isinstance(members, list) else []

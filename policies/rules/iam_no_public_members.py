@@ -6,12 +6,11 @@ from typing import Any, Iterator
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import Res, cis_gcp, resource_validator
+from ._common import PUBLIC_MEMBERS, Res, cis_gcp, resource_validator
 
 NAME = "iam-no-public-members"
 SEVERITY = Severity.CRITICAL
 FRAMEWORK = cis_gcp("5.1", "Ensure that Cloud Storage bucket is not anonymously or publicly accessible")
-PUBLIC = ("allUsers", "allAuthenticatedUsers")
 IAM_TYPES = (
     "gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding",
     "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding",
@@ -27,7 +26,7 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     if not isinstance(members, list):
         return
     for member in members:
-        if member in PUBLIC:
+        if member in PUBLIC_MEMBERS:
             yield (f"role {res.props.get('role')} is granted to {member}: grant it to named principals only, "
                    "nothing in this stack may be reachable without authentication")
 

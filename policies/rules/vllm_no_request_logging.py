@@ -6,16 +6,12 @@ from typing import Any, Iterator
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import (DEPLOYMENT, UNKNOWN, Res, argv, env_value, flag_values, is_serving_deployment,
-                      resource_validator, serving_container)
+from ._common import (DEPLOYMENT, UNKNOWN, Res, argv, env_value, is_serving_deployment, prompt_logging_env,
+                      prompt_logging_flags, resource_validator, serving_container)
 
 NAME = "vllm-no-request-logging"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-#: vLLM 0.32 flags that write request prompts / generated outputs to the server log.
-LOGGING_FLAGS = ("--enable-log-requests", "--enable-log-outputs")
-#: Environment switches that log request or response bodies.
-LOGGING_ENV = ("VLLM_DEBUG_LOG_API_SERVER_RESPONSE",)
 REMEDIATION = ("Remove --enable-log-requests / --enable-log-outputs and VLLM_DEBUG_LOG_API_SERVER_RESPONSE; log "
                "request ids, token counts, release and timings instead.")
 
@@ -25,16 +21,11 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         return
     c = serving_container(res)
     args = argv(c)
-    if args is not UNKNOWN:
-        for flag in LOGGING_FLAGS:
-            vals = flag_values(args, flag)
-            if vals and vals[-1] not in ("false", "False", False):
-                yield (f"vllm container sets {flag}: remove it, prompts and completions must not be logged "
-                       "(log request ids, token counts and timings instead)")
-    for name in LOGGING_ENV:
-        val = env_value(c, name)
-        if isinstance(val, str) and val.lower() in ("1", "true", "yes"):
-            yield f"vllm container sets {name}={val}: remove it, response bodies must not be logged"
+    for flag in prompt_logging_flags(args) if args is not UNKNOWN else ():
+        yield (f"vllm container sets {flag}: remove it, prompts and completions must not be logged "
+               "(log request ids, token counts and timings instead)")
+    for name, val in prompt_logging_env(lambda n: env_value(c, n)):
+        yield f"vllm container sets {name}={val}: remove it, response bodies must not be logged"
 
 
 POLICY = ResourceValidationPolicy(

@@ -435,8 +435,8 @@ def cpu_adapted(args: Sequence[str], model_dir: Path, port: int) -> list[str]:
     3. ``--tensor-parallel-size N`` -> ``1``: one CPU process, no GPUs to shard over.
     4. ``--quantization <q>``: dropped. It describes the production checkpoint (Qwen3-32B-FP8); the tiny model is
        a bf16 checkpoint.
-    5. ``--port 8000`` -> ``port`` (a free loopback port), plus ``--host 127.0.0.1``: several servers share this
-       machine, and nothing outside it should reach them.
+    5. ``--port 8000`` (GKE; Cloud Run renders 8080, its container port) -> ``port`` (a free loopback port), plus
+       ``--host 127.0.0.1``: several servers share this machine, and nothing outside it should reach them.
     6. ``--enforce-eager`` added: torch.compile would add minutes of start-up on 2 cores; it changes how the model
        is executed, not what the server does with requests.
 

@@ -3,6 +3,8 @@
     llm-serving bench --stack prod --pool stable --url http://<one replica>:<port> [--rates auto|R1,R2,...]
                       [--duration-seconds S] [--quick] [--out DIR] [--priority-mix interactive=0.8,batch=0.2]
                       [--prefix-ratio 0.3] [--guidellm PATH] [--record stacks/measurements/<file>.json]
+                      [--record-uri gs://<bucket>/measurements/<file>.json]
+    llm-serving bench fetch gs://<bucket>/measurements/<file>.json --to stacks/measurements/<file>.json
 
 The caller supplies ``resolve_target(args) -> BenchTarget`` (the stack's resolved plan for ``--stack``/``--pool``);
 ``register`` adds the subcommand to an existing ``argparse`` subparsers object. Any failure prints one line
@@ -11,6 +13,10 @@ The caller supplies ``resolve_target(args) -> BenchTarget`` (the stack's resolve
 Writes into ``--out`` (default ``build/bench/<release>-<UTC time>``): ``measurement.json`` (the record),
 ``latency.png``, ``goodput.png``, ``server.png``, ``guidellm-report.html`` (guidellm's own report of all runs)
 and ``raw/`` (every run's guidellm scenario, report and log, repeatable with ``guidellm run --scenario``).
+``--record-uri`` also uploads the record create-only to Cloud Storage (what the in-cluster Job does,
+components/bench_job.py); ``bench fetch`` reads such a record back into ``stacks/measurements/`` after validating
+it (infra/offline/bench/store.py). ``fetch`` is an optional sub-command of ``bench``: ``bench`` without it runs a
+benchmark, exactly as before.
 """
 
 from __future__ import annotations
@@ -26,14 +32,18 @@ import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
 from components import naming
 
+from ...config.bench import (AUTO_MAX_RATES, AUTO_REFINE_STEPS, DEFAULT_DURATION_S, QUICK_DURATION_S,
+                             QUICK_MAX_RATES, QUICK_REFINE_STEPS, parse_rates)
 from .analysis import AnalysisError, RatePoint, Slo, operating_point
 from .plots import goodput_plot, latency_plot, server_plot
 from .record import MeasurementError, build_measurement, write_measurement
+from . import store
 from .runner import (
     REPO,
     BenchError,
@@ -46,42 +56,31 @@ from .runner import (
     sweep,
 )
 from .scrape import MetricsScraper
+from .store import RecordStoreError, fetch_record, parse_gs_uri, storage_client, upload_record
 from .target import BenchTarget, TargetError
 from .workload import WorkloadError, parse_priority_mix, plan_workload
 
 EXIT_ERROR = 2
 
-#: Full run: 120 s per rate gives >= 100 arrivals from 1 req/s up, so p95 rests on real tail samples, and is long
-#: against the seconds-scale queueing transients of one replica.
-DEFAULT_DURATION_S = 120.0
+#: Durations per rate (full 120 s, --quick 10 s) and the sweep's rate counts (10 doubling + 2 bisection steps;
+#: --quick 3 + 0) are in infra/config/bench.py with their reasons: the in-cluster Job's deadline uses them too.
 #: Warm-up excluded from each window, as a fraction of the duration: an open loop starts from an empty server,
 #: whose first seconds are faster than steady state; 10 % drops that start without losing much data.
 WARMUP_FRACTION = 0.10
 #: Automatic sweep: start at 1 req/s (one replica of any model the planner sizes serves that), double each step,
-#: at most 10 steps (up to 512 req/s), then 2 bisection steps (resolution 2^(1/4), about +-19 %) at the knee.
+#: at most AUTO_MAX_RATES steps (up to 512 req/s), then AUTO_REFINE_STEPS bisection steps (resolution 2^(1/4),
+#: about +-19 %) at the knee.
 AUTO_START_RPS = 1.0
 AUTO_GROWTH = 2.0
-AUTO_MAX_RATES = 10
-AUTO_REFINE_STEPS = 2
-#: --quick (CI): 10 s per rate leaves a window of >= 4 s after a 1 s warm-up and the up-to-5 s start skew of
-#: concurrent class runs on 2 busy cores; at most 3 rates and no refinement keep a run near 2 minutes.
-QUICK_DURATION_S = 10.0
-QUICK_MAX_RATES = 3
-QUICK_REFINE_STEPS = 0
 #: The health check before any load: a server that does not answer in 10 s is not ready to be measured.
 HEALTH_TIMEOUT_S = 10.0
 
 
 def _rates(text: str) -> tuple[float, ...] | None:
-    if text.strip() == "auto":
-        return None
     try:
-        rates = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or comma-separated req/s, got {text!r}") from None
-    if not rates or any(not (math.isfinite(r) and r > 0) for r in rates) or len(set(rates)) != len(rates):
-        raise argparse.ArgumentTypeError(f"rates must be distinct positive numbers, got {text!r}")
-    return rates
+        return parse_rates(text)  # the syntax gke.bench.rates shares
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _json_args(text: str) -> tuple[str, ...]:
@@ -113,6 +112,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shared prefix tokens / mean prompt tokens, in [0, 1) (default 0)")
     p.add_argument("--guidellm", help="guidellm executable (default .venv-vllm/bin/guidellm, then PATH)")
     p.add_argument("--record", type=Path, help="also write the record here (e.g. stacks/measurements/<name>.json)")
+    p.add_argument("--record-uri", metavar="gs://BUCKET/PATH.json",
+                   help="also upload the record there, create-only (an existing object is an error, never replaced)")
     p.add_argument("--metrics-url", help="Prometheus endpoint of the replica (default <url>/metrics)")
     p.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
     p.add_argument("--tokenizer", help="local tokenizer directory (overrides the plan's)")
@@ -129,7 +130,42 @@ def register(subparsers: argparse._SubParsersAction, resolve_target: Callable[[a
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     p.set_defaults(fn=lambda args: run_bench(args, resolve_target))
+    sub = p.add_subparsers(dest="bench_command", metavar="{fetch}", parser_class=_OneLineParser,
+                           help="optional: `fetch` reads a record back from Cloud Storage instead of benchmarking")
+    f = sub.add_parser("fetch", help="download a record from Cloud Storage, validate it, write it create-only",
+                       description=store.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("uri", metavar="gs://BUCKET/PATH.json", help="the record, e.g. gs://<bucket>/measurements/<n>.json")
+    f.add_argument("--to", type=Path, required=True,
+                   help="where to write it (must not exist), e.g. stacks/measurements/<n>.json")
+    f.add_argument("--project", default=None, help="Google Cloud project for the client (default: from ADC)")
+    f.set_defaults(fn=run_fetch)
     return p
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Errors of ``bench fetch`` as one line on stderr, exit code 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    """``bench fetch``: the record at ``args.uri`` into ``args.to``, validated; one ``error:`` line and exit 2 on any
+    problem, and then nothing is written."""
+    try:
+        parse_gs_uri(args.uri, "bench fetch")  # before any credential look-up
+        record = fetch_record(storage_client(args.project), args.uri, args.to)
+    except RecordStoreError as err:
+        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return EXIT_ERROR
+    op = record.operating_point
+    summary = (f"operating point {op.offered_rps:g} req/s: θ_o {op.output_tokens_per_s:.1f}, θ_i "
+               f"{op.input_tokens_per_s:.1f} tokens/s per replica" if op is not None
+               else f"no operating point ({record.no_operating_point_reason})")
+    print(f"wrote {args.to}: release {record.release} on {record.accelerator.machine_type} "
+          f"(TP {record.accelerator.tensor_parallel_size}), measured {record.measured_at}; {summary}. A pool cites it "
+          f"as `measured: stacks/measurements/{args.to.name}` once the file is there.", file=sys.stderr)
+    return 0
 
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
@@ -193,6 +229,10 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         raise BenchError(f"tokenizer directory {target.tokenizer_path} does not exist (pass --tokenizer DIR)")
     if args.record is not None and args.record.exists():
         raise BenchError(f"--record {args.record}: already exists; a measurement record is written once")
+    # The upload target and the credentials are checked before any load: a run that cannot store its record would
+    # only find out after the whole sweep.
+    remote = parse_gs_uri(args.record_uri, "--record-uri") if args.record_uri else None
+    client = storage_client() if remote is not None else None
     mix = parse_priority_mix(args.priority_mix, target.priority_classes)
     plan = plan_workload(
         prompt_mean=target.prompt_mean_tokens, prompt_p95=target.prompt_p95_tokens,
@@ -249,6 +289,17 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     if scraper and not scraper.samples:
         console.print(f"[yellow]note:[/] no /metrics sample from {scraper.url} ({scraper.last_error}); "
                       "queue and KV usage are null in the record")
+    uploaded = ""
+    if remote is not None:
+        assert client is not None
+        data = record_path.read_bytes()
+        try:
+            state = upload_record(client, *remote, data)
+        except RecordStoreError as err:
+            # In the cluster the pod's disk goes with the pod: the log keeps the record recoverable.
+            sys.stdout.write(data.decode("utf-8"))
+            raise RecordStoreError(f"{err}; the record is on stdout and in {record_path}") from None
+        uploaded = f", {args.record_uri} ({state})"
     if found is None:
         console.print(f"[yellow]no operating point:[/] {reason}")
     else:
@@ -256,7 +307,7 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         assert op is not None
         console.print(f"operating point {op.offered_rps:g} req/s ({op.limit}): θ_o {op.output_tokens_per_s:.1f} "
                       f"output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica")
-    console.print(f"wrote {record_path}" + (f" and {args.record}" if args.record else "") + "; "
+    console.print(f"wrote {record_path}" + (f" and {args.record}" if args.record else "") + uploaded + "; "
                   + ", ".join(str(p) for p in pictures) + (f", {html}" if html else f" (no HTML: {html_problem})")
                   + f" in {time.monotonic() - wall:.0f} s")
     return 0

@@ -57,7 +57,9 @@ def _finish(fig: plt.Figure, axes: list[Axes], path: Path, title: str, record: M
 
 
 def _title(record: Measurement, what: str) -> str:
-    return (f"{what} — {record.release} on {record.accelerator.machine_type} (TP {record.accelerator.tensor_parallel_size}), "
+    """Two lines: what and on which release and machine, then the engine, the tool and when (one line is wider
+    than the figure for long release ids)."""
+    return (f"{what} — {record.release} on {record.accelerator.machine_type} (TP {record.accelerator.tensor_parallel_size})\n"
             f"vLLM {record.vllm_version}, guidellm {record.tool.version}, {record.measured_at}")
 
 

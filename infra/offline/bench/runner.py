@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...config.bench import RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S
 from .analysis import RatePoint, RunReport, Slo, measurement_window, rate_point, read_guidellm_report
 from .scrape import MetricsScraper
 from .target import BenchTarget
@@ -40,11 +41,12 @@ DEFAULT_GUIDELLM = REPO / ".venv-vllm" / "bin" / "guidellm"
 #: template tokens added, so prompt lengths are the fitted ones), and guidellm then pins each completion's
 #: length with ``max_tokens`` + ``ignore_eos`` so output lengths are the fitted ones too.
 REQUEST_FORMAT = "/v1/completions"
-#: guidellm's start-up before its first request: measured 9 s (imports, backend check) + 10 s (worker spawn)
-#: alone on 2 cores, up to ~35 s with two runs and a server sharing them; 240 s only catches a hung process.
-STARTUP_ALLOWANCE_S = 240.0
-#: After the duration guidellm cancels what is in flight and writes its report: measured 2-6 s; 120 s bounds it.
-DRAIN_ALLOWANCE_S = 120.0
+#: guidellm's start-up before its first request, and its drain after the duration: why each number, in
+#: infra/config/bench.py (the in-cluster Job's deadline is derived from the same values).
+STARTUP_ALLOWANCE_S = RUN_STARTUP_ALLOWANCE_S
+DRAIN_ALLOWANCE_S = RUN_DRAIN_ALLOWANCE_S
+#: ``guidellm --version`` starts the package (imports torch): 120 s only catches a hung process.
+VERSION_TIMEOUT_S = 120.0
 #: Seed of the first class stream; class i uses BASE_SEED + i. Distinct seeds make the class streams independent
 #: Poisson processes (identical seeds would send the classes in lockstep); the same seed at every rate reuses the
 #: same unit-rate arrival sequence scaled by 1/rate (common random numbers), so rate-to-rate differences on the
@@ -75,7 +77,7 @@ def resolve_guidellm(explicit: str | None) -> Path:
 def guidellm_version(exe: Path) -> str:
     """The installed package's version, as ``guidellm --version`` reports it (click reads the package metadata)."""
     try:
-        proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=120,
+        proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
                               env=_guidellm_env())
     except (OSError, subprocess.TimeoutExpired) as err:
         raise BenchError(f"{exe} --version failed: {err}") from None

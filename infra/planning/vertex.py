@@ -1,0 +1,198 @@
+"""Planning of one Vertex AI pool (pure): the capacity planner's inputs for a Vertex replica (one machine of an
+accelerator topology), the cold load of a streamed release, replica bounds within the reservation, the autoscaling
+signal, probes, shared memory and the deployment timeout.
+
+Cold load, in the order the container runs it (``components/vertex/container.py``): the verifier's metadata check
+of the release folder against its manifest (``capacity.METADATA_VERIFY_SECONDS``), vLLM streaming the weights from
+``gs://`` (W / stated throughput), engine init.
+
+Reservation: a Vertex replica is one whole machine, so ``reservation.count`` machines hold every Vertex pool's
+``max_replicas`` plus, per pool, its ``min_replicas`` once more: a deployed model whose immutable fields change
+(new release, new arguments) is replaced create-before-delete, the new one starting its ``min_replicas`` beside
+the old before the old is undeployed (``components/vertex/endpoint.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from components import naming
+from components.vertex.requests import (AUTOSCALING_METRICS, MAX_DEPLOYMENT_TIMEOUT_S, PROBE_PERIOD_S,
+                                        READINESS_FAILURE_THRESHOLD, VLLM_CHAT_ROUTE, VLLM_HEALTH_ROUTE)
+
+from ..config.accelerator import AcceleratorTopology
+from ..config.release import ReleaseIdentity
+from ..config.vertex import VertexPool
+from . import capacity
+from .vllm_args import VllmInputs
+
+#: Vertex's own default target for ``accelerator_duty_cycle`` ("The default value is 60", aiplatform.v1
+#: AutoscalingMetricSpec.target).
+DEFAULT_DUTY_CYCLE_TARGET = 60
+#: Allowance inside ``deploymentTimeout`` for what happens before the startup probe's first answer could come:
+#: pulling the ~10 GB vLLM image onto a fresh machine and starting the container. Stated, not measured here;
+#: re-measure from the deployment's log timestamps (image pulled -> first probe).
+IMAGE_PULL_ALLOWANCE_S = 600
+#: A Vertex pool's capacity-plan accelerator key: ``vertex:<accelerator key>`` (the machines are Vertex's, not a
+#: GKE node pool's, even where a topology is shared with a GKE pool).
+ACCELERATOR_PREFIX = "vertex:"
+
+
+class VertexPlanningError(ValueError):
+    """A Vertex configuration the planner proves cannot work; ``subject`` is the pool key it concerns."""
+
+    def __init__(self, subject: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.subject = subject
+
+
+@dataclass(frozen=True)
+class VertexPlan:
+    """What the planner derived for one Vertex pool (one deployed model), beside its capacity."""
+
+    machine_type: str
+    #: GKE / Compute Engine accelerator name (``nvidia-h100-80gb``); the request builder maps it to the Vertex enum.
+    gpu_type: str
+    accelerator_count: int
+    zone: str
+    spot: bool
+    #: The reservation the replicas consume: ``projects/<owner>/zones/<zone>/reservations/<name>`` (None: none).
+    reservation_project: str | None
+    reservation_name: str | None
+    min_replicas: int
+    #: min(pool max_replicas, what the reservation holds for this pool).
+    max_replicas: int
+    max_reason: str
+    #: Replicas of this pool the reservation holds (None: no reservation).
+    reservation_cap: int | None
+    #: Key of components.vertex.requests.AUTOSCALING_METRICS, its metric name, and the per-replica target.
+    autoscaling_signal: str
+    autoscaling_metric: str
+    autoscaling_target: int
+    shared_memory_mb: int
+    port: int
+    predict_route: str
+    health_route: str
+    #: Startup probe on the health route: period x failureThreshold >= cold load x (1 + margin).
+    startup_required_seconds: float
+    startup_period_seconds: int
+    startup_failure_threshold: int
+    startup_window_seconds: int
+    health_failure_threshold: int
+    #: ``deploymentTimeout``: the startup window + the image-pull allowance, within Vertex's 2 h.
+    deployment_timeout_seconds: int
+    #: Endpoint ``inferenceTimeout`` and vLLM ``--shutdown-timeout``: the stream bound rounded up to whole seconds.
+    inference_timeout_seconds: int
+    verify_seconds: float
+    weights_read_seconds: float
+    engine_init_seconds: float
+    cold_load_seconds: float
+
+    @property
+    def reservation_resource(self) -> str | None:
+        if self.reservation_name is None:
+            return None
+        return f"projects/{self.reservation_project}/zones/{self.zone}/reservations/{self.reservation_name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["reservation"] = self.reservation_resource
+        return d
+
+
+def accelerator_key(pool: VertexPool) -> str:
+    return f"{ACCELERATOR_PREFIX}{pool.accelerator}"
+
+
+def pool_inputs(rel: ReleaseIdentity, role: str, pool: VertexPool, acc: AcceleratorTopology,
+                geometry: capacity.Geometry, arrival_rps: float, mean_prompt_tokens: float,
+                mean_output_tokens: float, target_utilization: float, theta_o: float | None,
+                theta_i: float | None) -> capacity.PoolInputs:
+    """The capacity planner's inputs for a Vertex replica: one machine of the topology (its GPUs and price); the
+    release is streamed from gs://, so verification is the metadata check (``verify_read_mib_s`` None)."""
+    return capacity.PoolInputs(
+        role=role, release=rel.release, accelerator=accelerator_key(pool), geometry=geometry,
+        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
+        gpu_memory_gib=acc.gpu_memory_gib, gpus_per_node=acc.gpus_per_node, node_hourly_usd=acc.node_hourly_usd,
+        gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
+        arrival_rps=arrival_rps, mean_prompt_tokens=mean_prompt_tokens, mean_output_tokens=mean_output_tokens,
+        target_utilization=target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
+        engine_init_seconds=pool.loading.engine_init_seconds, verify_read_mib_s=None,
+        theta_o=theta_o, theta_i=theta_i, min_replicas=pool.min_replicas, max_replicas=pool.max_replicas)
+
+
+def reservation_cap(reserved_machines: int, own_min: int, others: list[tuple[int, int]]) -> int:
+    """Replicas of one pool the reservation holds: reserved machines minus the other Vertex pools' (max + min
+    replacement) on it, minus this pool's own replacement (its min_replicas). ``others``: (min, max) per pool."""
+    return reserved_machines - sum(mx + mn for mn, mx in others) - own_min
+
+
+def replica_bounds(pool: VertexPool, cap: int | None) -> tuple[int, str]:
+    if cap is None:
+        return pool.max_replicas, "pool max_replicas (no reservation: on-demand/Spot capacity is not held)"
+    if cap < pool.max_replicas:
+        return max(pool.min_replicas, cap), f"reservation holds {cap} replica(s) for this pool"
+    return pool.max_replicas, f"pool max_replicas (reservation holds {cap})"
+
+
+def autoscaling(pool: VertexPool, queue_target_per_pod: int) -> tuple[str, str, int]:
+    """(signal, Vertex metric name, target). The queue target defaults to the GKE HPA's per-pod target."""
+    a = pool.autoscaling
+    if a.target is not None:
+        target = a.target
+    else:
+        target = queue_target_per_pod if a.signal == "vllm_queue" else DEFAULT_DUTY_CYCLE_TARGET
+    return a.signal, AUTOSCALING_METRICS[a.signal], target
+
+
+def inference_timeout_seconds(stream_bound_seconds: float) -> int:
+    return math.ceil(stream_bound_seconds - 1e-9)
+
+
+def vllm_inputs(rel: ReleaseIdentity, pool: VertexPool, cap: capacity.PoolCapacity, stream_bound_seconds: float,
+                public_model_name: str, max_output_tokens: int) -> VllmInputs:
+    """The same renderer's inputs as GKE's gs:// streaming: the Run:ai streamer reads the release folder, served
+    names = release id + public name, the output cap, the planner's concurrency, vLLM's port 8000."""
+    return VllmInputs(
+        model=rel.weights_uri, streamer_concurrency=pool.loading.streamer_concurrency,
+        served_model_names=(rel.release, public_model_name), port=naming.VLLM_PORT,
+        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
+        gpu_memory_utilization=pool.gpu_memory_utilization, max_num_seqs=cap.max_num_seqs,
+        max_num_batched_tokens=cap.max_num_batched_tokens, dtype=rel.dtype, kv_cache_dtype=rel.kv_cache_dtype,
+        quantization=rel.quantization, shutdown_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
+        max_output_tokens=max_output_tokens, speculative=None)
+
+
+def plan_vertex(pool: VertexPool, acc: AcceleratorTopology, project: str, cap: capacity.PoolCapacity,
+                weights_bytes: float, stream_bound_seconds: float, queue_target_per_pod: int,
+                cap_replicas: int | None) -> VertexPlan:
+    """Everything beside capacity; raises VertexPlanningError naming the pool key a refusal concerns."""
+    required = cap.cold_load_seconds * (1 + pool.startup_margin)
+    threshold = max(1, math.ceil(required / PROBE_PERIOD_S))
+    window = threshold * PROBE_PERIOD_S
+    deployment_timeout = window + IMAGE_PULL_ALLOWANCE_S
+    if deployment_timeout > MAX_DEPLOYMENT_TIMEOUT_S:
+        raise VertexPlanningError(("loading",), (
+            f"the deployment cannot wait for the cold load: {cap.cold_load_seconds:.0f} s x (1 + margin "
+            f"{pool.startup_margin:g}) = {required:.0f} s needs a {window} s startup window ({threshold} x "
+            f"{PROBE_PERIOD_S} s), + {IMAGE_PULL_ALLOWANCE_S} s image pull = {deployment_timeout} s, above Vertex's "
+            f"deploymentTimeout limit of {MAX_DEPLOYMENT_TIMEOUT_S} s; load faster (loading.throughput_mib_s) or "
+            "lower startup_margin knowingly"))
+    signal, metric, target = autoscaling(pool, queue_target_per_pod)
+    max_r, reason = replica_bounds(pool, cap_replicas)
+    r = acc.reservation
+    return VertexPlan(
+        machine_type=acc.machine_type, gpu_type=acc.gpu_type, accelerator_count=acc.gpus_per_node, zone=acc.zone,
+        spot=acc.spot, reservation_project=(r.owner_project or project) if r else None,
+        reservation_name=r.name if r else None, min_replicas=pool.min_replicas, max_replicas=max_r,
+        max_reason=reason, reservation_cap=cap_replicas, autoscaling_signal=signal, autoscaling_metric=metric,
+        autoscaling_target=target, shared_memory_mb=pool.shm_gib * 1024, port=naming.VLLM_PORT,
+        predict_route=VLLM_CHAT_ROUTE, health_route=VLLM_HEALTH_ROUTE, startup_required_seconds=required,
+        startup_period_seconds=PROBE_PERIOD_S, startup_failure_threshold=threshold, startup_window_seconds=window,
+        health_failure_threshold=READINESS_FAILURE_THRESHOLD, deployment_timeout_seconds=deployment_timeout,
+        inference_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
+        verify_seconds=cap.verify_seconds,
+        weights_read_seconds=weights_bytes / (pool.loading.throughput_mib_s * capacity.MIB),
+        engine_init_seconds=float(pool.loading.engine_init_seconds), cold_load_seconds=cap.cold_load_seconds)
