@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ...config.measurement import args_sha256  # noqa: F401  (re-exported: the bench and the CLI hash with it)
 
 #: ``sha256:`` followed by 64 lowercase hex digits: how the release files state an image digest.
-IMAGE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+IMAGE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")  # \Z: "$" would accept a trailing newline
 SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
