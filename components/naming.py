@@ -97,6 +97,15 @@ def weights_mount_path(weights_prefix: str) -> str:
     """``/weights/<model>/<revision>``: the same tail as the release's ``gs://`` folder, so the model root vLLM
     reports in ``/v1/models`` names the revision whichever way the weights arrive."""
     return f"{WEIGHTS_MOUNT_ROOT}/{weights_prefix.strip('/')}"
+#: Request header GAIE's body-based router sets from the request body's ``model`` (its ``body-field-to-header``
+#: plugin, GAIE v1.5.0 pkg/bbr/plugins/bodyfieldtoheader): the API route's per-model rules match it.
+MODEL_NAME_HEADER = "X-Gateway-Model-Name"
+#: The body-based router's Deployment / Service / ServiceAccount / GCPRoutingExtension, in the gateway's namespace.
+BODY_ROUTER_NAME = "body-based-router"
+#: Its ext_proc gRPC port and gRPC health port (GAIE v1.5.0 BBR defaults ``--grpc-port`` / ``--grpc-health-port``).
+BODY_ROUTER_PORT = 9004
+BODY_ROUTER_HEALTH_PORT = 9005
+
 #: Request header that chooses a priority class (GAIE v1.x InferenceObjective header).
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
 

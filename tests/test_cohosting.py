@@ -270,8 +270,15 @@ def test_group_schema_rules() -> None:
     assert issues(v) == ["llm-serving:cohosting.pair.models: List should have at least 2 items after validation, "
                          "not 1"]
     v = values()
-    _group(v)["target"] = "gke"
-    assert issues(v) == ["llm-serving:cohosting.pair.target: Input should be 'vertex' (got 'gke')"]
+    _group(v)["target"] = "gcs"
+    assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: vertex, gke"]
+    v = values()
+    _group(v)["target"] = "gke"  # a Vertex group's own keys are not the GKE group's
+    assert issues(v) == ["llm-serving:cohosting.pair.shm_gib: unknown key (not part of the schema)"]
+    v = values()
+    del _model(v, 1)["endpoint_id"]
+    assert issues(v) == ["llm-serving:cohosting.pair.models[1].endpoint_id: required on vertex: one endpoint per "
+                         "co-hosted model"]
     v = values()
     v["llm-serving:cohosting"] = {"Pair": _group(v)}
     (msg,) = issues(v)

@@ -355,7 +355,8 @@ def test_shipped_stacks_load(stack: str):
     assert sf.values["llm-serving:environment"] == stack
     assert sf.secret_keys == []
     assert all(isinstance(v, str) for v in sf.config.values())
-    assert available_stacks() == ["dev", "dev-cloudrun", "dev-cohost", "prod", "staging", "staging-vertex"]
+    assert available_stacks() == ["dev", "dev-cloudrun", "dev-cohost", "dev-cohost-gke", "prod", "staging",
+                                  "staging-vertex"]
 
 
 def test_shipped_release_files_load():

@@ -112,6 +112,76 @@ class PoolBackend(Component):
         self.register_outputs({"pool_name": self.pool_name, "epp_service": naming.epp_name(role)})
 
 
+# ---- body-based routing ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BodyRouterArgs:
+    #: The gateway's namespace (an Output: the router waits for the Namespace); the extension must live beside
+    #: the Gateway it targets.
+    namespace: pulumi.Input[str]
+    #: GAIE release of the router image (the pinned picker chart's).
+    version: str
+    replicas: int
+    fail_open: bool
+
+
+class BodyRouter(Component):
+    """GAIE's body-based router in the gateway's namespace: copies each request body's ``model`` into
+    ``naming.MODEL_NAME_HEADER`` before the Gateway picks a route, so the API route can send a co-hosted model's
+    requests to its own InferencePool. Rendered here rather than from the upstream chart: the gateway namespace
+    enforces the ``restricted`` Pod Security profile, which the chart's pod (no security context) would fail."""
+
+    TYPE = "llm-serving:gateway:BodyRouter"
+
+    def __init__(self, name: str, args: BodyRouterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        child = self.child_opts()
+        labels = {**o.labels("body-router"), naming.NAME_LABEL: naming.BODY_ROUTER_NAME}
+        selector = {naming.NAME_LABEL: naming.BODY_ROUTER_NAME}
+        meta = k8s.meta.v1.ObjectMetaArgs(name=naming.BODY_ROUTER_NAME, namespace=args.namespace, labels=labels)
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-ksa", metadata=meta, automount_service_account_token=False, opts=child)
+        core = k8s.core.v1
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment", metadata=meta,
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=args.replicas, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                template=core.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=core.PodSpecArgs(
+                        service_account_name=naming.BODY_ROUTER_NAME,
+                        # The router only parses bodies (no LoRA ConfigMaps are read): no API token needed.
+                        automount_service_account_token=False,
+                        security_context=core.PodSecurityContextArgs(
+                            run_as_non_root=True, run_as_user=o.BODY_ROUTER_UID, run_as_group=o.BODY_ROUTER_UID,
+                            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+                        containers=[core.ContainerArgs(
+                            name="bbr", image=f"{o.BODY_ROUTER_IMAGE}:{args.version}", args=o.body_router_args(),
+                            ports=[core.ContainerPortArgs(name="grpc", container_port=naming.BODY_ROUTER_PORT),
+                                   core.ContainerPortArgs(name="grpc-health",
+                                                          container_port=naming.BODY_ROUTER_HEALTH_PORT)],
+                            readiness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(
+                                port=naming.BODY_ROUTER_HEALTH_PORT)),
+                            security_context=core.SecurityContextArgs(
+                                allow_privilege_escalation=False, read_only_root_filesystem=True,
+                                capabilities=core.CapabilitiesArgs(drop=["ALL"])))]))),
+            opts=self.child_opts(depends_on=[self.service_account]))
+        self.service = core.Service(
+            f"{name}-service", metadata=meta,
+            spec=core.ServiceSpecArgs(selector=selector, type="ClusterIP", ports=[core.ServicePortArgs(
+                name="grpc", protocol="TCP", port=naming.BODY_ROUTER_PORT, target_port=naming.BODY_ROUTER_PORT,
+                # The load balancer speaks HTTP/2 (gRPC ext_proc) to the router (chart templates/bbr.yaml).
+                app_protocol="HTTP2")]),
+            opts=child)
+        k8s_opts = self.child_opts()
+        self.health_check = _cr(f"{name}-healthcheck", o.body_router_health_check_object(args.namespace),
+                                pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.service])))
+        self.extension = _cr(f"{name}-extension", o.body_router_extension_object(args.namespace, args.fail_open),
+                             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                                 depends_on=[self.service, self.health_check])))
+        self.register_outputs({"service": naming.BODY_ROUTER_NAME})
+
+
 # ---- the gateway ------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -126,6 +196,8 @@ class InferenceGatewayArgs:
     backend_timeout_seconds: int
     #: What clients send as ``model`` (every pool serves it); Model Armor screens it.
     public_model_name: str
+    #: Co-hosted models reached by model name (body-based routing); none for a stack without GKE co-hosting.
+    models: tuple[o.ModelRoute, ...] = ()
     #: Node subnet (self link or id); the internal class reserves its VIP there.
     subnetwork: pulumi.Input[str] | None = None
     #: Project number (for the Model Armor service agent); needed only when Model Armor is configured.
@@ -210,8 +282,22 @@ class InferenceGateway(Component):
                                 priority_classes=args.priority_classes, gateway_namespace=ns),
                 opts=pool_opts)
 
-        backends = [x for b in self.pools.values() for x in (b.inference_pool, b.reference_grant)]
-        self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools),
+        self.model_pools: dict[str, PoolBackend] = {}
+        for m in args.models:
+            self.model_pools[m.pool.role] = PoolBackend(
+                f"{name}-{m.pool.role}",
+                PoolBackendArgs(pool=m.pool, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
+                                priority_classes=args.priority_classes, gateway_namespace=ns),
+                opts=pool_opts)
+        self.body_router = None
+        if args.models:
+            self.body_router = BodyRouter(f"{name}-body-router", BodyRouterArgs(
+                namespace=ns, version=gw.epp.version, replicas=gw.epp.replicas,
+                fail_open=gw.epp.failure_mode == "FailOpen"), opts=self.child_opts(depends_on=[self.gateway]))
+
+        backends = [x for b in (*self.pools.values(), *self.model_pools.values())
+                    for x in (b.inference_pool, b.reference_grant)]
+        self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools, args.models),
                              pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
                                  depends_on=[self.gateway, *backends])))
         self.redirect_route = _cr(f"{name}-redirect-route", o.redirect_route_object(gw, ns),
@@ -255,11 +341,13 @@ class InferenceGateway(Component):
                       for role in MODEL_ARMOR_AGENT_ROLES]
             self.model_armor = _cr(
                 f"{name}-model-armor",
-                o.model_armor_object(gw, ns, args.region, args.public_model_name,
-                                     tuple(p.release for p in args.pools)),
+                o.model_armor_object(gw, ns, args.region,
+                                     (args.public_model_name, *(m.model_name for m in args.models)),
+                                     tuple(p.release for p in (*args.pools, *(m.pool for m in args.models)))),
                 pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])))
 
         self.address_value = self.address.address
         self.hostnames = list(gw.hostnames)
         self.register_outputs({"address": self.address_value, "hostnames": self.hostnames,
-                               "namespace": ns, "pools": sorted(self.pools)})
+                               "namespace": ns, "pools": sorted(self.pools),
+                               **({"model_pools": sorted(self.model_pools)} if self.model_pools else {})})

@@ -238,11 +238,41 @@ def redirect_route_object(gw: GatewaySpec, namespace: Any) -> dict[str, Any]:
     }
 
 
-def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ModelRoute:
+    """A co-hosted model the gateway reaches by the ``model`` a request names: its public name and its pool."""
+
+    model_name: str
+    pool: PoolRoute
+
+
+#: Paths whose JSON body names a model: the body-based router reads ``model`` there. ``/v1/models`` (a GET
+#: without a body) always reaches the weighted pools.
+MODEL_ROUTED_PATH_PREFIXES: tuple[str, ...] = OPENAI_PATH_PREFIXES[:2]
+
+
+def model_rule(route: ModelRoute) -> dict[str, Any]:
+    """The same path prefixes as the weighted rule plus an exact match on the header the body-based router sets:
+    among rules matching a request, the one with more header matches wins (Gateway API HTTPRoute rule
+    precedence), so a request naming a co-hosted model reaches only that model's pool and every other request the
+    weighted split."""
+    p = route.pool
+    return {
+        "matches": [{"path": {"type": "PathPrefix", "value": prefix},
+                     "headers": [{"type": "Exact", "name": naming.MODEL_NAME_HEADER, "value": route.model_name}]}
+                    for prefix in MODEL_ROUTED_PATH_PREFIXES],
+        "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
+                         "namespace": p.namespace, "weight": 1}],
+    }
+
+
+def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...],
+                     models: tuple[ModelRoute, ...] = ()) -> dict[str, Any]:
     """OpenAI paths -> weighted InferencePools. Weighted routing picks a pool first; cache-aware endpoint
     choice then happens inside that (cache-compatible) pool. A weight-0 backend stays attached: a dark canary
     is warm and scraped but gets no user requests. Each pool lives in its own namespace, so every backend names
-    it, and the pool's :func:`reference_grant_object` admits the reference."""
+    it, and the pool's :func:`reference_grant_object` admits the reference. Co-hosted models add one rule each
+    (:func:`model_rule`), after the weighted one."""
     return {
         "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
         "metadata": _meta(API_ROUTE_NAME, namespace, "gateway"),
@@ -253,7 +283,7 @@ def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ..
                 "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
                 "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
                                  "namespace": p.namespace, "weight": p.weight} for p in pools],
-            }],
+            }, *(model_rule(m) for m in models)],
         },
     }
 
@@ -470,14 +500,14 @@ def model_armor_service(region: str) -> str:
     return f"modelarmor.{region}.rep.googleapis.com"
 
 
-def model_armor_object(gw: GatewaySpec, namespace: Any, region: str, public_model_name: str,
+def model_armor_object(gw: GatewaySpec, namespace: Any, region: str, public_model_names: tuple[str, ...],
                        releases: tuple[str, ...]) -> dict[str, Any]:
-    """Screens prompts and responses of every served name: requests carry the public model name, responses name
+    """Screens prompts and responses of every served name: requests carry a public model name, responses name
     the release that served them (``--served-model-name <release id> <public name>``)."""
     assert gw.model_armor is not None
     tmpl = gw.model_armor.template
     settings = [{"model": m, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
-                for m in sorted({public_model_name, *releases})]
+                for m in sorted({*public_model_names, *releases})]
     return {
         "apiVersion": GKE_POLICY_API, "kind": "GCPTrafficExtension",
         "metadata": _meta(MODEL_ARMOR_EXTENSION_NAME, namespace, "gateway"),
@@ -496,5 +526,69 @@ def model_armor_object(gw: GatewaySpec, namespace: Any, region: str, public_mode
                     "metadata": {"model_armor_settings": json.dumps(settings, separators=(",", ":"))},
                 }],
             }],
+        },
+    }
+
+
+# ---- body-based routing (co-hosted models) ---------------------------------------------------------------------
+#: The router's image: GAIE's BBR of the same release as the pinned picker chart (the chart pins ``bbr.image.tag``
+#: to its release). Only the v1.5.0 router takes ``--plugin`` (the rules require that picker release).
+BODY_ROUTER_IMAGE = "registry.k8s.io/gateway-api-inference-extension/bbr"
+#: The distroless ``nonroot`` user the image runs as (GAIE v1.5.0 bbr.Dockerfile base image).
+BODY_ROUTER_UID = 65532
+#: The router parses each request body once; 1 s is the GAIE v1.5.0 chart's callout timeout.
+BODY_ROUTER_TIMEOUT = "1s"
+
+
+def body_router_args() -> list[str]:
+    """``--streaming`` because the extension sends the body FullDuplexStreamed (the chart's args); one plugin copying
+    the body's ``model`` into :data:`naming.MODEL_NAME_HEADER` (the chart's second, ``base-model-to-header``, maps
+    LoRA adapters to base models from ConfigMaps: no adapters are served here, so the router needs no Kubernetes
+    API read either)."""
+    plugin = json.dumps({"fieldName": "model", "headerName": naming.MODEL_NAME_HEADER}, separators=(",", ":"))
+    return ["--streaming", "--grpc-port", str(naming.BODY_ROUTER_PORT),
+            "--grpc-health-port", str(naming.BODY_ROUTER_HEALTH_PORT),
+            "--plugin", f"body-field-to-header:model-extractor:{plugin}", "--tracing=false"]
+
+
+def body_router_extension_object(namespace: Any, fail_open: bool) -> dict[str, Any]:
+    """Calls the router on every request to the Gateway before the route is chosen (a GCPRoutingExtension runs
+    ahead of routing, a traffic extension after it), with the request body streamed to it (GAIE v1.5.0
+    body-based-routing chart, templates/gke.yaml). ``fail_open``: the pickers' failure mode: open = a request the
+    router cannot see reaches the weighted pools (a co-hosted model's request then gets vLLM's 404 "model does
+    not exist"), closed = it fails."""
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "GCPRoutingExtension",
+        "metadata": _meta(naming.BODY_ROUTER_NAME, namespace, "gateway"),
+        "spec": {
+            "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME}],
+            "extensionChains": [{
+                "name": "body-based-routing",
+                "matchCondition": {"celExpressions": [
+                    {"celMatcher": f'request.path.startsWith("{p}")'} for p in MODEL_ROUTED_PATH_PREFIXES]},
+                "extensions": [{
+                    "name": "model-name-to-header",
+                    "authority": f"{naming.BODY_ROUTER_NAME}.{GATEWAY_NAME}.internal",
+                    "timeout": BODY_ROUTER_TIMEOUT,
+                    "supportedEvents": ["RequestHeaders", "RequestBody", "RequestTrailers"],
+                    "requestBodySendMode": "FullDuplexStreamed",
+                    "failOpen": fail_open,
+                    "backendRef": {"group": "", "kind": "Service", "name": naming.BODY_ROUTER_NAME,
+                                   "port": naming.BODY_ROUTER_PORT},
+                }],
+            }],
+        },
+    }
+
+
+def body_router_health_check_object(namespace: Any) -> dict[str, Any]:
+    """The load balancer health-checks the router's Service on its gRPC health port (chart templates/gke.yaml)."""
+    return {
+        "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
+        "metadata": _meta(naming.BODY_ROUTER_NAME, namespace, "gateway"),
+        "spec": {
+            "default": {"config": {"type": "GRPC", "grpcHealthCheck": {
+                "portSpecification": "USE_FIXED_PORT", "port": naming.BODY_ROUTER_HEALTH_PORT}}},
+            "targetRef": {"group": "", "kind": "Service", "name": naming.BODY_ROUTER_NAME},
         },
     }

@@ -195,6 +195,9 @@ class ModelServerArgs:
     hyperdisk_claim: str | None = None
     #: Pods outside the gateway path admitted to the vLLM port (none by default).
     clients: tuple[PodPeer, ...] = ()
+    #: At most one pod of this server per node (required anti-affinity): a co-hosted model on time-shared GPUs,
+    #: whose memory bound counts each model once per GPU.
+    one_per_node: bool = False
 
     def __post_init__(self) -> None:
         if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
@@ -408,6 +411,11 @@ def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
             max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
             label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
             node_affinity_policy="Honor", node_taints_policy="Honor")],
+        affinity=core.AffinityArgs(pod_anti_affinity=core.PodAntiAffinityArgs(
+            required_during_scheduling_ignored_during_execution=[core.PodAffinityTermArgs(
+                topology_key="kubernetes.io/hostname",
+                label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)))]))
+        if args.one_per_node else None,
         security_context=core.PodSecurityContextArgs(
             run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
             seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),

@@ -13,7 +13,16 @@ everything placed on it sum to at most ``1 - transient_reserve``, and reports ea
 Rendered on Vertex AI (``target: vertex``) as a deployment resource pool (aiplatform.v1 ``DeploymentResourcePool``:
 "resources that can be shared by multiple DeployedModels") that every model's deployed model names in
 ``sharedResources``; each model has its own endpoint, so a request reaches the model it names (a Vertex traffic split
-is by percentage, never by model name). The GKE form (containers in one pod) is not rendered yet.
+is by percentage, never by model name).
+
+Rendered on GKE (``target: gke``) as one vLLM Deployment per model on a dedicated GPU node pool with GKE GPU
+time-sharing, each pod taking one shared slot of a GPU (``nvidia.com/gpu: 1``), at most one pod of a model per node,
+behind its own InferencePool; the gateway routes by the ``model`` a request names (GAIE's body-based router copies it
+into a header the API route matches). Not containers in one pod: Kubernetes' device plugin hands a GPU to one
+container only, so a second container of the pod could not see it; separate pods also roll, scale and fail alone.
+Time-sharing, not MPS: every process then sees the whole GPU, as on a Vertex machine, so ``--gpu-memory-utilization``
+is the fraction of the GPU the planner sized; MPS caps each client's pinned memory at a share of the GPU, which changes
+what that fraction means.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .base import MAX_NODES, Strict, check
+from .model_server import ModelServerOptions
 from .vertex import ENDPOINT_ID_PATTERN, VertexLoading
 
 #: The public model name pattern (``serving.model_name``): what clients send as ``model``.
@@ -37,16 +47,16 @@ class CoHostedModel(Strict):
     release: str = Field(description="Release id (``releases``) this model serves.")
     model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(description=(
         "Public model name clients send as ``model``; vLLM serves it beside the release id. Unique in the stack."))
-    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] = Field(description=(
+    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] | None = Field(None, description=(
         "Vertex endpoint id of this model (2-26 characters): one endpoint per co-hosted model, so requests reach "
-        "the model they name."))
+        "the model they name. Required on ``vertex``; not given on ``gke`` (the gateway routes by model name)."))
     gpu_memory_partition: Annotated[float, Field(gt=0, lt=1)] = Field(description=(
         "Fraction of each GPU's memory this model's instances pre-allocate for weights + KV cache "
         "(``--gpu-memory-utilization``), e.g. 0.4."))
     # 16 instances: one per GPU of the largest machine (16 x A100 40GB); more is a slip.
     instances: Annotated[int, Field(ge=1, le=16)] = Field(1, description=(
         "vLLM server instances of this model per machine, each on tensor_parallel_size GPUs (the release's). On "
-        "Vertex one deployed model is one container: 1."))
+        "Vertex one deployed model is one container, on GKE one pod per node: 1."))
     # 1,024: vLLM 0.32's --max-num-seqs default ceiling on large GPUs (capacity.MAX_NUM_SEQS_CAP).
     useful_concurrency: Annotated[int, Field(ge=1, le=1024)] = Field(description=(
         "Concurrent sequences at the contract's mean context (mean prompt + mean output tokens) each instance "
@@ -56,44 +66,91 @@ class CoHostedModel(Strict):
         "for a pool."))
 
 
-class CoHostedGroup(Strict):
+class CoHostedGroupCommon(Strict):
     """Releases sharing one accelerator set: one machine shape, its replicas, and the models on it."""
 
-    target: Literal["vertex"] = Field(description=(
-        "``vertex``: a Vertex AI deployment resource pool shared by the models' deployed models (GKE rendering "
-        "is not implemented yet)."))
     accelerator: str = Field(description=(
         "Accelerator topology key (``accelerators.<key>``): the machine every replica of the group is, and the "
         "reservation it consumes."))
     min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
-        "Warm minimum machines of the resource pool (each runs every model)."))
-    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Machine ceiling of the pool.")
+        "Warm minimum machines (Vertex: of the resource pool; GKE: of the group's node pool), each running every "
+        "model."))
+    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Machine ceiling of the group.")
     transient_reserve: Annotated[float, Field(ge=0.02, le=0.5)] = Field(0.1, description=(
         "Fraction of each GPU's memory left outside every partition for transient memory (CUDA contexts of "
         "several processes, NCCL buffers, fragmentation): the partitions on a GPU sum to at most 1 minus this."))
     loading: VertexLoading = Field(description="How the models' weights arrive, and the stated throughput.")
-    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description="Shared memory (``/dev/shm``) per container, GiB.")
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
-        "Extra fraction over each model's cold-load estimate its startup probe waits."))
     # 8 models: more servers than GPUs on the largest machine is a slip.
     models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(description=(
         "The co-hosted releases (at least 2; different models allowed)."))
 
-    @model_validator(mode="after")
-    def _checks(self) -> "CoHostedGroup":
+    def _common_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
         if self.max_replicas < self.min_replicas:
             problems.append(("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}"))
         for field in ("model_name", "endpoint_id"):
             seen: list[str] = []
             for i, m in enumerate(self.models):
-                if getattr(m, field) in seen:
-                    problems.append((f"models.{i}.{field}", f"{getattr(m, field)!r} is given twice"))
-                seen.append(getattr(m, field))
-        if self.target == "vertex":
-            for i, m in enumerate(self.models):
-                if m.instances != 1:
-                    problems.append((f"models.{i}.instances", "a Vertex deployed model is one container, one vLLM "
-                                     f"server per replica: 1, got {m.instances} (more instances need a GKE pod)"))
+                value = getattr(m, field)
+                if value is not None and value in seen:
+                    problems.append((f"models.{i}.{field}", f"{value!r} is given twice"))
+                seen.append(value)
+        for i, m in enumerate(self.models):
+            if m.instances != 1:
+                problems.append((f"models.{i}.instances", self._one_instance_reason(m.instances)))
+        return problems
+
+    def _one_instance_reason(self, got: int) -> str:
+        raise NotImplementedError
+
+
+class CoHostedGroup(CoHostedGroupCommon):
+    """A co-hosted group on Vertex AI: a deployment resource pool shared by the models' deployed models."""
+
+    target: Literal["vertex"] = Field(description=(
+        "``vertex``: a Vertex AI deployment resource pool shared by the models' deployed models."))
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description="Shared memory (``/dev/shm``) per container, GiB.")
+    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
+        "Extra fraction over each model's cold-load estimate its startup probe waits."))
+
+    def _one_instance_reason(self, got: int) -> str:
+        return (f"a Vertex deployed model is one container, one vLLM server per replica: 1, got {got} (more "
+                "instances need a GKE pod)")
+
+    @model_validator(mode="after")
+    def _checks(self) -> "CoHostedGroup":
+        problems = self._common_problems()
+        for i, m in enumerate(self.models):
+            if m.endpoint_id is None:
+                problems.append((f"models.{i}.endpoint_id", "required on vertex: one endpoint per co-hosted model"))
         check(problems)
         return self
+
+
+class GkeCoHostedGroup(CoHostedGroupCommon):
+    """A co-hosted group on GKE: one vLLM Deployment per model on the group's GPU time-sharing node pool, routed by
+    model name at the stack's gateway."""
+
+    target: Literal["gke"] = Field(description=(
+        "``gke``: one Deployment per model on a time-shared GPU node pool of the stack's cluster, each model behind "
+        "its own InferencePool, routed by the model name a request sends."))
+    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
+        "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
+        "all models share the node, so their requests together must fit it."))
+
+    def _one_instance_reason(self, got: int) -> str:
+        return (f"GKE places one pod of a model per node (GPU time-sharing gives no control over which GPU a pod's "
+                f"slot is on, so the memory bound counts each model once per GPU): 1, got {got}")
+
+    @model_validator(mode="after")
+    def _checks(self) -> "GkeCoHostedGroup":
+        problems = self._common_problems()
+        for i, m in enumerate(self.models):
+            if m.endpoint_id is not None:
+                problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))
+        check(problems)
+        return self
+
+
+#: A co-hosted group, by target (pydantic discriminated union on ``target``).
+AnyCoHostedGroup = Annotated[CoHostedGroup | GkeCoHostedGroup, Field(discriminator="target")]

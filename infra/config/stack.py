@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapte
 
 from .accelerator import AcceleratorTopology
 from .cloud_run import CloudRunConfig
-from .cohosting import GROUP_KEY_PATTERN, CoHostedGroup
+from .cohosting import GROUP_KEY_PATTERN, AnyCoHostedGroup
 from .base import NAMESPACE, PROJECT_ID_PATTERN, ConfigIssue, FieldErrors, Strict
 from .documents import DocumentError, load_json_file
 from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
@@ -65,7 +65,7 @@ class StackConfig(Strict):
         "The Vertex AI endpoint the ``vertex`` pools are deployed models of: endpoint id, dedicated or Private "
         "Service Connect access, caller members, image repository; required when a pool or a co-hosted group "
         "targets ``vertex``."))
-    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], CoHostedGroup] = Field({}, description=(
+    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], AnyCoHostedGroup] = Field({}, description=(
         "Co-hosted groups by key: several releases (different models allowed) sharing one accelerator set, each "
         "with its GPU-memory partition, instance count and public model name."))
 

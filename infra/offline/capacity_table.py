@@ -10,6 +10,7 @@ from ..planning.plan import CloudRunPoolPlan, StackPlan, VertexPoolPlan
 
 if TYPE_CHECKING:
     from ..config.stack import StackConfig
+    from ..planning.cohosting import GroupLayout
 
 
 def _measured(plan: StackPlan, role: str) -> str:
@@ -84,25 +85,37 @@ def render_table(plan: StackPlan) -> str:
         reserved = "no reservation" if a.reserved_nodes is None else f"{a.reserved_nodes} reserved"
         out.append(f"nodes on {name}: {a.nodes_for_max_replicas} at max replicas ({a.max_replicas}), "
                    f"{a.nodes_for_max_plus_surge} with rollout surge; {reserved}")
-    for key, g in sorted(plan.cohosting.items()):
-        m = g.machine
-        lay = g.layout
-        out.append(f"co-hosted group {key} ({g.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
+    for key, vg in sorted(plan.vertex_groups().items()):
+        m = vg.machine
+        out.append(f"co-hosted group {key} ({vg.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
                    f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
-                   f"{', '.join(f'{x:g}' for x in lay.partition_sum_per_gpu)} (at most 1 - transient reserve "
-                   f"{lay.transient_reserve:g} = {1 - lay.transient_reserve:g})")
-        for model in g.models:
-            p = model.placement
-            out.append(f"  {p.model_name} ({p.release}): partition {p.partition:g} = {p.preallocated_gib_per_gpu:.2f} "
-                       f"GiB/GPU, {p.instances} x TP {p.tensor_parallel_size} on GPUs "
-                       f"{' '.join(str(list(x)) for x in p.gpus)}; weights {p.weight_shard_gib_per_gpu:.2f} GiB/GPU, "
-                       f"KV budget {p.kv_budget_gib_per_gpu:.2f} GiB/GPU; {p.max_seqs_at_mean_context} seqs @ "
-                       f"{p.mean_context_tokens:g} (useful {p.useful_concurrency}), {p.max_seqs_at_max_model_len} seqs "
-                       f"@ max_model_len {p.max_model_len}")
+                   f"{', '.join(f'{x:g}' for x in vg.layout.partition_sum_per_gpu)} (at most 1 - transient reserve "
+                   f"{vg.layout.transient_reserve:g} = {1 - vg.layout.transient_reserve:g})")
+        out += _placement_lines(vg.layout)
+    for key, gg in sorted(plan.gke_groups().items()):
+        out.append(f"co-hosted group {key} ({gg.target}) on accelerator {gg.accelerator} ({gg.layout.gpus_per_machine} "
+                   f"GPU(s) per node, {gg.clients_per_gpu} time-shared clients per GPU), "
+                   f"{gg.min_nodes}..{gg.max_nodes} node(s) incl. one rollout surge node: worst-case partitions on one "
+                   f"GPU {gg.worst_case_partition_sum:g} (at most 1 - transient reserve "
+                   f"{gg.layout.transient_reserve:g} = {1 - gg.layout.transient_reserve:g})")
+        out += _placement_lines(gg.layout, {m.model_name: m.role for m in gg.models})
     for r in roles:
         for w in plan.pools[r].capacity.warnings:
             out.append(f"warning [{r}]: {w}")
     return "\n".join(line.rstrip() for line in out)
+
+
+def _placement_lines(lay: "GroupLayout", roles: dict[str, str] | None = None) -> list[str]:
+    out = []
+    for p in lay.models:
+        where = (f"pod of role {roles[p.model_name]} on one time-shared slot" if roles is not None
+                 else f"{p.instances} x TP {p.tensor_parallel_size} on GPUs {' '.join(str(list(x)) for x in p.gpus)}")
+        out.append(f"  {p.model_name} ({p.release}): partition {p.partition:g} = {p.preallocated_gib_per_gpu:.2f} "
+                   f"GiB/GPU, {where}; weights {p.weight_shard_gib_per_gpu:.2f} GiB/GPU, "
+                   f"KV budget {p.kv_budget_gib_per_gpu:.2f} GiB/GPU; {p.max_seqs_at_mean_context} seqs @ "
+                   f"{p.mean_context_tokens:g} (useful {p.useful_concurrency}), {p.max_seqs_at_max_model_len} seqs "
+                   f"@ max_model_len {p.max_model_len}")
+    return out
 
 
 def render_recipes(cfg: "StackConfig") -> str:

@@ -155,6 +155,30 @@ def plan_layout(models: list[ModelInputs], gpus_per_machine: int, gpu_memory_gib
                        models=tuple(placements))
 
 
+# ---- GKE: pods on time-shared GPUs ----------------------------------------------------------------------------
+
+#: A co-hosted model's role on GKE names its namespace (``llm-serving-<role>``), Deployment, InferencePool and picker
+#: release (``vllm-<role>``, at most 53 characters as a Helm release): the model name with '.' and '_' as '-', this long.
+GKE_ROLE_MAX_LENGTH = 40
+
+
+def gke_role(model_name: str) -> str:
+    """The role of a co-hosted model on GKE: its public name as a DNS label ('.' and '_' become '-')."""
+    return model_name.replace(".", "-").replace("_", "-")
+
+
+def shared_slots_needed(models: int, gpus_per_machine: int) -> int:
+    """Time-sharing clients per GPU a node needs to run one pod of each of ``models`` models: ceil(models / G)."""
+    return -(-models // gpus_per_machine)
+
+
+def worst_case_partition_sum(partitions: list[float], clients_per_gpu: int) -> float:
+    """The most GPU memory one physical GPU can be asked for when every model runs at most one pod per node and the
+    device plugin, not the planner, picks which GPU each pod's time-shared slot is on: the ``clients_per_gpu``
+    largest partitions may land on the same GPU. With one GPU per node that is every partition."""
+    return round(sum(sorted(partitions, reverse=True)[:clients_per_gpu]), 9)
+
+
 # ---- recipes: (instances x TP) layouts of one model on one machine shape ------------------------------------------
 
 @dataclass(frozen=True)

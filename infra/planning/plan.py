@@ -27,7 +27,8 @@ from components.serving.spec import ProbeTimings, ReleaseInfo
 from ..config.measurement import Measurement
 from ..config.release import ReleaseIdentity
 from ..config.cloud_run import CloudRunPool
-from ..config.serving import GkePool
+from ..config.cohosting import GkeCoHostedGroup
+from ..config.serving import GkePool, WeightLoading
 from ..config.vertex import VertexPool
 from ..config.stack import StackConfig
 from . import capacity
@@ -132,6 +133,49 @@ class CoHostedGroupPlan:
 
 
 @dataclass(frozen=True)
+class GkeCoHostedModelPlan:
+    """One model of a GKE co-hosted group: planned as a GKE pool of its own role (namespace, Deployment,
+    InferencePool, picker, HPA) whose vLLM takes its partition of a time-shared GPU."""
+
+    role: str
+    model_name: str
+    placement: ch.ModelPlacement
+    pool: GkePoolPlan
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.pool
+        return {"role": self.role, "release": p.release.release, "model_name": self.model_name,
+                "cold_load_seconds": p.capacity.cold_load_seconds,
+                "startup_window_seconds": p.probes.startup_window_seconds,
+                "hpa": {"min_replicas": p.hpa.min_replicas, "max_replicas": p.hpa.max_replicas},
+                "vllm_args": list(p.vllm_args)}
+
+
+@dataclass(frozen=True)
+class GkeCoHostedGroupPlan:
+    """A GKE co-hosted group: its node pool's bounds, the time-sharing slots per GPU and the worst-case memory
+    asked of one GPU, and every model's pool plan."""
+
+    key: str
+    target: str
+    accelerator: str
+    layout: ch.GroupLayout
+    models: tuple[GkeCoHostedModelPlan, ...]
+    #: Node-pool bounds: the group's warm minimum; its ceiling plus one node the models' rollout surge pods share.
+    min_nodes: int
+    max_nodes: int
+    clients_per_gpu: int
+    #: Sum of the ``clients_per_gpu`` largest partitions: what one GPU holds if the device plugin puts them together.
+    worst_case_partition_sum: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "accelerator": self.accelerator, "min_nodes": self.min_nodes,
+                "max_nodes": self.max_nodes, "clients_per_gpu": self.clients_per_gpu,
+                "worst_case_partition_sum": self.worst_case_partition_sum, "layout": self.layout.to_dict(),
+                "models": [x.to_dict() for x in self.models]}
+
+
+@dataclass(frozen=True)
 class AcceleratorPlan:
     capacity: capacity.AcceleratorCapacity
     #: Node-pool autoscaling bounds: every pool's warm minimum at the floor; max replicas + one rollout surge
@@ -153,8 +197,8 @@ class StackPlan:
     #: The measurement record each measured pool cites, by role.
     measurements: dict[str, Measurement] = field(default_factory=dict)
     issues: tuple[PlanIssue, ...] = field(default_factory=tuple)
-    #: Co-hosted groups by key (``cohosting``).
-    cohosting: dict[str, CoHostedGroupPlan] = field(default_factory=dict)
+    #: Co-hosted groups by key (``cohosting``), each of its target.
+    cohosting: dict[str, CoHostedGroupPlan | GkeCoHostedGroupPlan] = field(default_factory=dict)
 
     @property
     def backend_timeout_seconds(self) -> int:
@@ -196,6 +240,16 @@ class StackPlan:
 
     def vertex_pools(self) -> dict[str, VertexPoolPlan]:
         return {r: p for r, p in self.pools.items() if isinstance(p, VertexPoolPlan)}
+
+    def vertex_groups(self) -> dict[str, CoHostedGroupPlan]:
+        return {k: g for k, g in self.cohosting.items() if isinstance(g, CoHostedGroupPlan)}
+
+    def gke_groups(self) -> dict[str, GkeCoHostedGroupPlan]:
+        return {k: g for k, g in self.cohosting.items() if isinstance(g, GkeCoHostedGroupPlan)}
+
+    def gke_cohosted(self) -> dict[str, GkeCoHostedModelPlan]:
+        """Every GKE co-hosted model by role, groups in key order."""
+        return {m.role: m for _, g in sorted(self.gke_groups().items()) for m in g.models}
 
 
 def _pool_dict(p: PoolPlan) -> dict[str, Any]:
@@ -308,7 +362,8 @@ def build_plan(cfg: StackConfig, measurements: Mapping[str, Measurement] | None 
     gke_pools, accelerators = _plan_gke(cfg, measurements, issues)
     run_pools = _plan_cloud_run(cfg, measurements, issues)
     vertex_pools = _plan_vertex(cfg, measurements, issues)
-    cohosting = _plan_cohosting(cfg, issues)
+    cohosting: dict[str, CoHostedGroupPlan | GkeCoHostedGroupPlan] = {
+        **_plan_cohosting(cfg, issues), **_plan_gke_cohosting(cfg, issues)}
     planned: dict[str, PoolPlan] = {**gke_pools, **run_pools, **vertex_pools}
     pools = {role: planned[role] for role, _ in cfg.pools() if role in planned}
 
@@ -496,6 +551,8 @@ def _plan_cohosting(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, CoHo
     mean_ctx = contract.prompt_tokens.mean + contract.output_tokens.mean
     out: dict[str, CoHostedGroupPlan] = {}
     for key, group in sorted((cfg.cohosting or {}).items()):
+        if group.target != "vertex":
+            continue
         if group.accelerator not in cfg.accelerators or any(m.release not in release_ids for m in group.models):
             continue  # the rules report dangling references
         acc = cfg.accelerators[group.accelerator]
@@ -549,6 +606,99 @@ def _plan_cohosting(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, CoHo
             out[key] = CoHostedGroupPlan(key=key, target=group.target, accelerator=group.accelerator,
                                          machine=machine, layout=layout, models=tuple(models))
     return out
+
+
+def _layout_inputs(cfg: StackConfig, group: GkeCoHostedGroup) -> list[ch.ModelInputs]:
+    return [ch.ModelInputs(
+        release=m.release, model_name=m.model_name, geometry=release_geometry(cfg.release(m.release)),
+        tensor_parallel_size=cfg.release(m.release).tensor_parallel_size,
+        max_model_len=cfg.release(m.release).max_model_len, partition=m.gpu_memory_partition,
+        instances=m.instances, useful_concurrency=m.useful_concurrency,
+        runtime_overhead_gib=m.runtime_overhead_gib) for m in group.models]
+
+
+def cohosted_pool(group: GkeCoHostedGroup, index: int) -> GkePool:
+    """A GKE co-hosted model as the GKE pool it is planned and rendered as: the group's machine bounds, loading and
+    pod options, the model's partition as ``gpu_memory_utilization``; weight 0 because no weighted split sends it
+    traffic (requests reach it by model name), so no arrival share is invented for it."""
+    m = group.models[index]
+    loading = WeightLoading(path="gcs_streaming", throughput_mib_s=group.loading.throughput_mib_s,
+                            engine_init_seconds=group.loading.engine_init_seconds,
+                            streamer_concurrency=group.loading.streamer_concurrency)
+    return GkePool(target="gke", release=m.release, weight=0, accelerator=group.accelerator,
+                   min_replicas=group.min_replicas, max_replicas=group.max_replicas, loading=loading,
+                   model_server=group.model_server, gpu_memory_utilization=m.gpu_memory_partition,
+                   runtime_overhead_gib=m.runtime_overhead_gib)
+
+
+def _plan_gke_cohosting(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, GkeCoHostedGroupPlan]:
+    """Each GKE co-hosted group whose references resolve: the memory checks of ``cohosting`` (per model, and the
+    worst case of the time-shared slots on one GPU), then per model the GKE pool plan (capacity, probes, HPA within
+    the reservation less the one surge node the group's rollouts share, the vLLM arguments)."""
+    release_ids = {r.release for r in cfg.releases}
+    contract = cfg.contract
+    mean_ctx = contract.prompt_tokens.mean + contract.output_tokens.mean
+    auto = cfg.observability.autoscaling
+    out: dict[str, GkeCoHostedGroupPlan] = {}
+    for key, group in sorted((cfg.cohosting or {}).items()):
+        if not isinstance(group, GkeCoHostedGroup):
+            continue
+        acc = cfg.accelerators.get(group.accelerator)
+        if acc is None or acc.gpu_sharing is None or any(m.release not in release_ids for m in group.models):
+            continue  # the rules report dangling references and a node pool without time-sharing
+        try:
+            layout = ch.plan_layout(_layout_inputs(cfg, group), acc.gpus_per_node, acc.gpu_memory_gib,
+                                    group.transient_reserve, mean_ctx)
+        except ch.CoHostingError as exc:
+            issues.append(PlanIssue(("cohosting", key, *exc.subject), str(exc)))
+            continue
+        clients = acc.gpu_sharing.max_shared_clients_per_gpu
+        worst = ch.worst_case_partition_sum([m.gpu_memory_partition for m in group.models], clients)
+        if worst > round(1 - group.transient_reserve, 9):
+            issues.append(PlanIssue(("cohosting", key, "models"), (
+                f"{clients} time-shared clients per GPU ({group.accelerator}.gpu_sharing) may put the {clients} largest "
+                f"partitions on one GPU: {worst:g} > 1 - transient_reserve {group.transient_reserve:g}; the device "
+                "plugin, not the planner, picks each pod's GPU: lower the partitions or the clients per GPU")))
+            continue
+        cap_replicas = (None if acc.reservation is None else reservation_replica_cap(
+            reserved_nodes=acc.reservation.count, replicas_per_node=1, other_pools_max=0, pools_on_accelerator=1))
+        models: list[GkeCoHostedModelPlan] = []
+        for i, (m, placed) in enumerate(zip(group.models, layout.models)):
+            role = ch.gke_role(m.model_name)
+            pool = cohosted_pool(group, i)
+            rel = cfg.release(m.release)
+            try:
+                cap = capacity.plan_pool(pool_inputs(cfg, role, pool))
+                probes = plan_probes(
+                    cold_load_seconds=cap.cold_load_seconds, stream_bound_seconds=contract.stream_bound_seconds,
+                    ttft_p95_ms=contract.ttft_p95_ms, startup_margin=pool.model_server.startup_margin,
+                    startup_period_seconds=pool.model_server.startup_period_seconds,
+                    max_startup_seconds=pool.model_server.max_startup_seconds,
+                    drain_seconds=pool.model_server.drain_seconds)
+            except (capacity.PlanningError, ProbeError) as exc:
+                issues.append(PlanIssue(("cohosting", key, "models", i), f"{m.model_name}: {exc}"))
+                break
+            hpa = plan_hpa(
+                role=role, release=m.release, min_replicas=group.min_replicas, pool_max_replicas=group.max_replicas,
+                cold_load_seconds=cap.cold_load_seconds, stream_bound_seconds=contract.stream_bound_seconds,
+                queue_target_per_pod=auto.queue_target_per_pod, kv_cache_target=auto.kv_cache_target,
+                reservation_cap=cap_replicas)
+            inputs = gke_vllm_inputs(rel, pool, cap, probes.shutdown_timeout_seconds, m.model_name,
+                                     contract.max_output_tokens)
+            models.append(GkeCoHostedModelPlan(role=role, model_name=m.model_name, placement=placed, pool=GkePoolPlan(
+                role=role, target="gke", release=release_info(rel), weight=0, min_replicas=group.min_replicas,
+                capacity=cap, vllm_args=tuple(render_vllm_args(inputs)), model_root=inputs.model,
+                accelerator=group.accelerator, probes=probes, hpa=hpa, reservation_cap=cap_replicas)))
+        else:
+            out[key] = GkeCoHostedGroupPlan(
+                key=key, target="gke", accelerator=group.accelerator, layout=layout, models=tuple(models),
+                min_nodes=group.min_replicas, max_nodes=group.max_replicas + ROLLOUT_SURGE_NODES,
+                clients_per_gpu=clients, worst_case_partition_sum=worst)
+    return out
+
+
+#: One spare node holds the rollout surge pod of every model of a GKE group (one pod of each model fits a node).
+ROLLOUT_SURGE_NODES = 1
 
 
 def _cohosted_capacity(p: ch.ModelPlacement, cold_load_seconds: float) -> capacity.PoolCapacity:

@@ -109,7 +109,8 @@ def vertex_reservation_holds_max_plus_replacement(cfg: StackConfig, plan: StackP
     for name in _vertex_accelerators(cfg):
         r = cfg.accelerators[name].reservation
         on_it = [(role, pool) for role, pool in _vertex_pools(cfg) if pool.accelerator == name]
-        groups = [(key, g) for key, g in sorted((cfg.cohosting or {}).items()) if g.accelerator == name]
+        groups = [(key, g) for key, g in sorted((cfg.cohosting or {}).items())
+                  if g.accelerator == name and g.target == TARGET]
         if (r is None or any(role not in plan.pools for role, _ in on_it)
                 or any(key not in plan.cohosting for key, _ in groups)):
             continue

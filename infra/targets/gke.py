@@ -14,24 +14,26 @@ from components.bench_job import BenchJob, BenchJobArgs, client_peer
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, GatewaySpec, IapSpec, ModelArmorSpec,
-                                        PoolRoute, PriorityClassSpec, SaturationSpec)
+                                        ModelRoute, PoolRoute, PriorityClassSpec, SaturationSpec)
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import CHANNEL_TYPES, ChannelSpec, Observability, ObservabilityArgs
 from components.observability.views import PoolView, Thresholds
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
-from components.serving.model_server import ModelServer, ModelServerArgs, PodResources
+from components.serving.model_server import ModelServer, ModelServerArgs, PodPeer, PodResources
 from components.weights import HyperdiskSpec
 
 from ..config.accelerator import AcceleratorTopology, boot_disk_type
+from ..config.cohosting import GkeCoHostedGroup
 from ..config.gateway import GatewayConfig
 from ..config.gke import GkeConfig
 from ..config.observability import Autoscaling, NotificationChannel
+from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
 from ..planning.bench import bench_deadline
-from ..planning.plan import StackPlan, verify_workers
+from ..planning.plan import GkePoolPlan, StackPlan, cohosted_pool, verify_workers
 from ..resolve import ResolvedStack
 
 TARGET = "gke"
@@ -78,9 +80,13 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
                             pods_cidr=g.ranges.pods, services_cidr=g.ranges.services,
                             proxy_only_cidr=g.ranges.proxy_only),
         cluster=cluster_spec(cfg, g),
-        # One node pool per accelerator that serves at least one pool.
-        gpu_pools=tuple(GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
-                        for name, a in sorted(plan.accelerators.items())),
+        # One node pool per accelerator that serves at least one pool or one co-hosted group.
+        gpu_pools=tuple(sorted(
+            [GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
+             for name, a in plan.accelerators.items()]
+            + [GpuPoolSpec(accelerator_spec(g.accelerator, cfg.accelerators[g.accelerator]),
+                           NodeBounds(g.min_nodes, g.max_nodes)) for g in plan.gke_groups().values()],
+            key=lambda spec: spec.accelerator.key)),
         registry=RegistrySpec(g.registry.repository_id, g.registry.keep_recent_versions,
                               g.registry.untagged_retention_days),
         weights=WeightsSpec(
@@ -88,7 +94,7 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
             hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
             hyperdisk_releases=dict(plan.hyperdisk_releases),
             hyperdisk_pools={r: pool.release for r, pool in cfg.pools() if pool.loading.path == "hyperdisk_ml"}),
-        roles=tuple(r for r, _ in cfg.pools()),
+        roles=(*(r for r, _ in cfg.pools()), *plan.gke_cohosted()),
         hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None,
         labels=platform_labels(cfg), protect=g.protect)
 
@@ -145,6 +151,12 @@ def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
             replica_hourly_usd=p.capacity.replica_hourly_usd,
             planned_cost_per_million_usd=p.capacity.cost_per_million_output_tokens_usd,
             measurement_source=pool.measured.source if pool.measured else None))
+    for role, m in plan.gke_cohosted().items():
+        views.append(PoolView(
+            # 100: every request naming this model reaches this pool (no weighted split applies to it).
+            role=role, release=m.pool.release.release, weight=100, hpa=m.pool.hpa,
+            replica_hourly_usd=m.pool.capacity.replica_hourly_usd, planned_cost_per_million_usd=None,
+            measurement_source=None))
     return tuple(views)
 
 
@@ -172,6 +184,31 @@ def bench_job_args(resolved: ResolvedStack, platform: Platform, server: ModelSer
 
 # ---- composition ----------------------------------------------------------------------------------------------
 
+def _model_server(resolved: ResolvedStack, platform: Platform, k8s: pulumi.ResourceOptions, role: str, pool: GkePool,
+                  p: GkePoolPlan, public_model_name: str, clients: tuple[PodPeer, ...] = (),
+                  one_per_node: bool = False) -> ModelServer:
+    """The vLLM model server of one pool (or co-hosted model) in its namespace, on its accelerator's node pool."""
+    cfg, plan = resolved.config, resolved.plan
+    o = pool.model_server
+    return ModelServer(naming.deployment_name(role), ModelServerArgs(
+        role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
+        public_model_name=public_model_name, model_root=p.model_root,
+        verify_workers=verify_workers(pool),
+        resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
+                               gpus=p.release.tensor_parallel_size),
+        accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
+        max_surge=ROLLOUT_SURGE_REPLICAS, rollout_replicas=p.hpa.max_replicas,
+        max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
+        namespace=platform.serving_namespaces[role], service_account=platform.model_server_ksas[role],
+        proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
+        contract_max_model_len=cfg.contract.max_model_len,
+        contract_max_input_tokens=cfg.contract.max_input_tokens,
+        contract_max_output_tokens=cfg.contract.max_output_tokens,
+        hyperdisk_claim=platform.hyperdisk_claims.get(role), clients=clients, one_per_node=one_per_node),
+        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
+            depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]])))
+
+
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
     cfg, plan = resolved.config, resolved.plan
     assert cfg.gateway is not None  # the gke rules require the section for a gke pool
@@ -184,27 +221,19 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     bench = cfg.gke.bench if cfg.gke is not None else None
     model_servers: dict[str, ModelServer] = {}
     for role, pool in cfg.pools():
-        p = plan.pools[role]
-        o = pool.model_server
-        model_servers[role] = ModelServer(naming.deployment_name(role), ModelServerArgs(
-            role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
-            public_model_name=plan.public_model_name, model_root=p.model_root,
-            verify_workers=verify_workers(pool),
-            resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
-                                   gpus=p.release.tensor_parallel_size),
-            accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
-            max_surge=ROLLOUT_SURGE_REPLICAS, rollout_replicas=p.hpa.max_replicas,
-            max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
-            namespace=platform.serving_namespaces[role], service_account=platform.model_server_ksas[role],
-            proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
-            contract_max_model_len=cfg.contract.max_model_len,
-            contract_max_input_tokens=cfg.contract.max_input_tokens,
-            contract_max_output_tokens=cfg.contract.max_output_tokens,
-            hyperdisk_claim=platform.hyperdisk_claims.get(role),
+        assert isinstance(pool, GkePool)
+        model_servers[role] = _model_server(
+            resolved, platform, k8s, role, pool, plan.gke_pools()[role], plan.public_model_name,
             # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
-            clients=(client_peer(role),) if bench is not None and bench.pool == role else ()),
-            opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
-                depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]])))
+            clients=(client_peer(role),) if bench is not None and bench.pool == role else ())
+    # Co-hosted models: one server each on its group's time-shared node pool, at most one pod per node.
+    cohosted: dict[str, ModelServer] = {}
+    for key, g in sorted(plan.gke_groups().items()):
+        group = cfg.cohosting[key]
+        assert isinstance(group, GkeCoHostedGroup)
+        for i, m in enumerate(g.models):
+            cohosted[m.role] = _model_server(resolved, platform, k8s, m.role, cohosted_pool(group, i), m.pool,
+                                             m.model_name, one_per_node=True)
 
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
@@ -217,6 +246,9 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.sheddable, c.description)
                                for c in cfg.contract.priority_classes),
         backend_timeout_seconds=plan.backend_timeout_seconds, public_model_name=plan.public_model_name,
+        models=tuple(ModelRoute(model_name=m.model_name, pool=PoolRoute(
+            role=role, release=m.pool.release.release, weight=100, selector=cohosted[role].pool_selector,
+            namespace=platform.serving_namespaces[role])) for role, m in plan.gke_cohosted().items()),
         subnetwork=platform.network.subnet.id, project_number=platform.project_number),
         # Every pool's Kubernetes objects take their namespace from the platform's Output (so they wait for the
         # Namespace); the gateway creates its own namespace; the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
@@ -228,7 +260,8 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     obs = cfg.observability
     observability = Observability("observability", ObservabilityArgs(
         project=cfg.project, environment=cfg.environment, namespaces=dict(platform.serving_namespaces),
-        pools=pool_views(cfg, plan), scale_targets={r: m.deployment_name for r, m in model_servers.items()},
+        pools=pool_views(cfg, plan),
+        scale_targets={r: m.deployment_name for r, m in (*model_servers.items(), *cohosted.items())},
         thresholds=thresholds(cfg), scrape_interval_seconds=obs.scrape_interval_seconds,
         notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),
         adapter_image_digest=obs.adapter_image_digest, project_number=platform.project_number,
@@ -246,6 +279,10 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
 
     return {
         **({"bench": {"job": bench_job.job.metadata.name, "record_uri": bench_job.record_uri}} if bench_job else {}),
+        **({"cohosting": {key: {m.role: {
+            "model_name": m.model_name, "deployment": cohosted[m.role].deployment_name,
+            "pool": gateway.model_pools[m.role].pool_name, "vllm_args": cohosted[m.role].vllm_args}
+            for m in g.models} for key, g in sorted(plan.gke_groups().items())}} if cohosted else {}),
         "cluster": {"name": platform.cluster.name, "location": platform.gke.location,
                     "workload_pool": platform.workload_pool},
         "gateway": {"address": gateway.address_value, "hostnames": gateway.hostnames,

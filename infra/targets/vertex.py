@@ -141,14 +141,14 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     outputs: dict[str, object] = {}
     if plan.vertex_pools():
         outputs.update(_compose_pools(cfg, plan, services))
-    if plan.cohosting:
+    if plan.vertex_groups():
         outputs["vertex_cohosting"] = _compose_groups(cfg, plan, services)
     return outputs
 
 
 def _compose_groups(cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
     out: dict[str, object] = {}
-    for key, g in sorted(plan.cohosting.items()):
+    for key, g in sorted(plan.vertex_groups().items()):
         owner_args = cohosted_args(cfg, g, None)[0]
         owner = VertexServing(f"vertex-{owner_args.endpoint_id}", owner_args,
                               opts=pulumi.ResourceOptions(depends_on=[services]))
