@@ -13,6 +13,8 @@ from infra.offline.planrun import PlanRun, run_plan
 from infra.planning.plan import StackPlan
 
 STACKS = ("dev", "staging", "prod")
+#: The GKE stacks: the three environments and the GKE co-hosting example (every generic GKE check runs on it too).
+GKE_STACKS = (*STACKS, "dev-cohost-gke")
 #: The shipped Cloud Run stack, and a prod Cloud Run fixture (canary, staging, VPC egress, hub token) under
 #: tests/fixtures/cloud-run/ that no stack ships.
 CLOUD_RUN_STACK = "dev-cloudrun"
@@ -52,7 +54,13 @@ def planned(stack: str) -> tuple[StackConfig, StackPlan, dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def plans() -> dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]]:
-    return {s: planned(s) for s in STACKS}
+    return {s: planned(s) for s in GKE_STACKS}
+
+
+def serving_roles(cfg: StackConfig, plan: StackPlan) -> dict[str, str]:
+    """role -> release of every vLLM server set a GKE stack deploys: its pools, then its co-hosted models."""
+    return {**{role: pool.release for role, pool in cfg.pools()},
+            **{role: m.pool.release.release for role, m in plan.gke_cohosted().items()}}
 
 
 def resources(inventory: dict[str, Any], typ: str) -> list[dict[str, Any]]:

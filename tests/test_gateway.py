@@ -29,7 +29,7 @@ from infra.offline.planrun import PlanRun, summary
 from infra.resolve import ResolvedStack
 from infra.targets.gke import gateway_spec
 from infra.offline.stackfile import ROOT, read_stack_file
-from tests.conftest import REFERENCE, reference, resources
+from tests.conftest import REFERENCE, reference, resources, serving_roles
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
 
 #: Kinds this issue renders: their schemas' CEL rules must all be implemented, so none goes unchecked.
@@ -183,9 +183,11 @@ def test_pool_points_at_its_own_picker_with_explicit_failure_mode(plans):
 
 
 def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for stack, (cfg, plan, inv) in plans.items():
         route = only(inv, "HTTPRoute", o.API_ROUTE_NAME)
-        (rule,) = route["spec"]["rules"]
+        # the weighted rule first; one rule per co-hosted model after it (tests/test_cohosting_gke.py)
+        assert len(route["spec"]["rules"]) == 1 + len(plan.gke_cohosted()), stack
+        rule = route["spec"]["rules"][0]
         weights = {b["name"]: b["weight"] for b in rule["backendRefs"]}
         assert weights == {f"vllm-{r}": p.weight for r, p in cfg.pools()}, stack
         assert all(b["group"] == "inference.networking.k8s.io" and b["kind"] == "InferencePool" and "port" not in b
@@ -199,11 +201,12 @@ def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
 
 
 def test_backend_timeout_is_the_stream_bound(plans):
-    expected = {"dev": 84, "staging": 207, "prod": 207}  # ceil((TTFT + max_output x ITL) / 1000)
-    for stack, (cfg, _, inv) in plans.items():
+    # ceil((TTFT + max_output x ITL) / 1000)
+    expected = {"dev": 84, "staging": 207, "prod": 207, "dev-cohost-gke": 84}
+    for stack, (cfg, plan, inv) in plans.items():
         bound = math.ceil((cfg.contract.ttft_p95_ms + cfg.contract.max_output_tokens * cfg.contract.itl_p95_ms) / 1000)
         assert bound == expected[stack]
-        for role, _ in cfg.pools():
+        for role in serving_roles(cfg, plan):
             d = only(inv, "GCPBackendPolicy", f"vllm-{role}")["spec"]["default"]
             assert d["timeoutSec"] == bound
             assert d["connectionDraining"]["drainingTimeoutSec"] == bound
@@ -247,10 +250,10 @@ def test_picker_kv_metric_equals_what_vllm_exports(plans):
 
 
 def test_chart_resource_carries_pinned_version_and_values(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for stack, (cfg, plan, inv) in plans.items():
         charts = resources(inv, "kubernetes:helm.sh/v4:Chart")
-        assert len(charts) == len(cfg.pools())
-        for role, pool in cfg.pools():
+        assert len(charts) == len(serving_roles(cfg, plan))
+        for role in serving_roles(cfg, plan):
             c = _chart(inv, role)["inputs"]
             assert c["chart"] == INFERENCEPOOL_CHART and c["version"] == "v1.5.0"
             assert c["namespace"] == f"llm-serving-{role}" and c["skipCrds"] is True
@@ -301,14 +304,14 @@ def test_chart_has_no_pdb_of_its_own():
 def test_every_pool_owns_every_class_under_its_bare_name(plans):
     """The picker looks a class up by name in its pool's namespace and drops objectives naming another pool: each
     pool's namespace must hold one objective per class, named as the class, pointing at that pool."""
-    for stack, (cfg, _, inv) in plans.items():
+    for stack, (cfg, plan, inv) in plans.items():
         objs = find(inv, "InferenceObjective")
         assert all(x["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2" for x in objs)
-        for role, _ in cfg.pools():
+        for role in serving_roles(cfg, plan):
             mine = {x["metadata"]["name"]: (x["spec"]["priority"], x["spec"]["poolRef"]["name"]) for x in objs
                     if x["metadata"]["namespace"] == f"llm-serving-{role}"}
             assert mine == {c.name: (c.priority, f"vllm-{role}") for c in cfg.contract.priority_classes}, stack
-        assert len(objs) == len(cfg.contract.priority_classes) * len(cfg.pools())
+        assert len(objs) == len(cfg.contract.priority_classes) * len(serving_roles(cfg, plan))
 
 
 def test_each_pool_lives_in_its_own_namespace_and_admits_the_api_route(plans):
@@ -530,9 +533,9 @@ def test_bad_gateway_config_fails_plan_and_registers_nothing(tmp_path: Path, cap
 # ---- overload: shedding and saturation -------------------------------------------------------------------------
 
 def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for stack, (cfg, plan, inv) in plans.items():
         auto = cfg.observability.autoscaling
-        for role, _ in cfg.pools():
+        for role in serving_roles(cfg, plan):
             ext = _chart(inv, role)["inputs"]["values"]["inferenceExtension"]
             assert ext["pluginsConfigFile"] == "llm-serving-plugins.yaml"
             conf = json.loads(ext["pluginsCustomConfig"]["llm-serving-plugins.yaml"])
@@ -542,8 +545,8 @@ def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plan
             # Saturated where the HPA starts adding replicas: its per-pod queue target (dev 5, staging and prod 3),
             # and its KV-cache target where one is set (prod 0.8), else the picker's own 0.8.
             assert det["parameters"]["queueDepthThreshold"] == auto.queue_target_per_pod == {
-                "dev": 5, "staging": 3, "prod": 3}[stack]
-            assert auto.kv_cache_target == {"dev": None, "staging": None, "prod": 0.8}[stack]
+                "dev": 5, "staging": 3, "prod": 3, "dev-cohost-gke": 5}[stack]
+            assert auto.kv_cache_target == {"dev": None, "staging": None, "prod": 0.8, "dev-cohost-gke": None}[stack]
             assert det["parameters"]["kvCacheUtilThreshold"] == 0.8
             assert conf["saturationDetector"] == {"pluginRef": "utilization-detector"}
             # Flow control (a feature gate) would queue sheddable requests instead of answering 429.

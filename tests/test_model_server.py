@@ -27,7 +27,7 @@ from infra.offline import cli
 from infra.planning import capacity
 from infra.config import ConfigError
 from infra.offline.stackfile import ROOT, read_stack_file
-from tests.conftest import STACKS, one, resources
+from tests.conftest import GKE_STACKS, STACKS, one, resources, serving_roles
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -433,13 +433,13 @@ def test_network_policy(plans):
                 assert peer.get("ipBlock", {}).get("cidr") != "0.0.0.0/0"
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", GKE_STACKS)
 def test_manifests_validate_with_kubernetes_validate(plans, stack):
     kv = pytest.importorskip("kubernetes_validate")
-    cfg, _, inv = plans[stack]
+    cfg, plan, inv = plans[stack]
     objs = [r["inputs"] for typ in (DEPLOYMENT, CONFIG_MAP, PDB, NETPOL) for r in resources(inv, typ)
             if r["parent"] and r["parent"].split("::")[-2].endswith(MODEL_SERVER)]
-    assert len(objs) == 4 * len(cfg.pools())
+    assert len(objs) == 4 * len(serving_roles(cfg, plan))
     for obj in objs:
         kv.validate(obj, cfg.gke.minor_version, strict=True)
 

@@ -25,7 +25,7 @@ from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 from infra.config import ConfigError
 from infra.offline.stackfile import ROOT, read_stack_file
 
-from .conftest import load_config, STACKS, one, reference, resources
+from .conftest import load_config, GKE_STACKS, STACKS, one, reference, resources, serving_roles
 from .crd_schema import validate_custom_resource
 
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
@@ -46,12 +46,12 @@ def _validate_cr(obj: dict[str, Any], crd_file: str) -> list[str]:
     return validate_custom_resource(obj)
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", GKE_STACKS)
 def test_hpa_validates_against_kubernetes_schema(plans, stack):
     kv = pytest.importorskip("kubernetes_validate")
-    _, _, inv = plans[stack]
+    cfg, plan, inv = plans[stack]
     objs = resources(inv, HPA)
-    assert len(objs) == len(plans[stack][0].pools())
+    assert len(objs) == len(serving_roles(cfg, plan))
     for r in objs:
         kv.validate(r["inputs"], "1.34", strict=True)
 

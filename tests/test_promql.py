@@ -19,7 +19,7 @@ import yaml
 from components.observability import metrics as m
 from components.observability.dashboard import dashboard_queries
 
-from .conftest import STACKS, resources
+from .conftest import GKE_STACKS, STACKS, resources, serving_roles
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -191,11 +191,11 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
 
 
 @needs_promtool
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", GKE_STACKS)
 def test_alerts_fire_on_breaching_series_and_stay_quiet_otherwise(plans, stack, tmp_path):
-    cfg, _, inv = plans[stack]
+    cfg, plan, inv = plans[stack]
     rules = alert_rules(inv)
-    roles = {role: pool.release for role, pool in cfg.pools()}
+    roles = serving_roles(cfg, plan)
     max_replicas = {r["inputs"]["metadata"]["name"].removeprefix("vllm-"): r["inputs"]["spec"]["maxReplicas"]
                     for r in resources(inv, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")}
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))

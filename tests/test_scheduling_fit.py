@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import scheduling as s
-from tests.conftest import STACKS, planned, reference, resources
+from tests.conftest import GKE_STACKS, STACKS, planned, reference, resources, serving_roles
 
 MIB, GIB = s.MIB, s.GIB
 
@@ -24,7 +24,7 @@ def charts_root() -> Path:
 
 def _cases() -> list[Any]:
     cases = []
-    for stack in STACKS:
+    for stack in GKE_STACKS:
         for group in ("plan", "picker"):
             cases.append(pytest.param(stack, group, id=f"{stack}-{group}"))
     return cases
@@ -36,15 +36,17 @@ def _cases() -> list[Any]:
 def test_every_pod_fits_a_pool_that_admits_it(stack: str, group: str, charts_root: Path) -> None:
     """``plan``: every pod-template object the program registers; ``picker``: the pod each endpoint-picker Helm
     release renders from the chart defaults + the stack's values."""
-    cfg, _, inv = planned(stack)
+    cfg, plan, inv = planned(stack)
     pools = s.node_pools(inv)
+    roles = serving_roles(cfg, plan)
     if group == "plan":
         pods = s.plan_pods(inv)
-        # the adapter plus one model-server Deployment per serving pool: an empty list would pass vacuously
-        assert len(pods) == 1 + len(list(cfg.pools())), [p.name for p in pods]
+        # the adapter, the body-based router when models are co-hosted, and one model-server Deployment per
+        # serving pool or co-hosted model: an empty list would pass vacuously
+        assert len(pods) == 1 + bool(plan.gke_cohosted()) + len(roles), [p.name for p in pods]
     else:
         pods = s.picker_pods(inv, charts_root)
-        assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-epp" for role, _ in cfg.pools())
+        assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-epp" for role in roles)
     failures = s.unfit(pods, pools)
     assert not failures, f"{stack}: pods that no node pool admits and fits:\n" + "\n".join(failures)
 
