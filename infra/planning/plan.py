@@ -648,7 +648,7 @@ def _plan_gke_cohosting(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, 
             continue  # the rules report dangling references and a node pool without time-sharing
         try:
             layout = ch.plan_layout(_layout_inputs(cfg, group), acc.gpus_per_node, acc.gpu_memory_gib,
-                                    group.transient_reserve, mean_ctx)
+                                    group.transient_reserve, mean_ctx, check_gpu_sums=False)
         except ch.CoHostingError as exc:
             issues.append(PlanIssue(("cohosting", key, *exc.subject), str(exc)))
             continue

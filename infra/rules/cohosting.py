@@ -105,7 +105,10 @@ def gke_group_node_pool_time_shares_its_gpus(cfg: StackConfig) -> Iterator[Findi
     """The group's node pool is its own (a pool's whole-GPU pods would take time-shared slots of it), shares each GPU
     by time-sharing (every process sees the whole GPU, so a partition is a fraction of it; MPS caps each client's
     memory at a share of the GPU instead), with slots enough for one pod of every model per node."""
-    pool_accs = {p.accelerator: role for role, p in cfg.pools() if isinstance(getattr(p, "accelerator", None), str)}
+    pool_accs: dict[str, str] = {}
+    for role, p in cfg.pools():
+        if isinstance(getattr(p, "accelerator", None), str):
+            pool_accs.setdefault(p.accelerator, role)
     for key, g in _gke_groups(cfg):
         acc = cfg.accelerators.get(g.accelerator)
         if acc is None:

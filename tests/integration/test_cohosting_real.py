@@ -1,5 +1,6 @@
-"""Model co-hosting on the real vLLM 0.32 (CPU): the shipped ``dev-cohost`` group's two models, each started from its
-rendered ``vllm serve`` arguments, served by two tiny models of different shapes side by side on this machine.
+"""Model co-hosting on the real vLLM 0.32 (CPU): the shipped ``dev-cohost`` (Vertex AI) and ``dev-cohost-gke`` (GKE)
+groups' two models, each started from its rendered ``vllm serve`` arguments (on GKE: the container args of the
+model's rendered Deployment), served by two tiny models of different shapes side by side on this machine.
 
 The CPU adaptation, and why (everything else is ``vllm_harness.cpu_adapted``'s, documented there):
 
@@ -41,14 +42,16 @@ import pytest
 from infra.offline.planrun import run_plan
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.planning.plan import CoHostedModelPlan
+from components.serving.spec import ReleaseInfo
+from infra.planning.plan import CoHostedGroupPlan
 
 from . import vllm_harness as h
 from .vllm_harness import VllmServer
 
 pytestmark = pytest.mark.integration
 
-STACK = "dev-cohost"
+#: The shipped stacks with a co-hosted group ``pair`` of the same two models at 0.4 + 0.4: Vertex AI and GKE.
+STACKS = ("dev-cohost", "dev-cohost-gke")
 #: The CPU stand-in for one GPU, GiB: 0.4 of it is a whole 2 GiB of KV space (VLLM_CPU_KVCACHE_SPACE is whole GiB).
 VIRTUAL_GPU_GIB = 5
 #: (layers, KV heads) of the tiny model standing in for each co-hosted model, in the group's order.
@@ -59,8 +62,34 @@ CHAT_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
+class Rendered:
+    """One co-hosted model as a target rendered it: its server arguments and what the planner derived."""
+
+    model_name: str
+    release: ReleaseInfo
+    placement: ch.ModelPlacement
+    vllm_args: tuple[str, ...]
+
+
+def rendered(stack: str) -> list[Rendered]:
+    run = run_plan(stack)
+    group = run.resolved.plan.cohosting["pair"]
+    if isinstance(group, CoHostedGroupPlan):
+        return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
+    out = []
+    for m in group.models:  # GKE: exactly what the model's Deployment runs after ``vllm serve``
+        (dep,) = [r["inputs"] for r in run.inventory.to_dict()["resources"]
+                  if r["type"] == "kubernetes:apps/v1:Deployment"
+                  and r["inputs"]["metadata"]["name"] == f"vllm-{m.role}"]
+        (c,) = dep["spec"]["template"]["spec"]["containers"]
+        assert c["command"] == ["vllm", "serve"]
+        out.append(Rendered(m.model_name, m.pool.release, m.placement, tuple(c["args"])))
+    return out
+
+
+@dataclass(frozen=True)
 class CoHosted:
-    plan: CoHostedModelPlan
+    plan: Rendered
     server: VllmServer
     model_dir: Path
     kv_space_gib: int
@@ -87,15 +116,15 @@ def kv_space_gib(partition: float) -> int:
     return int(space)
 
 
-@pytest.fixture(scope="module")
-def cohosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CoHosted]]:
+@pytest.fixture(scope="module", params=STACKS)
+def cohosted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CoHosted]]:
     """Both models of the group, each a CPU vLLM from its rendered arguments, started in parallel."""
     h.require_vllm()
-    group = run_plan(STACK).resolved.plan.cohosting["pair"]
+    models = rendered(request.param)
     work = tmp_path_factory.mktemp("cohost")
     launched: list[CoHosted] = []
     try:
-        for m, (layers, kv_heads) in zip(group.models, SHAPES):
+        for m, (layers, kv_heads) in zip(models, SHAPES):
             tiny = tiny_model(work / f"tiny-{m.model_name}", layers, kv_heads)
             rendered_root = h.flag_value(m.vllm_args, "--model")
             base = work / m.model_name
