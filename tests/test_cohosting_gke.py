@@ -8,6 +8,7 @@ Figures are hand-computed here from the models' published shapes; every GKE-only
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from typing import Any
@@ -15,9 +16,11 @@ from typing import Any
 import pytest
 
 from infra.config import ConfigError
+from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import resolve_stack
 from tests.test_gateway import find, only
+from tests.test_policies import evaluate
 
 from .conftest import one, planned
 
@@ -290,3 +293,57 @@ def test_reservation_must_hold_the_surge_node():
     got = issues(v)
     assert ("llm-serving:accelerators.h100-shared.reservation.count: 1 reserved node(s) cannot hold cohosting.pair's "
             "max_replicas 1 + 1 rollout surge node = 2") in got
+
+
+# ---- policy: the pack's GPU-sharing bound agrees with the planner ------------------------------------------------
+
+def _resources() -> list[dict[str, Any]]:
+    return copy.deepcopy(inv()["resources"])
+
+
+def _deployment(rs: list[dict[str, Any]], role: str) -> dict[str, Any]:
+    (d,) = [r["inputs"] for r in rs if r["type"] == "kubernetes:apps/v1:Deployment"
+            and r["inputs"]["metadata"]["name"] == f"vllm-{role}"]
+    return d
+
+
+def _set_share(rs: list[dict[str, Any]], role: str, share: str) -> None:
+    (c,) = _deployment(rs, role)["spec"]["template"]["spec"]["containers"]
+    c["args"][c["args"].index("--gpu-memory-utilization") + 1] = share
+
+
+def _hpa_max(rs: list[dict[str, Any]], role: str, n: int) -> None:
+    (h,) = [r["inputs"] for r in rs if r["type"] == "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+            and r["inputs"]["metadata"]["name"] == f"vllm-{role}"]
+    h["spec"]["maxReplicas"] = n
+
+
+def test_shipped_stack_passes_the_pack_through_the_analyzer(tmp_path, capsys):
+    assert cli.main(["policy", "--stack", STACK, "--out", str(tmp_path)]) == 0
+    assert "0 violation(s)" in capsys.readouterr().out
+
+
+def test_policy_counts_a_one_pod_per_node_model_once_per_gpu():
+    rs = _resources()
+    assert evaluate("gpu-memory-shares-below-one", rs, {}) == []
+    # 0.6 + 0.3 with two replicas allowed each: one pod of each model per node, so at most 0.9 on the GPU
+    _set_share(rs, "llama-3-1-8b", "0.6")
+    _set_share(rs, "mistral-7b", "0.3")
+    _hpa_max(rs, "llama-3-1-8b", 2)
+    assert evaluate("gpu-memory-shares-below-one", rs, {}) == []
+    # without the anti-affinity two llama pods may share the GPU: 0.6 + 0.6
+    del _deployment(rs, "llama-3-1-8b")["spec"]["template"]["spec"]["affinity"]
+    assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
+        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
+        "their --gpu-memory-utilization sums to 1.2 = 0.6 (vllm-llama-3-1-8b) + 0.6 (vllm-llama-3-1-8b): keep the "
+        "sum below 1.0"]
+
+
+def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
+    rs = _resources()
+    _set_share(rs, "llama-3-1-8b", "0.6")
+    _set_share(rs, "mistral-7b", "0.5")
+    assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
+        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
+        "their --gpu-memory-utilization sums to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): keep the "
+        "sum below 1.0"]

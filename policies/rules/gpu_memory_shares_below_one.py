@@ -4,7 +4,9 @@ Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU 
 model a memory partition such as 0.4). On a GPU-sharing node pool (MPS / time-sharing), up to
 ``maxSharedClientsPerGpu`` containers land on one GPU and the scheduler does not look at memory, so the worst case
 is the largest utilisations that can meet: the top ``maxSharedClientsPerGpu`` values over every replica the pool
-may run. Their sum must stay below 1.0, or the last server to start fails to allocate its KV cache.
+may run. A Deployment whose pods repel each other per node (required pod anti-affinity on ``kubernetes.io/hostname``
+over its own pod labels, as a co-hosted model's) puts at most one replica on a GPU, so it counts once. Their sum must
+stay below 1.0, or the last server to start fails to allocate its KV cache.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any, Iterator
 from pulumi_policy import Severity, StackValidationPolicy
 
 from ._common import (HPA, NODE_POOL, UNKNOWN, Res, argv, as_float, as_int, deployment_max_replicas, flag_value, fmt, get,
-                      is_gpu_node_pool, is_serving_deployment, node_pool_accelerators, of_type, pool_for_deployment,
-                      serving_container, stack_validator)
+                      is_gpu_node_pool, is_serving_deployment, node_pool_accelerators, of_type, pod_labels, pod_spec,
+                      pool_for_deployment, serving_container, stack_validator)
 from ._common import DEPLOYMENT
 
 NAME = "gpu-memory-shares-below-one"
@@ -37,6 +39,23 @@ def utilization(dep: Res) -> float | None:
     return VLLM_DEFAULT_UTILIZATION if raw is None else as_float(raw)
 
 
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def one_per_node(dep: Res) -> bool:
+    """Required anti-affinity on the node over the Deployment's own pod labels: at most one of its pods per node."""
+    terms = get(pod_spec(dep), "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+    labels = pod_labels(dep)
+    if not isinstance(terms, list) or not isinstance(labels, dict):
+        return False
+    for t in terms:
+        match = get(t, "labelSelector", "matchLabels")
+        if (get(t, "topologyKey") == HOSTNAME and isinstance(match, dict) and match
+                and all(labels.get(k) == v for k, v in match.items())):
+            return True
+    return False
+
+
 def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str]]:
     pools = [p for p in of_type(resources, NODE_POOL) if is_gpu_node_pool(p)]
     hpas = of_type(resources, HPA)
@@ -53,7 +72,7 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
             u, n = utilization(d), deployment_max_replicas(d, hpas)
             if u is None or n is None:
                 return
-            slots += [(u, d.k8s_name)] * n
+            slots += [(u, d.k8s_name)] * (min(n, 1) if one_per_node(d) else n)
         worst = sorted(slots, key=lambda s: (-s[0], s[1]))[:clients]
         total = round(sum(u for u, _ in worst), 6)
         if len(worst) > 1 and total >= 1.0:
