@@ -14,9 +14,11 @@ import math
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.config import ConfigError
 from infra.offline import cli
+from infra.offline.planrun import run_plan
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import resolve_stack
 from tests.test_gateway import find, only
@@ -347,3 +349,20 @@ def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
         "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
         "their --gpu-memory-utilization sums to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): keep the "
         "sum below 1.0"]
+
+
+def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    doc["config"]["llm-serving:gateway"]["epp"]["replicas"] = 2
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc))
+    rs = run_plan(STACK, tmp_path).inventory.to_dict()
+    dep = only(rs, "Deployment", "body-based-router")
+    assert dep["spec"]["replicas"] == 2
+    (term,) = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    pdb = only(rs, "PodDisruptionBudget", "body-based-router")
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}
+    # one router (the shipped dev stack): no budget, which would block every drain of its node
+    assert find(inv(), "PodDisruptionBudget", "body-based-router") == []
+    assert "affinity" not in only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]

@@ -149,6 +149,14 @@ class BodyRouter(Component):
                 template=core.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                     spec=core.PodSpecArgs(
+                        # Redundant routers on different nodes where the system pool allows it: a node drain then
+                        # never takes every router at once.
+                        affinity=core.AffinityArgs(pod_anti_affinity=core.PodAntiAffinityArgs(
+                            preferred_during_scheduling_ignored_during_execution=[core.WeightedPodAffinityTermArgs(
+                                weight=100, pod_affinity_term=core.PodAffinityTermArgs(
+                                    topology_key="kubernetes.io/hostname",
+                                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)))]))
+                        if args.replicas > 1 else None,
                         service_account_name=naming.BODY_ROUTER_NAME,
                         # The router only parses bodies (no LoRA ConfigMaps are read): no API token needed.
                         automount_service_account_token=False,
@@ -173,6 +181,14 @@ class BodyRouter(Component):
                 # The load balancer speaks HTTP/2 (gRPC ext_proc) to the router (chart templates/bbr.yaml).
                 app_protocol="HTTP2")]),
             opts=child)
+        self.pdb = None
+        if args.replicas > 1:
+            # Unlike the pickers (leader election: the standby is never Ready), every router serves: a voluntary
+            # disruption may take one at a time.
+            self.pdb = k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb", metadata=meta, spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                    max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)),
+                opts=child)
         k8s_opts = self.child_opts()
         self.health_check = _cr(f"{name}-healthcheck", o.body_router_health_check_object(args.namespace),
                                 pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.service])))
