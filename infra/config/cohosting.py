@@ -84,7 +84,9 @@ class CoHostedGroupCommon(Strict):
     models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(description=(
         "The co-hosted releases (at least 2; different models allowed)."))
 
-    def _common_problems(self) -> list[tuple[str, str]]:
+    def _common_problems(self, one_instance_reason: str) -> list[tuple[str, str]]:
+        """Problems every target shares; ``one_instance_reason`` says why the target runs one instance per machine
+        (``{got}`` is the configured count)."""
         problems: list[tuple[str, str]] = []
         if self.max_replicas < self.min_replicas:
             problems.append(("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}"))
@@ -97,11 +99,8 @@ class CoHostedGroupCommon(Strict):
                 seen.append(value)
         for i, m in enumerate(self.models):
             if m.instances != 1:
-                problems.append((f"models.{i}.instances", self._one_instance_reason(m.instances)))
+                problems.append((f"models.{i}.instances", one_instance_reason.format(got=m.instances)))
         return problems
-
-    def _one_instance_reason(self, got: int) -> str:
-        raise NotImplementedError
 
 
 class CoHostedGroup(CoHostedGroupCommon):
@@ -113,13 +112,10 @@ class CoHostedGroup(CoHostedGroupCommon):
     startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
         "Extra fraction over each model's cold-load estimate its startup probe waits."))
 
-    def _one_instance_reason(self, got: int) -> str:
-        return (f"a Vertex deployed model is one container, one vLLM server per replica: 1, got {got} (more "
-                "instances need a GKE pod)")
-
     @model_validator(mode="after")
     def _checks(self) -> "CoHostedGroup":
-        problems = self._common_problems()
+        problems = self._common_problems("a Vertex deployed model is one container, one vLLM server per replica: 1, "
+                                         "got {got} (more instances need a GKE pod)")
         for i, m in enumerate(self.models):
             if m.endpoint_id is None:
                 problems.append((f"models.{i}.endpoint_id", "required on vertex: one endpoint per co-hosted model"))
@@ -138,13 +134,11 @@ class GkeCoHostedGroup(CoHostedGroupCommon):
         "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
         "all models share the node, so their requests together must fit it."))
 
-    def _one_instance_reason(self, got: int) -> str:
-        return (f"GKE places one pod of a model per node (GPU time-sharing gives no control over which GPU a pod's "
-                f"slot is on, so the memory bound counts each model once per GPU): 1, got {got}")
-
     @model_validator(mode="after")
     def _checks(self) -> "GkeCoHostedGroup":
-        problems = self._common_problems()
+        problems = self._common_problems("GKE places one pod of a model per node (GPU time-sharing gives no control "
+                                         "over which GPU a pod's slot is on, so the memory bound counts each model "
+                                         "once per GPU): 1, got {got}")
         for i, m in enumerate(self.models):
             if m.endpoint_id is not None:
                 problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))

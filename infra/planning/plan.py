@@ -141,6 +141,8 @@ class GkeCoHostedModelPlan:
     model_name: str
     placement: ch.ModelPlacement
     pool: GkePoolPlan
+    #: The GKE pool this model is planned and rendered as (:func:`cohosted_pool`), built once here.
+    pool_config: GkePool
 
     def to_dict(self) -> dict[str, Any]:
         p = self.pool
@@ -685,7 +687,8 @@ def _plan_gke_cohosting(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, 
                 reservation_cap=cap_replicas)
             inputs = gke_vllm_inputs(rel, pool, cap, probes.shutdown_timeout_seconds, m.model_name,
                                      contract.max_output_tokens)
-            models.append(GkeCoHostedModelPlan(role=role, model_name=m.model_name, placement=placed, pool=GkePoolPlan(
+            models.append(GkeCoHostedModelPlan(role=role, model_name=m.model_name, placement=placed, pool_config=pool,
+                                               pool=GkePoolPlan(
                 role=role, target="gke", release=release_info(rel), weight=0, min_replicas=group.min_replicas,
                 capacity=cap, vllm_args=tuple(render_vllm_args(inputs)), model_root=inputs.model,
                 accelerator=group.accelerator, probes=probes, hpa=hpa, reservation_cap=cap_replicas)))

@@ -25,7 +25,6 @@ from components.serving.model_server import ModelServer, ModelServerArgs, PodPee
 from components.weights import HyperdiskSpec
 
 from ..config.accelerator import AcceleratorTopology, boot_disk_type
-from ..config.cohosting import GkeCoHostedGroup
 from ..config.gateway import GatewayConfig
 from ..config.gke import GkeConfig
 from ..config.observability import Autoscaling, NotificationChannel
@@ -33,7 +32,7 @@ from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
 from ..planning.bench import bench_deadline
-from ..planning.plan import GkePoolPlan, StackPlan, cohosted_pool, verify_workers
+from ..planning.plan import GkePoolPlan, StackPlan, verify_workers
 from ..resolve import ResolvedStack
 
 TARGET = "gke"
@@ -228,12 +227,9 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             clients=(client_peer(role),) if bench is not None and bench.pool == role else ())
     # Co-hosted models: one server each on its group's time-shared node pool, at most one pod per node.
     cohosted: dict[str, ModelServer] = {}
-    for key, g in sorted(plan.gke_groups().items()):
-        group = cfg.cohosting[key]
-        assert isinstance(group, GkeCoHostedGroup)
-        for i, m in enumerate(g.models):
-            cohosted[m.role] = _model_server(resolved, platform, k8s, m.role, cohosted_pool(group, i), m.pool,
-                                             m.model_name, one_per_node=True)
+    for role, m in plan.gke_cohosted().items():
+        cohosted[role] = _model_server(resolved, platform, k8s, role, m.pool_config, m.pool, m.model_name,
+                                       one_per_node=True)
 
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
