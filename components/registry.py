@@ -8,15 +8,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from . import naming
 from .base import Component
 
 READER_ROLE = "roles/artifactregistry.reader"
 SECONDS_PER_DAY = 86400
-
-
-def registry_prefix(project: str, region: str, repository_id: str) -> str:
-    """``<region>-docker.pkg.dev/<project>/<repo>/``: where every serving image of the stack lives."""
-    return f"{region}-docker.pkg.dev/{project}/{repository_id}/"
 
 
 @dataclass(frozen=True)
@@ -68,5 +64,5 @@ class Registry(Component):
                 repository=self.repository.repository_id, role=READER_ROLE, member=member, opts=child)
             for key, member in args.readers
         ]
-        self.prefix = registry_prefix(args.project, args.region, args.repository_id)
+        self.prefix = naming.registry_prefix(args.project, args.region, args.repository_id)
         self.register_outputs({"repository": self.repository.id, "prefix": self.prefix})

@@ -10,6 +10,7 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from .config import ConfigError, decode_pulumi_config
+from .registry import REGISTRY, Registry
 from .resolve import ResolvedStack, resolve_stack
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -39,16 +40,17 @@ def engine_secret_keys() -> frozenset[str]:
     return frozenset(keys)
 
 
-def main(on_resolved: Callable[[ResolvedStack], None] | None = None) -> None:
+def main(on_resolved: Callable[[ResolvedStack], None] | None = None, registry: Registry = REGISTRY) -> None:
     """Resolve the stack once and deploy it. ``on_resolved`` lets the offline runner read the same resolution
-    (config + plan) the program deploys, so nothing is validated or planned twice."""
+    (config + plan) the program deploys, so nothing is validated or planned twice; ``registry``: the serving
+    targets (a test adds one)."""
     from .program import deploy
 
     try:
-        resolved = resolve_stack(engine_config(), pulumi.get_stack(), PROJECT_ROOT, engine_secret_keys())
+        resolved = resolve_stack(engine_config(), pulumi.get_stack(), PROJECT_ROOT, engine_secret_keys(), registry)
     except ConfigError as err:
         # Raised before any resource is registered: nothing is half-created.
         raise StackConfigError(err) from None
     if on_resolved is not None:
         on_resolved(resolved)
-    deploy(resolved)
+    deploy(resolved, registry)

@@ -1,4 +1,5 @@
-"""Composition: the resolved stack -> the project's shared services and the serving target's components."""
+"""Composition: the resolved stack -> the project's shared services and the components of each serving target the
+stack uses (the registry's targets, in registry order)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,20 @@ import pulumi
 from components.project import ProjectServices, ProjectServicesArgs
 
 from .planning.plan import release_info
-from .resolve import ResolvedStack
-from .targets import COMPOSERS, SERVICES
+from .registry import REGISTRY, Registry
+from .targets.base import ResolvedStack
 
 
-def deploy(resolved: ResolvedStack) -> None:
+def deploy(resolved: ResolvedStack, registry: Registry = REGISTRY) -> None:
     cfg, plan = resolved.config, resolved.plan
+    used = cfg.targets()
     # The APIs of the stack's targets only: a Cloud Run stack does not switch on GKE, Compute or DNS.
-    apis = tuple(sorted({api for target in cfg.targets() for api in SERVICES[target]}))
-    services = ProjectServices("platform-services", ProjectServicesArgs(project=cfg.project, services=apis))
+    services = ProjectServices("platform-services", ProjectServicesArgs(project=cfg.project,
+                                                                         services=registry.services(sorted(used))))
     outputs: dict[str, object] = {}
-    for target in sorted(cfg.targets()):
-        outputs.update(COMPOSERS[target](resolved, services))
+    for target in sorted(registry.targets, key=lambda t: t.name):
+        if target.name in used:
+            outputs.update(target.compose(resolved, services))
 
     pulumi.export("environment", cfg.environment)
     pulumi.export("releases", {r.release: release_info(r).export() for r in cfg.releases})

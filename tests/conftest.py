@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infra.targets.gke.planning import gke_part
 import pytest
 
 from infra.config import StackConfig
@@ -60,7 +61,7 @@ def plans() -> dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]]:
 def serving_roles(cfg: StackConfig, plan: StackPlan) -> dict[str, str]:
     """role -> release of every vLLM server set a GKE stack deploys: its pools, then its co-hosted models."""
     return {**{role: pool.release for role, pool in cfg.pools()},
-            **{role: m.pool.release.release for role, m in plan.gke_cohosted().items()}}
+            **{role: m.pool.release.release for role, m in gke_part(plan).cohosted().items()}}
 
 
 def resources(inventory: dict[str, Any], typ: str) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ import pytest
 from pydantic import BaseModel
 
 from infra.config.accelerator import GpuSharing
-from infra.config.gke import GkeConfig
+from infra.targets.gke.config.platform import GkeConfig
 from tests import api_mapping as am
 from tests.discovery import DiscoveryDocument, document
 

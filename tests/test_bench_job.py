@@ -31,9 +31,10 @@ from infra.offline.bench import store
 from infra.offline.bench.record import write_measurement
 from infra.offline.planrun import run_plan
 from infra.offline.stackfile import ROOT, STACKS_DIR, available_stacks, read_stack_file
-from infra.planning.bench import BENCH_OVERHEAD_SECONDS, POD_START_SECONDS, bench_deadline
+from infra.targets.gke.planning.bench import BENCH_OVERHEAD_SECONDS, POD_START_SECONDS, bench_deadline
 from infra.resolve import resolve_stack
-from infra.rules.bench import bench_pool_is_a_gke_pool
+from infra.targets.gke.config import GkeConfig
+from infra.targets.gke.rules.bench import bench_pool_is_a_gke_pool
 
 from .conftest import STACKS, one, resources
 from .gcs_emulator import BUCKET, Gcs, running_emulator
@@ -374,12 +375,12 @@ def test_the_benchmarked_pool_must_exist_and_run_on_gke():
     assert no_canary == {"llm-serving:gke.bench.pool": "no 'canary' pool to benchmark: serving has stable"}
     # A pool of another target (a Cloud Run pool has no Deployment in the cluster to send load to):
     bench = bench_config.BenchConfig(image=IMAGE, pool="canary")
-    cfg = SimpleNamespace(gke=SimpleNamespace(bench=bench),
+    cfg = SimpleNamespace(gke=GkeConfig.model_construct(bench=bench),
                           pools=lambda: [("stable", SimpleNamespace(target="gke")),
                                          ("canary", SimpleNamespace(target="cloud_run"))])
     assert list(bench_pool_is_a_gke_pool(cfg)) == [(("gke", "bench", "pool"), (
         "serving.canary targets cloud_run; the benchmark Job runs in the GKE cluster and measures a gke pool"))]
-    assert list(bench_pool_is_a_gke_pool(SimpleNamespace(gke=SimpleNamespace(bench=None), pools=list))) == []
+    assert list(bench_pool_is_a_gke_pool(SimpleNamespace(gke=GkeConfig.model_construct(bench=None), pools=list))) == []
 
 
 def test_component_args_refuse_what_config_refuses():

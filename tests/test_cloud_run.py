@@ -27,14 +27,14 @@ from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB
 from components.observability.dashboard import dashboard_queries
 from components.serving import verify_release as vr
 from infra.config import ConfigError
-from infra.config.cloud_run import GPU_SHAPES
+from infra.targets.cloud_run.config import GPU_SHAPES
 from infra.offline import cli
 from infra.offline.capacity_table import render_table
 from infra.offline.stackfile import ROOT, _as_engine_string, read_stack_file
 from infra.planning import capacity
-from infra.planning.plan import CloudRunPoolPlan
+from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from infra.resolve import resolve_stack
-from infra.targets import cloud_run as target
+from infra.targets.cloud_run import compose as target
 from tests import api_mapping as am
 from tests.discovery import document
 
@@ -457,7 +457,7 @@ def test_a_broken_service_body_fails_validation() -> None:
 def test_config_choices_are_values_the_api_lists() -> None:
     import typing
 
-    from infra.config.cloud_run import CloudRunPool, DirectVpcEgress
+    from infra.targets.cloud_run.config import CloudRunPool, DirectVpcEgress
     doc = document("run", "v2")
     assert set(typing.get_args(CloudRunPool.model_fields["ingress"].annotation)) <= set(
         doc.enum_values("GoogleCloudRunV2Service", "ingress"))

@@ -20,7 +20,7 @@ import pytest
 from infra.offline import cli
 from infra.offline import policy as pack
 from infra.offline.analyzer import COMPUTED_MARKER
-from infra.planning.plan import CloudRunPoolPlan
+from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from infra.resolve import ResolvedStack
 
 from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, plan_run

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from infra.targets.vertex.planning import vertex_part
 import pytest
 
 from components.vertex import provider as pv
@@ -22,7 +23,7 @@ from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.planning.plan import CoHostedGroupPlan
+from infra.targets.vertex.planning import CoHostedGroupPlan
 from infra.resolve import resolve_stack
 from tests.discovery import DiscoveryDocument, document
 from tests.test_vertex_requests import FakeClock, FakeVertex, floats
@@ -271,7 +272,7 @@ def test_group_schema_rules() -> None:
                          "not 1"]
     v = values()
     _group(v)["target"] = "gcs"
-    assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: vertex, gke"]
+    assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: gke, vertex"]
     v = values()
     _group(v)["target"] = "gke"  # a Vertex group's own keys are not the GKE group's
     assert issues(v) == ["llm-serving:cohosting.pair.shm_gib: unknown key (not part of the schema)"]
@@ -341,7 +342,7 @@ def test_the_reservation_holds_pools_and_groups() -> None:
     # The group's pool: 4 - the stable pool's (max 1 + min 1) - its own replacement (min 1) = 1 machine; the stable
     # pool likewise: 4 - the group's (1 + 1) - 1 = 1.
     assert (g.machine.reservation_cap, g.machine.max_replicas) == (1, 1)
-    assert plan.vertex_pools()["stable"].vertex.reservation_cap == 1
+    assert vertex_part(plan).vertex_pools()["stable"].vertex.reservation_cap == 1
     assert g.machine.reservation_resource == f"projects/{PROJECT}/zones/us-central1-a/reservations/h100-dev"
 
 

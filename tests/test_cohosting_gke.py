@@ -21,6 +21,7 @@ from infra.offline import cli
 from infra.offline.planrun import run_plan
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import resolve_stack
+from infra.targets.gke.planning import gke_part
 from tests.test_gateway import find, only
 from tests.test_policies import evaluate
 
@@ -109,7 +110,7 @@ def test_each_model_is_a_deployment_with_its_partition_and_names(role: str):
 
 def test_group_plan_reports_the_worst_case_and_node_bounds():
     _, plan, _ = planned(STACK)
-    g = plan.gke_groups()["pair"]
+    g = gke_part(plan).gke_groups()["pair"]
     # 2 time-shared clients per GPU: the two largest partitions (0.4 + 0.4) may share one GPU; limit 1 - 0.1
     assert (g.clients_per_gpu, g.worst_case_partition_sum) == (2, 0.8)
     # one warm node; max 1 + one node the rollout surge pods of both models share
@@ -233,7 +234,7 @@ def test_worst_case_of_the_slots_bounds_what_one_gpu_holds():
     v = values()
     _two_gpu_node(v, [0.4, 0.4, 0.4])
     plan = resolve_stack(v, STACK, ROOT).plan
-    assert plan.gke_groups()["pair"].worst_case_partition_sum == 0.8
+    assert gke_part(plan).gke_groups()["pair"].worst_case_partition_sum == 0.8
     v = values()
     _two_gpu_node(v, [0.5, 0.45, 0.4])  # the two largest: 0.95 > 0.9
     assert issues(v) == [

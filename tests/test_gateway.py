@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra.targets.gke.planning import gke_part
 import pytest
 import yaml
 
@@ -27,7 +28,7 @@ from components.gateway.charts import (
 from infra.offline.inventory import Inventory
 from infra.offline.planrun import PlanRun, summary
 from infra.resolve import ResolvedStack
-from infra.targets.gke import gateway_spec
+from infra.targets.gke.compose import gateway_spec
 from infra.offline.stackfile import ROOT, read_stack_file
 from tests.conftest import REFERENCE, reference, resources, serving_roles
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
@@ -186,7 +187,7 @@ def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
     for stack, (cfg, plan, inv) in plans.items():
         route = only(inv, "HTTPRoute", o.API_ROUTE_NAME)
         # the weighted rule first; one rule per co-hosted model after it (tests/test_cohosting_gke.py)
-        assert len(route["spec"]["rules"]) == 1 + len(plan.gke_cohosted()), stack
+        assert len(route["spec"]["rules"]) == 1 + len(gke_part(plan).cohosted()), stack
         rule = route["spec"]["rules"][0]
         weights = {b["name"]: b["weight"] for b in rule["backendRefs"]}
         assert weights == {f"vllm-{r}": p.weight for r, p in cfg.pools()}, stack
@@ -587,7 +588,7 @@ def test_priority_class_spec_refuses_a_sheddable_class_the_picker_cannot_shed():
 
 def test_saturation_follows_the_hpa_targets():
     from infra.config.observability import Autoscaling
-    from infra.targets.gke import saturation_spec
+    from infra.targets.gke.compose import saturation_spec
 
     assert saturation_spec(Autoscaling(queue_target_per_pod=4, kv_cache_target=0.7)) == o.SaturationSpec(4, 0.7)
     assert saturation_spec(Autoscaling(queue_target_per_pod=2)) == o.SaturationSpec(2, 0.8)

@@ -20,7 +20,8 @@ from components.naming import deployment_name
 from components.naming import weights_mount_path
 from components.serving.model_server import GOOGLE_API_RANGES, PROBE_SCRIPT, VERIFY_SCRIPT
 from infra.planning import probes as probes_mod
-from infra.planning.plan import gke_vllm_inputs, release_info
+from infra.planning.plan import release_info
+from infra.targets.gke.planning import gke_vllm_inputs
 from infra.planning.vllm_args import render_vllm_args, streamer_extra_config
 from .conftest import load_config, resolve_values
 from infra.offline import cli

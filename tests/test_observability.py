@@ -18,7 +18,7 @@ import yaml
 from components.observability import dashboard as dash
 from components.observability import metrics as m
 from components.observability.adapter import IMAGE_REPOSITORY, IMAGE_TAG, KSA, NAMESPACE as ADAPTER_NS
-from infra.planning.autoscaling import reservation_replica_cap
+from infra.targets.gke.planning.autoscaling import reservation_replica_cap
 from components.observability.views import PoolView, Thresholds
 from infra.offline import cli
 from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
@@ -273,7 +273,7 @@ def test_dashboard_covers_the_issue_panels_per_pool(plans, stack):
 
 
 def test_cost_panel_shows_the_plan_value_when_measured():
-    from infra.planning.autoscaling import plan_hpa
+    from infra.targets.gke.planning.autoscaling import plan_hpa
     hpa = plan_hpa(role="stable", release="r1", min_replicas=2, pool_max_replicas=4, cold_load_seconds=100,
                    stream_bound_seconds=100, queue_target_per_pod=3, kv_cache_target=None, reservation_cap=None)
     pool = PoolView(role="stable", release="r1", weight=100, hpa=hpa, replica_hourly_usd=22.06,

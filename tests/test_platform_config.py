@@ -14,7 +14,7 @@ import yaml
 from .conftest import load_config
 from infra.offline import cli
 from infra.config import ConfigError
-from infra.config.gke import INFERENCE_GATEWAY_MIN_GKE, parse_gke_version
+from infra.targets.gke.config.platform import INFERENCE_GATEWAY_MIN_GKE, parse_gke_version
 from infra.offline.stackfile import ROOT, read_stack_file
 
 P = "llm-serving:"

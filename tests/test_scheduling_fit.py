@@ -10,6 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from infra.targets.gke.planning import gke_part
 import pytest
 
 from tests import scheduling as s
@@ -43,7 +44,7 @@ def test_every_pod_fits_a_pool_that_admits_it(stack: str, group: str, charts_roo
         pods = s.plan_pods(inv)
         # the adapter, the body-based router when models are co-hosted, and one model-server Deployment per
         # serving pool or co-hosted model: an empty list would pass vacuously
-        assert len(pods) == 1 + bool(plan.gke_cohosted()) + len(roles), [p.name for p in pods]
+        assert len(pods) == 1 + bool(gke_part(plan).cohosted()) + len(roles), [p.name for p in pods]
     else:
         pods = s.picker_pods(inv, charts_root)
         assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-epp" for role in roles)

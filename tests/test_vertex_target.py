@@ -28,14 +28,14 @@ from components.vertex import provider as pv
 from components.vertex import requests as rq
 from components.vertex.container import VERIFY_SCRIPT
 from infra.config import ConfigError
-from infra.config.vertex import VertexPool
+from infra.targets.vertex.config import VertexPool
 from infra.offline import cli
 from infra.offline.stackfile import ROOT, _as_engine_string, read_stack_file
-from infra.planning import vertex as vx
-from infra.planning.plan import VertexPoolPlan
+from infra.targets.vertex.planning import pools as vx
+from infra.targets.vertex.planning import VertexPoolPlan
 from infra.planning.vllm_args import VllmInputs, render_vllm_args
 from infra.resolve import resolve_stack
-from infra.targets import vertex as target
+from infra.targets.vertex import compose as target
 from tests.discovery import DiscoveryDocument, document
 from tests.test_vertex_requests import FakeClock, FakeVertex, floats
 
@@ -585,8 +585,9 @@ def test_a_split_across_targets_is_refused() -> None:
     v["llm-serving:serving"]["canary"] = {**_pool(values(), "canary"), "release": "qwen3-8b-fp8-2026-11-02.1",
                                           "weight": 0}
     v["llm-serving:serving"]["stable"]["weight"] = 100
-    assert ("llm-serving:serving.canary.target: stable targets cloud_run and canary vertex: a Vertex traffic split is "
-            "between the deployed models of one endpoint; put both pools on one target") in issues(v, "dev-cloudrun")
+    assert ("llm-serving:serving.canary.target: stable targets cloud_run and canary vertex: a traffic split works "
+            "within one target (one Cloud Run service's revisions or one Vertex endpoint's deployed models); put both "
+            "pools on one") in issues(v, "dev-cloudrun")
 
 
 def test_prod_rules() -> None:

@@ -27,16 +27,18 @@ what that fraction means.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from .base import MAX_NODES, Strict, check
-from .model_server import ModelServerOptions
-from .vertex import ENDPOINT_ID_PATTERN, VertexLoading
+from .base import MAX_NODES, Strict
+from .loading import GcsStreamingLoading
+from .serving import PUBLIC_MODEL_NAME
 
-#: The public model name pattern (``serving.model_name``): what clients send as ``model``.
-PUBLIC_MODEL_NAME = r"^[a-z0-9]([-a-z0-9._]{0,62}[a-z0-9])?$"
+#: The endpoint id (aiplatform.v1 ``endpoints.create`` ``endpointId``: letter first, ``[a-z0-9-]``), cut to 26
+#: characters here so the serving account id ``<endpoint>-vtx`` fits IAM's 30. A co-hosted model names one on
+#: ``vertex`` (one endpoint per model); the Vertex target's own endpoint id has the same rule.
+ENDPOINT_ID_PATTERN = r"^[a-z][-a-z0-9]{0,24}[a-z0-9]$"
 #: A group key becomes part of the resource pool id (``<key>-<8 hex>``, at most 54 + 9 characters).
 GROUP_KEY_PATTERN = r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$"
 
@@ -67,8 +69,10 @@ class CoHostedModel(Strict):
 
 
 class CoHostedGroupCommon(Strict):
-    """Releases sharing one accelerator set: one machine shape, its replicas, and the models on it."""
+    """Releases sharing one accelerator set: one machine shape, its replicas, and the models on it. Each target's
+    group type derives from it and fixes ``target`` to its own literal."""
 
+    target: str = Field(description="Serving target of this group; selects the group type.")
     accelerator: str = Field(description=(
         "Accelerator topology key (``accelerators.<key>``): the machine every replica of the group is, and the "
         "reservation it consumes."))
@@ -79,7 +83,7 @@ class CoHostedGroupCommon(Strict):
     transient_reserve: Annotated[float, Field(ge=0.02, le=0.5)] = Field(0.1, description=(
         "Fraction of each GPU's memory left outside every partition for transient memory (CUDA contexts of "
         "several processes, NCCL buffers, fragmentation): the partitions on a GPU sum to at most 1 minus this."))
-    loading: VertexLoading = Field(description="How the models' weights arrive, and the stated throughput.")
+    loading: GcsStreamingLoading = Field(description="How the models' weights arrive, and the stated throughput.")
     # 8 models: more servers than GPUs on the largest machine is a slip.
     models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(description=(
         "The co-hosted releases (at least 2; different models allowed)."))
@@ -101,50 +105,3 @@ class CoHostedGroupCommon(Strict):
             if m.instances != 1:
                 problems.append((f"models.{i}.instances", one_instance_reason.format(got=m.instances)))
         return problems
-
-
-class CoHostedGroup(CoHostedGroupCommon):
-    """A co-hosted group on Vertex AI: a deployment resource pool shared by the models' deployed models."""
-
-    target: Literal["vertex"] = Field(description=(
-        "``vertex``: a Vertex AI deployment resource pool shared by the models' deployed models."))
-    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description="Shared memory (``/dev/shm``) per container, GiB.")
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
-        "Extra fraction over each model's cold-load estimate its startup probe waits."))
-
-    @model_validator(mode="after")
-    def _checks(self) -> "CoHostedGroup":
-        problems = self._common_problems("a Vertex deployed model is one container, one vLLM server per replica: 1, "
-                                         "got {got} (more instances need a GKE pod)")
-        for i, m in enumerate(self.models):
-            if m.endpoint_id is None:
-                problems.append((f"models.{i}.endpoint_id", "required on vertex: one endpoint per co-hosted model"))
-        check(problems)
-        return self
-
-
-class GkeCoHostedGroup(CoHostedGroupCommon):
-    """A co-hosted group on GKE: one vLLM Deployment per model on the group's GPU time-sharing node pool, routed by
-    model name at the stack's gateway."""
-
-    target: Literal["gke"] = Field(description=(
-        "``gke``: one Deployment per model on a time-shared GPU node pool of the stack's cluster, each model behind "
-        "its own InferencePool, routed by the model name a request sends."))
-    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
-        "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
-        "all models share the node, so their requests together must fit it."))
-
-    @model_validator(mode="after")
-    def _checks(self) -> "GkeCoHostedGroup":
-        problems = self._common_problems("GKE places one pod of a model per node (GPU time-sharing gives no control "
-                                         "over which GPU a pod's slot is on, so the memory bound counts each model "
-                                         "once per GPU): 1, got {got}")
-        for i, m in enumerate(self.models):
-            if m.endpoint_id is not None:
-                problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))
-        check(problems)
-        return self
-
-
-#: A co-hosted group, by target (pydantic discriminated union on ``target``).
-AnyCoHostedGroup = Annotated[CoHostedGroup | GkeCoHostedGroup, Field(discriminator="target")]

@@ -1,43 +1,54 @@
 """The root of the typed stack configuration and its schema validation.
 
 Pulumi stack config (``stacks/Pulumi.<env>.yaml``) is read as a whole: every ``llm-serving:*`` key is a field of
-:class:`StackConfig` (unknown keys are errors), ``gcp:project`` / ``gcp:region`` are shared with the Google
-provider. This module is the schema only: types, ranges, required keys and per-section rules, each problem with
-its full key path. Rules that span sections, and the capacity planner, run afterwards on what validated
-(``infra/resolve.py``); nothing is registered with Pulumi until all of it passes.
+the root model (unknown keys are errors), ``gcp:project`` / ``gcp:region`` are shared with the Google provider.
+This module is the schema only: types, ranges, required keys and per-section rules, each problem with its full key
+path. Rules that span sections, and the capacity planner, run afterwards on what validated (``infra/resolve.py``);
+nothing is registered with Pulumi until all of it passes.
+
+:class:`StackConfig` holds the target-neutral sections. The serving targets add theirs: :func:`stack_model` builds
+the root model from every registered target's pool type, co-hosted group type and root sections
+(``infra/registry.py`` calls it once); the program reads pools as :class:`PoolCommon` and a target's own section
+through :func:`section_of`, so nothing outside a target's package names its types.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Mapping, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from .accelerator import AcceleratorTopology
-from .cloud_run import CloudRunConfig
-from .cohosting import GROUP_KEY_PATTERN, AnyCoHostedGroup
+from .cohosting import GROUP_KEY_PATTERN, CoHostedGroupCommon
 from .base import NAMESPACE, PROJECT_ID_PATTERN, ConfigIssue, FieldErrors, Strict
 from .documents import DocumentError, load_json_file
+from .environment import Environment
+from .pool import PoolCommon
 from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
 from .contract import WorkloadContract
-from .gateway import GatewayConfig
-from .gke import GkeConfig
 from .observability import Observability
 from .release import ReleaseIdentity
-from .serving import ServingPool, ServingPools
-from .vertex import VertexConfig
+from .serving import ServingPools
 
-Environment = Literal["dev", "staging", "prod"]
+__all__ = ["Environment", "FOREIGN_KEYS", "SchemaResult", "Section", "StackConfig", "build_document", "key_path", "section_of",
+           "stack_model", "validate_schema"]
 
 #: Root fields that come from another package's namespace, and the key they are read from.
 FOREIGN_KEYS = {"project": "gcp:project", "region": "gcp:region"}
 
+SectionT = TypeVar("SectionT", bound=BaseModel)
+
 
 class StackConfig(Strict):
+    """The target-neutral root of a stack's config. The validated object is an instance of the model
+    :func:`stack_model` derives from this one (pools and groups of the registered targets, their sections)."""
+
     environment: Environment = Field(description="dev | staging | prod; must match the stack name.")
     project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] = Field(description=(
         "GCP project id (shared with the Google provider)."))
@@ -49,23 +60,10 @@ class StackConfig(Strict):
         "Immutable releases, inline or as JSON file paths relative to the project root."))
     accelerators: dict[str, AcceleratorTopology] = Field({}, description=(
         "Accelerator topologies by key; required by pools that run on GPU machines (``gke``, ``vertex``)."))
-    serving: ServingPools = Field(description="Stable and canary serving pools.")
-    gke: GkeConfig | None = Field(None, description=(
-        "The Google Cloud platform of the ``gke`` target: network, GKE cluster, registry, weight stores; required "
-        "when a pool targets ``gke``."))
+    serving: ServingPools[PoolCommon] = Field(description="Stable and canary serving pools.")
     observability: Observability = Field(Observability(), description=(
         "Autoscaling targets, scraping, alert thresholds and notification channels."))
-    gateway: GatewayConfig | None = Field(None, description=(
-        "GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor; required when a pool "
-        "targets ``gke``."))
-    cloud_run: CloudRunConfig | None = Field(None, description=(
-        "The Cloud Run service the ``cloud_run`` pools are tagged revisions of: name, image repository, metrics "
-        "collector image, optional hub-token secret; required when a pool targets ``cloud_run``."))
-    vertex: VertexConfig | None = Field(None, description=(
-        "The Vertex AI endpoint the ``vertex`` pools are deployed models of: endpoint id, dedicated or Private "
-        "Service Connect access, caller members, image repository; required when a pool or a co-hosted group "
-        "targets ``vertex``."))
-    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], AnyCoHostedGroup] = Field({}, description=(
+    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], CoHostedGroupCommon] = Field({}, description=(
         "Co-hosted groups by key: several releases (different models allowed) sharing one accelerator set, each "
         "with its GPU-memory partition, instance count and public model name."))
 
@@ -76,13 +74,71 @@ class StackConfig(Strict):
     def release_index(self, release_id: str) -> int:
         return next(i for i, r in enumerate(self.releases) if r.release == release_id)
 
-    def pools(self) -> list[tuple[str, ServingPool]]:
+    def pools(self) -> list[tuple[str, PoolCommon]]:
         return self.serving.items()
+
+    def groups(self) -> list[tuple[str, CoHostedGroupCommon]]:
+        """(key, group) for every co-hosted group, in key order."""
+        return sorted((self.cohosting or {}).items())
 
     def targets(self) -> frozenset[str]:
         """The serving targets the stack's pools and co-hosted groups name."""
-        return frozenset(pool.target for _, pool in self.pools()) | frozenset(
-            g.target for g in (self.cohosting or {}).values())
+        return frozenset(pool.target for _, pool in self.pools()) | frozenset(g.target for _, g in self.groups())
+
+
+
+def section_of(cfg: object, name: str, kind: type[SectionT]) -> SectionT | None:
+    """A target's root section of a stack config (``gke``, ``cloud_run``, ...): None when absent (or when it failed
+    validation); a section of another type is a programming error. Each target wraps it in a typed accessor."""
+    value = getattr(cfg, name, None)
+    if value is None:
+        return None
+    if not isinstance(value, kind):
+        raise TypeError(f"config section {name!r} is a {type(value).__name__}, not {kind.__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class Section:
+    """A root key a serving target owns (``gke``, ``gateway``, ``cloud_run``, ``vertex``): optional, validated by
+    ``model``; required by the target's rules when one of its pools needs it."""
+
+    name: str
+    model: type[BaseModel]
+    description: str
+
+
+def _tagged_union(types: Sequence[type[BaseModel]]) -> Any:
+    """One type, or the discriminated union on ``target`` of several."""
+    if len(types) == 1:
+        return types[0]
+    return Annotated[Union[tuple(types)], Field(discriminator="target")]
+
+
+def stack_model(pool_types: Sequence[type[PoolCommon]], group_types: Sequence[type[CoHostedGroupCommon]],
+                sections: Sequence[Section]) -> type[StackConfig]:
+    """The root model of a set of serving targets: :class:`StackConfig` with ``serving``'s pools the union of
+    ``pool_types``, ``cohosting``'s groups the union of ``group_types``, and one optional field per section."""
+    if not pool_types or not group_types:
+        raise ValueError("stack_model: at least one pool type and one co-hosted group type are needed")
+    names = [s.name for s in sections]
+    clash = sorted({n for n in names if names.count(n) > 1} | (set(names) & set(StackConfig.model_fields)))
+    if clash:
+        raise ValueError(f"stack_model: sections {clash} are defined twice or shadow a neutral section")
+
+    def like(name: str) -> Any:
+        return copy.copy(StackConfig.model_fields[name])  # keep default and description, change the type
+
+    pool = _tagged_union(pool_types)
+    group = _tagged_union(group_types)
+    fields: dict[str, Any] = {
+        "serving": (ServingPools[pool], like("serving")),  # type: ignore[valid-type]
+        "cohosting": (dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], group], like("cohosting")),  # type: ignore[valid-type]
+    }
+    for s in sections:
+        fields[s.name] = (s.model | None, Field(None, description=s.description))
+    model: type[StackConfig] = create_model("StackConfig", __base__=StackConfig, __module__=__name__, **fields)
+    return model
 
 
 # ---- key paths ------------------------------------------------------------------------------------
@@ -166,12 +222,12 @@ def quote(value: Any) -> str:
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS - 1] + "…"
 
 
-def _issues_from_validation(err: ValidationError, prefix: tuple[str | int, ...] = (),
+def _issues_from_validation(err: ValidationError, model: type[StackConfig], prefix: tuple[str | int, ...] = (),
                             redact: bool = False) -> list[ConfigIssue]:
     """``redact``: the section is secret, so no input value is quoted (it may be a decrypted secret)."""
     issues: list[ConfigIssue] = []
     for e in err.errors():
-        loc = _strip_union_tags(StackConfig, prefix + tuple(e["loc"]))
+        loc = _strip_union_tags(model, prefix + tuple(e["loc"]))
         ctx_err = (e.get("ctx") or {}).get("error")
         if isinstance(ctx_err, FieldErrors):
             for field, msg in ctx_err.problems:
@@ -263,8 +319,8 @@ class SchemaResult:
     issues: tuple[ConfigIssue, ...]
 
 
-def _adapter(name: str) -> TypeAdapter[Any]:
-    info = StackConfig.model_fields[name]
+def _adapter(model: type[StackConfig], name: str) -> TypeAdapter[Any]:
+    info = model.model_fields[name]
     annotated: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
     try:
         return TypeAdapter(annotated, config=ConfigDict(strict=True))
@@ -272,18 +328,20 @@ def _adapter(name: str) -> TypeAdapter[Any]:
         return TypeAdapter(annotated)
 
 
-def validate_schema(raw: Mapping[str, Any], base_dir: Path, secret_keys: frozenset[str] = frozenset()) -> SchemaResult:
-    """Validate each root section on its own, so one broken section never hides the problems of another.
-    ``secret_keys``: the top-level keys the engine marks secret (see ``infra/config/secrets.py``)."""
+def validate_schema(raw: Mapping[str, Any], base_dir: Path, model: type[StackConfig],
+                    secret_keys: frozenset[str] = frozenset()) -> SchemaResult:
+    """Validate each root section of ``model`` (the registry's root model) on its own, so one broken section never
+    hides the problems of another. ``secret_keys``: the top-level keys the engine marks secret (see
+    ``infra/config/secrets.py``)."""
     issues: list[ConfigIssue] = []
     doc = build_document(raw, base_dir, issues)
-    issues += secret_issues(doc, secret_keys, secret_fields(StackConfig), key_path)
+    issues += secret_issues(doc, secret_keys, secret_fields(model), key_path)
     failed_files = {i.path for i in issues}
     values: dict[str, Any] = {}
     valid: set[str] = set()
-    for key in sorted(set(doc) - set(StackConfig.model_fields)):
+    for key in sorted(set(doc) - set(model.model_fields)):
         issues.append(ConfigIssue(key_path((key,)), "unknown key (not part of the schema)"))
-    for name, info in StackConfig.model_fields.items():
+    for name, info in model.model_fields.items():
         if name not in doc:
             if info.is_required():
                 issues.append(ConfigIssue(key_path((name,)), "required key is missing"))
@@ -293,11 +351,11 @@ def validate_schema(raw: Mapping[str, Any], base_dir: Path, secret_keys: frozens
                 valid.add(name)
             continue
         try:
-            values[name] = _adapter(name).validate_python(doc[name])
+            values[name] = _adapter(model, name).validate_python(doc[name])
         except ValidationError as err:
             values[name] = None
-            issues += _issues_from_validation(err, (name,), redact=key_path((name,)) in secret_keys)
+            issues += _issues_from_validation(err, model, (name,), redact=key_path((name,)) in secret_keys)
             continue
         if not any(p.startswith(key_path((name,))) for p in failed_files):
             valid.add(name)
-    return SchemaResult(StackConfig.model_construct(**values), frozenset(valid), tuple(issues))
+    return SchemaResult(model.model_construct(**values), frozenset(valid), tuple(issues))

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..planning.capacity import PoolCapacity
-from ..planning.plan import CloudRunPoolPlan, StackPlan, VertexPoolPlan
+from ..planning.plan import StackPlan
+from ..registry import REGISTRY, Registry
 
 if TYPE_CHECKING:
     from ..config.stack import StackConfig
-    from ..planning.cohosting import GroupLayout
 
 
 def _measured(plan: StackPlan, role: str) -> str:
@@ -22,8 +22,9 @@ def _measured(plan: StackPlan, role: str) -> str:
     return f"{op.output_tokens_per_s:.0f} / {op.input_tokens_per_s:.0f} at {op.offered_rps:g} req/s{bound}"
 
 
-def render_table(plan: StackPlan) -> str:
-    """Human capacity table (one column per pool)."""
+def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
+    """Human capacity table (one column per pool): the rows every pool has, then each target's own rows (``-`` for
+    another target's pools), then each target's lines (node arithmetic, co-hosted groups) and the warnings."""
     roles = sorted(plan.pools, key=lambda r: (r != "stable", r))
     rows: list[tuple[str, list[str]]] = []
 
@@ -49,73 +50,20 @@ def render_table(plan: StackPlan) -> str:
     if any(plan.pools[r].capacity.cost_per_million_input_tokens_usd is not None for r in roles):
         row("$ per 1M input tokens (prefill-bound)", lambda p: "-" if p.cost_per_million_input_tokens_usd is None
             else f"${p.cost_per_million_input_tokens_usd:.2f}")
-    runs = {r: p.cloud_run for r, p in plan.pools.items() if isinstance(p, CloudRunPoolPlan)}
-    if runs:
-        def run_row(label: str, fn: Callable[..., str]) -> None:
-            rows.append((label, [fn(runs[r]) if r in runs else "-" for r in roles]))
-
-        run_row("Cloud Run instance", lambda c: f"{c.gpu} x{c.gpu_count}, {c.cpu} vCPU, {c.memory_gib} GiB"
-                f"{', no zonal redundancy' if c.zonal_redundancy_disabled else ''}")
-        run_row("cold load (copy / verify / read / init)", lambda c: f"{c.copy_seconds:.0f} / {c.verify_seconds:.0f} / "
-                f"{c.weights_read_seconds:.0f} / {c.engine_init_seconds:.0f} s")
-        run_row("startup probe", lambda c: f"{c.probes.startup_initial_delay_seconds} s + {c.probes.startup_failure_threshold} x "
-                f"{c.probes.startup_period_seconds} s = {c.probes.startup_window_seconds} s")
-        run_row("concurrency / request timeout", lambda c: f"{c.concurrency} / {c.request_timeout_seconds} s")
-        run_row("instance price", lambda c: f"${c.instance_second_usd:.6f}/s (${c.instance_hourly_usd:.2f}/h)")
-        run_row("cold start cost", lambda c: f"${c.cold_start_usd:.4f} per cold start (min instances {c.min_instances}"
-                f"{': scale to zero, the first request after idle waits it' if c.min_instances == 0 else ''})")
-    vertex = {r: p.vertex for r, p in plan.pools.items() if isinstance(p, VertexPoolPlan)}
-    if vertex:
-        def vx_row(label: str, fn: Callable[..., str]) -> None:
-            rows.append((label, [fn(vertex[r]) if r in vertex else "-" for r in roles]))
-
-        vx_row("Vertex machine", lambda v: f"{v.machine_type} ({v.accelerator_count} x {v.gpu_type})"
-               f"{', Spot' if v.spot else ''}")
-        vx_row("reservation", lambda v: v.reservation_resource or "none")
-        vx_row("Vertex replicas", lambda v: f"{v.min_replicas}..{v.max_replicas} ({v.max_reason})")
-        vx_row("autoscaling", lambda v: f"{v.autoscaling_signal} target {v.autoscaling_target}")
-        vx_row("startup probe / deployment timeout", lambda v: f"{v.startup_failure_threshold} x "
-               f"{v.startup_period_seconds} s = {v.startup_window_seconds} s / {v.deployment_timeout_seconds} s")
+    targets = [t for t in registry.targets if any(p.target == t.name for p in plan.pools.values())
+               or any(g.target == t.name for g in plan.cohosting.values())]
+    for t in targets:
+        rows += [(r.label, [r.values.get(role, "-") for role in roles]) for r in t.report_rows(plan)]
     width = max(len(label) for label, _ in rows)
     colw = [max(len(r), *(len(vals[i]) for _, vals in rows)) for i, r in enumerate(roles)]
     out = [" " * width + "  " + "  ".join(r.ljust(colw[i]) for i, r in enumerate(roles))]
     out += [label.ljust(width) + "  " + "  ".join(v.ljust(colw[i]) for i, v in enumerate(vals)) for label, vals in rows]
-    for name, ap in sorted(plan.accelerators.items()):
-        a = ap.capacity
-        reserved = "no reservation" if a.reserved_nodes is None else f"{a.reserved_nodes} reserved"
-        out.append(f"nodes on {name}: {a.nodes_for_max_replicas} at max replicas ({a.max_replicas}), "
-                   f"{a.nodes_for_max_plus_surge} with rollout surge; {reserved}")
-    for key, vg in sorted(plan.vertex_groups().items()):
-        m = vg.machine
-        out.append(f"co-hosted group {key} ({vg.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
-                   f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
-                   f"{', '.join(f'{x:g}' for x in vg.layout.partition_sum_per_gpu)} (at most 1 - transient reserve "
-                   f"{vg.layout.transient_reserve:g} = {1 - vg.layout.transient_reserve:g})")
-        out += _placement_lines(vg.layout)
-    for key, gg in sorted(plan.gke_groups().items()):
-        out.append(f"co-hosted group {key} ({gg.target}) on accelerator {gg.accelerator} ({gg.layout.gpus_per_machine} "
-                   f"GPU(s) per node, {gg.clients_per_gpu} time-shared clients per GPU), "
-                   f"{gg.min_nodes}..{gg.max_nodes} node(s) incl. one rollout surge node: worst-case partitions on one "
-                   f"GPU {gg.worst_case_partition_sum:g} (at most 1 - transient reserve "
-                   f"{gg.layout.transient_reserve:g} = {1 - gg.layout.transient_reserve:g})")
-        out += _placement_lines(gg.layout, {m.model_name: m.role for m in gg.models})
+    for t in targets:
+        out += t.report_lines(plan)
     for r in roles:
         for w in plan.pools[r].capacity.warnings:
             out.append(f"warning [{r}]: {w}")
     return "\n".join(line.rstrip() for line in out)
-
-
-def _placement_lines(lay: "GroupLayout", roles: dict[str, str] | None = None) -> list[str]:
-    out = []
-    for p in lay.models:
-        where = (f"pod of role {roles[p.model_name]} on one time-shared slot" if roles is not None
-                 else f"{p.instances} x TP {p.tensor_parallel_size} on GPUs {' '.join(str(list(x)) for x in p.gpus)}")
-        out.append(f"  {p.model_name} ({p.release}): partition {p.partition:g} = {p.preallocated_gib_per_gpu:.2f} "
-                   f"GiB/GPU, {where}; weights {p.weight_shard_gib_per_gpu:.2f} GiB/GPU, "
-                   f"KV budget {p.kv_budget_gib_per_gpu:.2f} GiB/GPU; {p.max_seqs_at_mean_context} seqs @ "
-                   f"{p.mean_context_tokens:g} (useful {p.useful_concurrency}), {p.max_seqs_at_max_model_len} seqs "
-                   f"@ max_model_len {p.max_model_len}")
-    return out
 
 
 def render_recipes(cfg: "StackConfig") -> str:
@@ -127,10 +75,10 @@ def render_recipes(cfg: "StackConfig") -> str:
 
     pairs: list[tuple[str, str]] = []
     for _, pool in cfg.pools():
-        acc = getattr(pool, "accelerator", None)
-        if isinstance(acc, str) and acc in cfg.accelerators:
+        acc = pool.accelerator_key()
+        if acc is not None and acc in cfg.accelerators:
             pairs.append((pool.release, acc))
-    for g in (cfg.cohosting or {}).values():
+    for _, g in cfg.groups():
         pairs += [(m.release, g.accelerator) for m in g.models if g.accelerator in cfg.accelerators]
     mean = cfg.contract.prompt_tokens.mean + cfg.contract.output_tokens.mean
     lines: list[str] = []

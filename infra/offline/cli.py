@@ -65,14 +65,13 @@ def bench_target(args: argparse.Namespace) -> "BenchTarget":
     if args.pool not in plan.pools:
         raise BenchError(f"--pool {args.pool!r}: stack {args.stack} has pools {', '.join(sorted(plan.pools))}")
     p = plan.pools[args.pool]
-    acc = cfg.accelerators[p.accelerator] if p.accelerator else None
     c = cfg.contract
     return BenchTarget(
         # Requests carry the public model name, as clients send it (the server answers as its release id).
         base_url=args.url.rstrip("/"), served_model_name=plan.public_model_name, release=p.release.release,
         image_digest=p.release.digest, vllm_version=p.release.vllm_version,
-        machine_type=acc.machine_type if acc else "", gpu_type=acc.gpu_type if acc else "",
-        gpus_per_node=acc.gpus_per_node if acc else 0, tensor_parallel_size=p.release.tensor_parallel_size,
+        machine_type=p.machine.machine_type, gpu_type=p.machine.gpu_type,
+        gpus_per_node=p.machine.gpus_per_node, tensor_parallel_size=p.release.tensor_parallel_size,
         vllm_args=p.vllm_args, vllm_args_sha256=args_sha256(p.vllm_args), ttft_p95_ms=c.ttft_p95_ms,
         itl_p95_ms=c.itl_p95_ms, max_input_tokens=c.max_input_tokens, max_output_tokens=c.max_output_tokens,
         prompt_mean_tokens=c.prompt_tokens.mean, prompt_p95_tokens=c.prompt_tokens.p95,

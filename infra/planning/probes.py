@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 
-from components.cloud_run.spec import CloudRunProbes
 from components.serving.spec import ProbeTimings
 
 #: The startup generation deadline is this many TTFT objectives: a 1-token request for a 1-token prompt on an idle
@@ -113,45 +112,3 @@ def plan_probes(*, cold_load_seconds: float, stream_bound_seconds: float, ttft_p
         shutdown_timeout_seconds=shutdown,
         termination_grace_seconds=drain_seconds + shutdown + SHUTDOWN_SLACK_SECONDS,
     )
-
-
-# ---- Cloud Run (HTTP probes: Cloud Run runs no exec probes) -----------------------------------------------------
-
-#: The seed's probe shape for vLLM on Cloud Run GPUs: probe early and often instead of one late probe that kills a
-#: slow start. 10 s initial delay: the GPU instance and the container start in ~5 s (Cloud Run GPU page), so
-#: nothing can answer earlier.
-CLOUD_RUN_STARTUP_INITIAL_DELAY_S = 10
-#: 5 s between startup probes: a loaded server is noticed within 5 s, and the failure count stays readable.
-CLOUD_RUN_STARTUP_PERIOD_S = 5
-#: 4 s per probe: vLLM answers /health from its API process in milliseconds; Cloud Run requires the timeout to be
-#: below the period.
-CLOUD_RUN_PROBE_TIMEOUT_S = 4
-#: Liveness every 10 s, restart after 3 misses: a dead engine (/health 503 for good) is replaced within 30 s while
-#: one slow answer of a saturated API server is tolerated. A hung engine that still answers /health is not
-#: detected on Cloud Run (no exec probe); the request timeout bounds each request instead.
-CLOUD_RUN_LIVENESS_PERIOD_S = 10
-CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD = 3
-
-
-def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float,
-                          max_probe_seconds: int) -> CloudRunProbes:
-    """The startup failure count whose window covers cold_load x (1 + margin):
-    ``initial delay + period x failureThreshold >= required``, i.e. ``failureThreshold = ceil((required - 10) / 5)``.
-    Raises ProbeError when ``period x failureThreshold`` would exceed ``max_probe_seconds`` (Cloud Run's 1,800 s for
-    GPU services)."""
-    required = cold_load_seconds * (1 + startup_margin)
-    delay, period = CLOUD_RUN_STARTUP_INITIAL_DELAY_S, CLOUD_RUN_STARTUP_PERIOD_S
-    threshold = max(1, math.ceil((required - delay) / period))
-    if period * threshold > max_probe_seconds:
-        raise ProbeError(
-            f"the startup probe cannot cover the cold-load estimate: {cold_load_seconds:.0f} s x (1 + margin "
-            f"{startup_margin:g}) = {required:.0f} s needs {delay} s + {threshold} x {period} s, but Cloud Run allows "
-            f"failureThreshold x periodSeconds of at most {max_probe_seconds} s for GPU services ({threshold} x "
-            f"{period} s = {period * threshold} s); load faster (loading.throughput_mib_s, loading.staging) or "
-            f"lower startup_margin knowingly")
-    return CloudRunProbes(
-        cold_load_seconds=cold_load_seconds, startup_margin=startup_margin, startup_required_seconds=required,
-        startup_initial_delay_seconds=delay, startup_period_seconds=period,
-        startup_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S, startup_failure_threshold=threshold,
-        liveness_period_seconds=CLOUD_RUN_LIVENESS_PERIOD_S, liveness_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
-        liveness_failure_threshold=CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD)

@@ -4,21 +4,24 @@ yields problems with the config location they concern.
 A rule is a function decorated with :func:`rule`, which declares
 
 * ``target``: the serving target it applies to (``None``: every stack); a rule for ``gke`` runs only when a
-  pool targets ``gke``;
+  pool or co-hosted group targets ``gke``;
 * ``needs``: the root config sections it reads. It runs only when all of them passed schema validation, so a
   broken section never hides another section's problems and a rule never reads a section that failed;
 * ``plan``: whether it reads the :class:`~infra.planning.plan.StackPlan` (it then runs whenever the plan could
   be built, on the pools that planned).
 
-Rule modules in this package are discovered, so adding a rule touches only its module.
+The target-neutral rules are the modules of this package (:func:`neutral_rules` discovers them); each serving
+target lists its own rule modules (``infra/targets/<target>/rules``). The decorator only marks a function:
+:func:`collect` reads the marks of a module, so importing a rule module registers nothing anywhere.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ..config.base import ConfigIssue
@@ -28,6 +31,9 @@ from ..planning.plan import StackPlan
 Loc = tuple[str | int, ...]
 Finding = tuple[Loc, str]
 Check = Callable[..., Iterable[Finding]]
+
+#: The attribute :func:`rule` sets on a rule function.
+_MARK = "__llm_serving_rule__"
 
 
 @dataclass(frozen=True)
@@ -39,42 +45,38 @@ class Rule:
     check: Check
 
 
-_REGISTRY: list[Rule] = []
-_DISCOVERED: list[bool] = []
-
-
 def rule(*, needs: Iterable[str], target: str | None = None, plan: bool = False) -> Callable[[Check], Check]:
-    """Register ``check(cfg)`` (or ``check(cfg, plan)`` with ``plan=True``) yielding ``(location, message)``."""
+    """Mark ``check(cfg)`` (or ``check(cfg, plan)`` with ``plan=True``) yielding ``(location, message)`` as a rule."""
 
-    def register(fn: Check) -> Check:
-        _REGISTRY.append(Rule(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}", target, frozenset(needs), plan, fn))
+    def mark(fn: Check) -> Check:
+        setattr(fn, _MARK, Rule(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}", target, frozenset(needs), plan, fn))
         return fn
 
-    return register
+    return mark
 
 
-def _discover() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        importlib.import_module(f"{__name__}.{info.name}")
+def collect(modules: Iterable[ModuleType]) -> list[Rule]:
+    """The rules marked in ``modules`` (functions defined there, not imported from elsewhere), in a stable order."""
+    found = [getattr(fn, _MARK) for m in modules for fn in vars(m).values()
+             if callable(fn) and hasattr(fn, _MARK) and getattr(fn, "__module__", None) == m.__name__]
+    return sorted(found, key=lambda r: (r.name, r.target or ""))
 
 
-def rules() -> list[Rule]:
-    """Every registered rule, in a stable order."""
-    if not _DISCOVERED:  # not "registry empty": importing one rule module directly must not hide the others
-        _discover()
-        _DISCOVERED.append(True)
-    return sorted(_REGISTRY, key=lambda r: r.name)
+def neutral_rules() -> list[Rule]:
+    """The rules every stack obeys, whatever its targets: the modules of this package."""
+    return collect(importlib.import_module(f"{__name__}.{m.name}")
+                   for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name))
 
 
 def targets_of(cfg: StackConfig, valid: frozenset[str]) -> frozenset[str]:
     return cfg.targets() if "serving" in valid else frozenset()
 
 
-def run_rules(cfg: StackConfig, valid: frozenset[str], plan: StackPlan | None) -> list[ConfigIssue]:
-    """Every applicable rule on the sections that validated; returns the issues with full key paths."""
+def run_rules(cfg: StackConfig, valid: frozenset[str], plan: StackPlan | None, rules: Sequence[Rule]) -> list[ConfigIssue]:
+    """Every applicable rule of ``rules`` on the sections that validated; returns the issues with full key paths."""
     targets = targets_of(cfg, valid)
     issues: list[ConfigIssue] = []
-    for r in rules():
+    for r in rules:
         if r.target is not None and r.target not in targets:
             continue
         if not r.needs <= valid or (r.plan and plan is None):

@@ -6,14 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..config.accelerator import zone_region
+from ..config.environment import WARM_MINIMUM
 from ..config.release import ReleaseIdentity
-from ..config.serving import GkePool
 from ..config.stack import StackConfig
 from . import Finding, rule
-
-#: Minimum warm replicas per GKE serving pool in prod: scaling from zero is a poor default for an interactive SLO,
-#: and one replica cannot survive its own rollout or node loss. (Cloud Run pools: ``cloud_run.py``.)
-PROD_MIN_WARM_REPLICAS = 2
 
 
 @rule(needs={"releases"})
@@ -69,13 +65,29 @@ def pools_name_known_releases(cfg: StackConfig) -> Iterator[Finding]:
 
 
 @rule(needs={"serving", "environment"})
-def prod_keeps_warm_replicas(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.environment != "prod":
-        return
+def pools_keep_the_environments_warm_minimum(cfg: StackConfig) -> Iterator[Finding]:
+    """Every pool keeps the warm floor its environment requires (``infra/config/environment.py``), counted in the
+    unit its target keeps warm (replicas, or Cloud Run instances)."""
+    minimum = WARM_MINIMUM[cfg.environment]
     for role, pool in cfg.pools():
-        if isinstance(pool, GkePool) and pool.min_replicas < PROD_MIN_WARM_REPLICAS:
-            yield (("serving", role, "min_replicas"),
-                   f"prod keeps at least {PROD_MIN_WARM_REPLICAS} warm replicas per pool, got {pool.min_replicas}")
+        need, got = pool.warm_floor(minimum), pool.warm_count()
+        if got < need:
+            unit = pool.WARM_UNIT[:-1] if need == 1 else pool.WARM_UNIT
+            yield (("serving", role, pool.WARM_KEY),
+                   f"{cfg.environment} keeps at least {need} warm {unit} per {pool.TARGET_LABEL}, got {got}"
+                   + (f": {pool.WARM_REASON}" if pool.WARM_REASON else ""))
+
+
+@rule(needs={"serving"})
+def split_stays_in_one_target(cfg: StackConfig) -> Iterator[Finding]:
+    """A weight split is an HTTPRoute between InferencePools (gke), a traffic split between revisions of one service
+    (cloud_run) or between the deployed models of one endpoint (vertex): nothing splits one stream of requests across
+    two targets."""
+    stable, canary = cfg.serving.stable, cfg.serving.canary
+    if canary is not None and canary.target != stable.target:
+        yield (("serving", "canary", "target"),
+               f"stable targets {stable.target} and canary {canary.target}: a traffic split works within one target "
+               f"({stable.SPLIT_MECHANISM} or {canary.SPLIT_MECHANISM}); put both pools on one")
 
 
 def compatibility_differences(a: ReleaseIdentity, b: ReleaseIdentity) -> list[str]:

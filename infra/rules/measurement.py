@@ -7,28 +7,21 @@ from collections.abc import Iterator
 
 from ..config.measurement import args_sha256, identity_differences
 from ..config.stack import StackConfig
-from ..planning.plan import CloudRunPoolPlan, StackPlan
+from ..planning.plan import StackPlan
 from . import Finding, rule
-
-#: What a Cloud Run pool's record names as its machine: Cloud Run has no machine type, only the GPU shape.
-CLOUD_RUN_MACHINE = "cloud-run"
 
 
 class _PoolFacts:
-    """The identity a record must match: the pool's release, image, engine, accelerator and rendered args."""
+    """The identity a record must match: the pool's release, image, engine, machine (as its target plans it) and
+    rendered args."""
 
-    def __init__(self, cfg: StackConfig, plan: StackPlan, role: str) -> None:
+    def __init__(self, plan: StackPlan, role: str) -> None:
         p = plan.pools[role]
-        acc = cfg.accelerators.get(p.accelerator) if p.accelerator else None
         self.release = p.release.release
         self.image_digest = p.release.digest
         self.vllm_version = p.release.vllm_version
-        if isinstance(p, CloudRunPoolPlan):
-            self.machine_type, self.gpu_type, self.gpus_per_node = CLOUD_RUN_MACHINE, p.cloud_run.gpu, p.cloud_run.gpu_count
-        else:
-            self.machine_type = acc.machine_type if acc else ""
-            self.gpu_type = acc.gpu_type if acc else ""
-            self.gpus_per_node = acc.gpus_per_node if acc else 0
+        self.machine_type, self.gpu_type = p.machine.machine_type, p.machine.gpu_type
+        self.gpus_per_node = p.machine.gpus_per_node
         self.tensor_parallel_size = p.release.tensor_parallel_size
         self.vllm_args = tuple(p.vllm_args)
         self.vllm_args_sha256 = args_sha256(p.vllm_args)
@@ -49,7 +42,7 @@ def adapted_args_only_in_dev(cfg: StackConfig) -> Iterator[Finding]:
 def _differences(cfg: StackConfig, plan: StackPlan, role: str) -> list[str]:
     """How the pool's record differs from what the pool deploys (empty: it measured this pool)."""
     pool = dict(cfg.pools())[role]
-    return list(identity_differences(plan.measurements[role], _PoolFacts(cfg, plan, role),
+    return list(identity_differences(plan.measurements[role], _PoolFacts(plan, role),
                                      accept_served=pool.measured_with_adapted_args is not None))
 
 

@@ -143,6 +143,12 @@ def scripts_config_map_name(role: str) -> str:
     return f"{deployment_name(role)}-scripts"
 
 
+def registry_prefix(project: str, region: str, repository_id: str) -> str:
+    """``<region>-docker.pkg.dev/<project>/<repo>/``: where every serving image of the stack lives (an Artifact
+    Registry Docker repository's host and path)."""
+    return f"{region}-docker.pkg.dev/{project}/{repository_id}/"
+
+
 # ---- in-cluster benchmark (``gke.bench``) ----------------------------------------------------------------------
 #: Namespace of the benchmark Job, its KSA and NetworkPolicy. Outside ``POOL_NAMESPACE_PREFIX`` on purpose: no
 #: selector meant for every pool namespace (dashboards, alerts) may match the load generator.

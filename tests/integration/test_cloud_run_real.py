@@ -49,9 +49,9 @@ import pytest
 from components import naming
 from components.cloud_run import service as svc
 from components.serving.spec import VLLM_COMMAND
-from infra.planning.cloud_run import MAX_DRAIN_SECONDS
-from infra.planning.plan import CloudRunPoolPlan
-from infra.targets import cloud_run as target
+from infra.targets.cloud_run.planning import MAX_DRAIN_SECONDS
+from infra.targets.cloud_run.planning import CloudRunPoolPlan
+from infra.targets.cloud_run import compose as target
 from tests.conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_STACK, plan_run, resources
 
 from . import vllm_harness as h

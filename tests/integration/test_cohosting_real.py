@@ -43,7 +43,7 @@ from infra.offline.planrun import run_plan
 from infra.planning import capacity
 from infra.planning import cohosting as ch
 from components.serving.spec import ReleaseInfo
-from infra.planning.plan import CoHostedGroupPlan
+from infra.targets.vertex.planning import CoHostedGroupPlan
 
 from . import vllm_harness as h
 from .vllm_harness import VllmServer

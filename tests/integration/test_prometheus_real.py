@@ -28,7 +28,8 @@ import yaml
 
 from components.observability import alerts as alerting
 from components.observability import metrics as m
-from infra.targets.gke import pool_views, thresholds
+from infra.targets.common import thresholds
+from infra.targets.gke.compose import pool_views
 from components.observability.dashboard import dashboard_queries
 
 from ..conftest import STACKS, planned, resources

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from infra.offline.planrun import write_plan
-from infra.planning.plan import gke_vllm_inputs
+from infra.targets.gke.planning import gke_vllm_inputs
 from infra.planning.vllm_args import render_vllm_args
 from tests.conftest import STACKS, plan_run
 

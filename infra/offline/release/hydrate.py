@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from components.serving import verify_release as vr
 from infra.config.accelerator import ZONE_RE
-from infra.config.gke import HYPERDISK_ML_MAX_GIB, HYPERDISK_ML_MIN_GIB, HYPERDISK_ML_MIN_THROUGHPUT_MIB_S
+from infra.targets.gke.config.platform import HYPERDISK_ML_MAX_GIB, HYPERDISK_ML_MIN_GIB, HYPERDISK_ML_MIN_THROUGHPUT_MIB_S
 from infra.config.release import RELEASE_ID_PATTERN
 
 from .stage import BUCKET_RE

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
-from .documents import quote
-from .pool import PoolCommon
+from infra.config.base import Strict, check
+from infra.config.documents import quote
+from infra.config.pool import PoolCommon
+from infra.config.stack import Section, StackConfig, section_of
 
 GpuType = Literal["nvidia-l4", "nvidia-rtx-pro-6000"]
 Ingress = Literal["INGRESS_TRAFFIC_ALL", "INGRESS_TRAFFIC_INTERNAL_ONLY", "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"]
@@ -169,8 +170,18 @@ class CloudRunPricing(Strict):
     gib_second_usd: Annotated[float, Field(gt=0, le=0.01)] = Field(description="Price of one GiB-second of memory, USD.")
 
 
+#: The ``target`` value of this target's pools.
+TARGET = "cloud_run"
+
+
 class CloudRunPool(PoolCommon):
     """A pool of vLLM instances on Cloud Run GPUs: one tagged revision of the stack's Cloud Run service."""
+
+    TARGET_LABEL: ClassVar[str] = "Cloud Run pool"
+    SPLIT_MECHANISM: ClassVar[str] = "one Cloud Run service's revisions"
+    WARM_KEY: ClassVar[str] = "min_instances"
+    WARM_UNIT: ClassVar[Literal["replicas", "instances"]] = "instances"
+    WARM_REASON: ClassVar[str] = "from zero the first request waits a whole cold load"
 
     target: Literal["cloud_run"] = Field(description=(
         "``cloud_run``: one revision of the stack's Cloud Run service on GPU instances (serverless, scale to zero)."))
@@ -267,3 +278,15 @@ class CloudRunConfig(Strict):
     protect: bool = Field(False, description=(
         "Protect the service from deletion (Pulumi ``protect`` and the provider's deletion_protection); required in "
         "prod. Off lets a prototype tear down to nothing."))
+
+
+SECTIONS = (
+    Section("cloud_run", CloudRunConfig, (
+        "The Cloud Run service the ``cloud_run`` pools are tagged revisions of: name, image repository, metrics "
+        "collector image, optional hub-token secret; required when a pool targets ``cloud_run``.")),
+)
+
+
+def cloud_run_section(cfg: StackConfig) -> CloudRunConfig | None:
+    """The stack's ``cloud_run`` section (None when absent)."""
+    return section_of(cfg, "cloud_run", CloudRunConfig)

@@ -15,14 +15,13 @@ from components.cloud_run.component import (CloudRunObservability, CloudRunObser
 from components.cloud_run.spec import HubToken, InstanceShape, RevisionSpec, VpcEgress
 from components.project import ProjectServices
 
-from ..config.cloud_run import CloudRunPool
-from ..config.stack import StackConfig
-from ..planning.cloud_run import GA_LAUNCH_STAGE
-from ..planning.plan import CloudRunPoolPlan, StackPlan
-from ..resolve import ResolvedStack
-from .gke import channel_spec, thresholds
+from infra.config.stack import StackConfig
+from infra.planning.plan import StackPlan
+from infra.targets.base import ResolvedStack
+from infra.targets.common import channel_spec, thresholds
 
-TARGET = "cloud_run"
+from .config import CloudRunPool, cloud_run_section
+from .planning import GA_LAUNCH_STAGE, CloudRunPoolPlan, run_pools
 
 #: APIs a Cloud Run stack uses: Cloud Run Admin, IAM (the serving account), Cloud Storage (the weights volume),
 #: Artifact Registry (image pulls), Secret Manager (the optional hub token), Monitoring (the collector's writes,
@@ -58,10 +57,10 @@ def revision_spec(cfg: StackConfig, plan: StackPlan, role: str, pool: CloudRunPo
 
 
 def serving_args(cfg: StackConfig, plan: StackPlan) -> CloudRunServingArgs:
-    c = cfg.cloud_run
+    c = cloud_run_section(cfg)
     assert c is not None  # the cloud_run rules require the section for a cloud_run pool
-    runs = plan.cloud_run_pools()
-    pools = [(role, pool) for role, pool in cfg.pools() if isinstance(pool, CloudRunPool)]
+    runs = plan.pools_of(CloudRunPoolPlan)
+    pools = run_pools(cfg)
     stable = pools[0][1]
     return CloudRunServingArgs(
         project=cfg.project, region=cfg.region, environment=cfg.environment, service_name=c.service_name,
@@ -85,7 +84,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     # for the APIs it is created through.
     serving = CloudRunServing("cloud-run", args, opts=pulumi.ResourceOptions(depends_on=[services]))
 
-    runs = plan.cloud_run_pools()
+    runs = plan.pools_of(CloudRunPoolPlan)
     obs = cfg.observability
     observability = CloudRunObservability("cloud-run-observability", CloudRunObservabilityArgs(
         project=cfg.project, environment=cfg.environment, service_name=args.service_name,

@@ -6,18 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from components.gateway.charts import vllm_kv_cache_metrics
+from infra.config.stack import StackConfig
+from infra.rules import Finding, rule
 
+from ..config import TARGET, gateway_section
 from ..config.gateway import MODEL_ARMOR_TEMPLATE_RE
-from ..config.serving import GkePool
-from ..config.stack import StackConfig
-from . import Finding, rule
-
-TARGET = "gke"
+from ..planning import gke_pools
 
 
 @rule(target=TARGET, needs={"gateway", "environment"})
 def picker_redundancy(cfg: StackConfig) -> Iterator[Finding]:
-    gw = cfg.gateway
+    gw = gateway_section(cfg)
     if gw is None:
         return
     if cfg.environment in ("staging", "prod") and gw.epp.replicas < 2:
@@ -30,19 +29,20 @@ def picker_redundancy(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"gateway", "environment"})
 def prod_requires_iap(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.gateway is not None and cfg.environment == "prod" and not cfg.gateway.iap.enabled:
+    gw = gateway_section(cfg)
+    if gw is not None and cfg.environment == "prod" and not gw.iap.enabled:
         yield ("gateway", "iap", "enabled"), "prod requires identity-aware access (IAP) on the backends"
 
 
 @rule(target=TARGET, needs={"gateway", "serving", "releases"})
 def picker_scrapes_exported_kv_metric(cfg: StackConfig) -> Iterator[Finding]:
-    gw = cfg.gateway
+    gw = gateway_section(cfg)
     if gw is None:
         return
     ids = {r.release for r in cfg.releases}
-    for role, pool in cfg.pools():
-        if not isinstance(pool, GkePool) or pool.release not in ids:
-            continue  # another target's pool, or reported by the serving rules
+    for role, pool in gke_pools(cfg):
+        if pool.release not in ids:
+            continue  # reported by the serving rules
         rel = cfg.release(pool.release)
         exported = vllm_kv_cache_metrics(rel.vllm_version)
         if gw.epp.kv_cache_metric not in exported:
@@ -53,7 +53,7 @@ def picker_scrapes_exported_kv_metric(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"gateway", "region", "contract"})
 def model_armor_in_region_and_budget(cfg: StackConfig) -> Iterator[Finding]:
-    gw = cfg.gateway
+    gw = gateway_section(cfg)
     if gw is None or gw.model_armor is None:
         return
     m = MODEL_ARMOR_TEMPLATE_RE.match(gw.model_armor.template)

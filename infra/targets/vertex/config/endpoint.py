@@ -16,17 +16,16 @@ container's predict route, vLLM's ``/v1/chat/completions``), naming the stack's 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from .base import MAX_NODES, PROJECT_ID_PATTERN, Strict, check
-from .documents import quote
-from .pool import PoolCommon
+from infra.config.base import MAX_NODES, PROJECT_ID_PATTERN, Strict, check
+from infra.config.cohosting import ENDPOINT_ID_PATTERN
+from infra.config.documents import quote
+from infra.config.loading import GcsStreamingLoading as VertexLoading
+from infra.config.pool import PoolCommon
 
-#: The endpoint id (aiplatform.v1 ``endpoints.create`` ``endpointId``: letter first, ``[a-z0-9-]``), cut to 26
-#: characters here so the serving account id ``<endpoint>-vtx`` fits IAM's 30.
-ENDPOINT_ID_PATTERN = r"^[a-z][-a-z0-9]{0,24}[a-z0-9]$"
 #: IAM members a caller may be: named principals only; ``allUsers`` / ``allAuthenticatedUsers`` never match.
 CALLER_MEMBER_PATTERN = r"^(user|group|serviceAccount|domain|principal|principalSet):[!-~]{1,300}\Z"
 PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
@@ -34,23 +33,6 @@ PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 ROLE_PATTERN = r"^(roles/[a-zA-Z0-9_.]{1,64}|projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/roles/[a-zA-Z0-9_.]{3,64})$"
 #: Autoscaling signals a Vertex pool may scale on (keys of ``components.vertex.requests.AUTOSCALING_METRICS``).
 AutoscalingSignal = Literal["vllm_queue", "accelerator_duty_cycle"]
-
-
-class VertexLoading(Strict):
-    """The weights streamed from the release's Cloud Storage folder by vLLM's Run:ai streamer (``--load-format
-    runai_streamer``), after the verifier compared the folder's object metadata with the release manifest."""
-
-    path: Literal["gcs_streaming"] = Field(description=(
-        "``gcs_streaming``: vLLM reads gs://<bucket>/<model>/<revision>/ itself as the deployed model's service "
-        "account (bucket read only); Vertex mounts no volume a custom container could load from."))
-    # 100,000 MiB/s: as for GKE, four times the fastest VM network; a figure in KiB/s is caught.
-    throughput_mib_s: Annotated[float, Field(gt=0, le=100_000)] = Field(description=(
-        "Stated sustained streaming read throughput from Cloud Storage on this machine shape, MiB/s."))
-    # 7,200 s: Vertex's longest deployment timeout (aiplatform.v1 ModelContainerSpec.deploymentTimeout).
-    engine_init_seconds: Annotated[int, Field(ge=0, le=7200)] = Field(description=(
-        "Stated start-up time outside weight I/O (process start, KV-cache allocation, CUDA graphs / compile), s."))
-    streamer_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(16, description=(
-        "Run:ai streamer reader threads per process (``--model-loader-extra-config {\"concurrency\": N}``)."))
 
 
 class VertexAutoscaling(Strict):
@@ -68,8 +50,15 @@ class VertexAutoscaling(Strict):
         "Vertex's own)."))
 
 
+#: The ``target`` value of this target's pools and co-hosted groups.
+TARGET = "vertex"
+
+
 class VertexPool(PoolCommon):
     """A pool of vLLM replicas on Vertex AI: one deployed model of the stack's endpoint."""
+
+    TARGET_LABEL: ClassVar[str] = "Vertex pool"
+    SPLIT_MECHANISM: ClassVar[str] = "one Vertex endpoint's deployed models"
 
     target: Literal["vertex"] = Field(description=(
         "``vertex``: one deployed model (custom vLLM container) of the stack's Vertex AI endpoint."))
@@ -93,6 +82,9 @@ class VertexPool(PoolCommon):
     startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
         "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
         "(1 + margin); with the machine-provisioning allowance within Vertex's 2 h deployment timeout."))
+
+    def accelerator_key(self) -> str | None:
+        return self.accelerator
 
     @model_validator(mode="after")
     def _bounds(self) -> "VertexPool":

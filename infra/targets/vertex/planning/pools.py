@@ -15,6 +15,7 @@ the old before the old is undeployed (``components/vertex/endpoint.py``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,11 +23,16 @@ from components import naming
 from components.vertex.requests import (AUTOSCALING_METRICS, MAX_DEPLOYMENT_TIMEOUT_S, PROBE_PERIOD_S,
                                         READINESS_FAILURE_THRESHOLD, VLLM_CHAT_ROUTE, VLLM_HEALTH_ROUTE)
 
-from ..config.accelerator import AcceleratorTopology
-from ..config.release import ReleaseIdentity
-from ..config.vertex import VertexPool
-from . import capacity
-from .vllm_args import VllmInputs
+from infra.config.accelerator import AcceleratorTopology
+from infra.config.measurement import Measurement
+from infra.config.release import ReleaseIdentity
+from infra.config.stack import StackConfig
+from infra.planning import capacity
+from infra.planning.plan import (Demand, MachineIdentity, PlanIssue, PoolPlan, demand, plan_capacity,
+                                 release_geometry, release_info)
+from infra.planning.vllm_args import VllmInputs, render_vllm_args
+
+from ..config import TARGET, VertexPool
 
 #: Vertex's own default target for ``accelerator_duty_cycle`` ("The default value is 60", aiplatform.v1
 #: AutoscalingMetricSpec.target).
@@ -107,9 +113,7 @@ def accelerator_key(pool: VertexPool) -> str:
 
 
 def pool_inputs(rel: ReleaseIdentity, role: str, pool: VertexPool, acc: AcceleratorTopology,
-                geometry: capacity.Geometry, arrival_rps: float, mean_prompt_tokens: float,
-                mean_output_tokens: float, target_utilization: float, theta_o: float | None,
-                theta_i: float | None) -> capacity.PoolInputs:
+                geometry: capacity.Geometry, d: Demand) -> capacity.PoolInputs:
     """The capacity planner's inputs for a Vertex replica: one machine of the topology (its GPUs and price); the
     release is streamed from gs://, so verification is the metadata check (``verify_read_mib_s`` None)."""
     return capacity.PoolInputs(
@@ -117,10 +121,10 @@ def pool_inputs(rel: ReleaseIdentity, role: str, pool: VertexPool, acc: Accelera
         tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
         gpu_memory_gib=acc.gpu_memory_gib, gpus_per_node=acc.gpus_per_node, node_hourly_usd=acc.node_hourly_usd,
         gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
-        arrival_rps=arrival_rps, mean_prompt_tokens=mean_prompt_tokens, mean_output_tokens=mean_output_tokens,
-        target_utilization=target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
+        arrival_rps=d.arrival_rps, mean_prompt_tokens=d.mean_prompt_tokens, mean_output_tokens=d.mean_output_tokens,
+        target_utilization=d.target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
         engine_init_seconds=pool.loading.engine_init_seconds, verify_read_mib_s=None,
-        theta_o=theta_o, theta_i=theta_i, min_replicas=pool.min_replicas, max_replicas=pool.max_replicas)
+        theta_o=d.theta_o, theta_i=d.theta_i, min_replicas=pool.min_replicas, max_replicas=pool.max_replicas)
 
 
 def reservation_cap(reserved_machines: int, own_min: int, others: list[tuple[int, int]]) -> int:
@@ -196,3 +200,65 @@ def plan_vertex(pool: VertexPool, acc: AcceleratorTopology, project: str, cap: c
         verify_seconds=cap.verify_seconds,
         weights_read_seconds=weights_bytes / (pool.loading.throughput_mib_s * capacity.MIB),
         engine_init_seconds=float(pool.loading.engine_init_seconds), cold_load_seconds=cap.cold_load_seconds)
+
+
+@dataclass(frozen=True)
+class VertexPoolPlan(PoolPlan):
+    """A ``vertex`` pool: one deployed model of the stack's Vertex AI endpoint."""
+
+    vertex: VertexPlan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "vertex": self.vertex.to_dict()}
+
+
+def vertex_pools(cfg: StackConfig) -> list[tuple[str, VertexPool]]:
+    """The stack's pools of this target."""
+    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, VertexPool)]
+
+
+def groups_on(cfg: StackConfig, accelerator: str, but: str | None = None) -> list[tuple[int, int]]:
+    """(min, max) machines of the Vertex co-hosted groups on an accelerator's reservation."""
+    return [(g.min_replicas, g.max_replicas) for k, g in cfg.groups()
+            if g.target == TARGET and g.accelerator == accelerator and k != but]
+
+
+def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement],
+               issues: list[PlanIssue]) -> dict[str, VertexPoolPlan]:
+    """The ``vertex`` pools: capacity from the same formulas on one machine of the pool's accelerator topology,
+    the streamed cold load, probes and deployment timeout, replica bounds within the reservation (shared by the
+    Vertex pools on it), the autoscaling signal. A pool whose release does not use every GPU of the machine is left
+    to the rules (``rules.endpoint.release_fills_the_machine``)."""
+    release_ids = {r.release for r in cfg.releases}
+    contract = cfg.contract
+    vertex = [(role, pool) for role, pool in vertex_pools(cfg)
+              if pool.release in release_ids and pool.accelerator in cfg.accelerators
+              and cfg.release(pool.release).tensor_parallel_size == cfg.accelerators[pool.accelerator].gpus_per_node]
+    pools: dict[str, VertexPoolPlan] = {}
+    for role, pool in vertex:
+        rel, acc = cfg.release(pool.release), cfg.accelerators[pool.accelerator]
+        geometry = release_geometry(rel)
+        cap = plan_capacity(cfg, role, pool,
+                            pool_inputs(rel, role, pool, acc, geometry, demand(cfg, pool, measurements.get(role))),
+                            f"on accelerator {pool.accelerator!r}", issues)
+        if cap is None:
+            continue
+        others = [(o.min_replicas, o.max_replicas) for r, o in vertex if r != role and o.accelerator == pool.accelerator]
+        others += groups_on(cfg, pool.accelerator)
+        cap_replicas = (None if acc.reservation is None
+                        else reservation_cap(acc.reservation.count, pool.min_replicas, others))
+        try:
+            plan = plan_vertex(pool, acc, cfg.project, cap, capacity.weight_bytes(geometry),
+                               contract.stream_bound_seconds, cfg.observability.autoscaling.queue_target_per_pod,
+                               cap_replicas)
+        except VertexPlanningError as exc:
+            issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))
+            continue
+        inputs = vllm_inputs(rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name,
+                             contract.max_output_tokens)
+        pools[role] = VertexPoolPlan(
+            role=role, target=pool.target, release=release_info(rel), weight=pool.weight,
+            min_replicas=pool.min_replicas, capacity=cap, vllm_args=tuple(render_vllm_args(inputs)),
+            model_root=inputs.model, accelerator=pool.accelerator,
+            machine=MachineIdentity(acc.machine_type, acc.gpu_type, acc.gpus_per_node), vertex=plan)
+    return pools

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import MAX_NODES, Strict, check
-from .bench import BenchConfig
+from infra.config.base import MAX_NODES, Strict, check
+from infra.config.bench import BenchConfig
 
 #: Oldest GKE version this program supports. GKE installs the InferencePool CRD itself from
 #: ``1.34.0-gke.1626000`` (GAIE releases and the llm-d GKE guide, llm-d guides/prereq/gateways/gke.md), and the program never creates

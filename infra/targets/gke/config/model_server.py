@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import FieldErrors, Strict, check
+from infra.config.base import FieldErrors, Strict, check
 
 class NgramSpeculation(Strict):
     """Prompt-lookup (n-gram) speculative decoding (``--speculative-config``). Only the n-gram method is

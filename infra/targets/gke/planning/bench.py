@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config.bench import (RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S, BenchConfig, run_duration,
-                            sweep_runs)
+from infra.config.bench import (RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S, BenchConfig, run_duration,
+                               sweep_runs)
 
 #: The bench outside its rate runs, each bounded by its own timeout in infra/offline/bench: ``guidellm --version``
 #: (120 s), the health check (10 s), guidellm's HTML export (300 s), plots and the record upload (seconds):

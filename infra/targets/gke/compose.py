@@ -17,29 +17,24 @@ from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, Gat
                                         ModelRoute, PoolRoute, PriorityClassSpec, SaturationSpec)
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
-from components.observability.component import CHANNEL_TYPES, ChannelSpec, Observability, ObservabilityArgs
-from components.observability.views import PoolView, Thresholds
+from components.observability.component import Observability, ObservabilityArgs
+from components.observability.views import PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
 from components.serving.model_server import ModelServer, ModelServerArgs, PodPeer, PodResources
 from components.weights import HyperdiskSpec
 
-from ..config.accelerator import AcceleratorTopology, boot_disk_type
-from ..config.gateway import GatewayConfig
-from ..config.gke import GkeConfig
-from ..config.observability import Autoscaling, NotificationChannel
-from ..config.serving import GkePool
-from ..config.stack import StackConfig
-from ..planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
-from ..planning.bench import bench_deadline
-from ..planning.plan import GkePoolPlan, StackPlan, verify_workers
-from ..resolve import ResolvedStack
+from infra.config.accelerator import AcceleratorTopology, boot_disk_type
+from infra.config.observability import Autoscaling
+from infra.config.stack import StackConfig
+from infra.planning.capacity import FAILURE_HEADROOM_REPLICAS, ROLLOUT_SURGE_REPLICAS
+from infra.planning.plan import StackPlan
+from infra.targets.base import ResolvedStack
+from infra.targets.common import channel_spec, platform_labels, thresholds
 
-TARGET = "gke"
-
-
-def platform_labels(cfg: StackConfig) -> dict[str, str]:
-    return {"app": "llm-serving", "environment": cfg.environment, "managed-by": "pulumi"}
+from .config import GatewayConfig, GkeConfig, GkePool, gateway_section, gke_section
+from .planning import GkePlan, GkePoolPlan, gke_part, gke_pools, verify_workers
+from .planning.bench import bench_deadline
 
 
 # ---- config -> component specs ------------------------------------------------------------------------------
@@ -70,8 +65,9 @@ def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
 
 
 def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
-    g = cfg.gke
+    g = gke_section(cfg)
     assert g is not None  # the gke rules require the section for a gke pool
+    part = gke_part(plan)
     hd = g.weights.hyperdisk_ml
     return PlatformArgs(
         project=cfg.project, region=cfg.region,
@@ -82,18 +78,18 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
         # One node pool per accelerator that serves at least one pool or one co-hosted group.
         gpu_pools=tuple(sorted(
             [GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
-             for name, a in plan.accelerators.items()]
+             for name, a in part.accelerators.items()]
             + [GpuPoolSpec(accelerator_spec(g.accelerator, cfg.accelerators[g.accelerator]),
-                           NodeBounds(g.min_nodes, g.max_nodes)) for g in plan.gke_groups().values()],
+                           NodeBounds(g.min_nodes, g.max_nodes)) for g in part.gke_groups().values()],
             key=lambda spec: spec.accelerator.key)),
         registry=RegistrySpec(g.registry.repository_id, g.registry.keep_recent_versions,
                               g.registry.untagged_retention_days),
         weights=WeightsSpec(
             bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days, writers=tuple(g.weights.writers),
             hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
-            hyperdisk_releases=dict(plan.hyperdisk_releases),
-            hyperdisk_pools={r: pool.release for r, pool in cfg.pools() if pool.loading.path == "hyperdisk_ml"}),
-        roles=(*(r for r, _ in cfg.pools()), *plan.gke_cohosted()),
+            hyperdisk_releases=dict(part.hyperdisk_releases),
+            hyperdisk_pools={r: pool.release for r, pool in gke_pools(cfg) if pool.loading.path == "hyperdisk_ml"}),
+        roles=(*(r for r, _ in gke_pools(cfg)), *part.cohosted()),
         hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None,
         labels=platform_labels(cfg), protect=g.protect)
 
@@ -128,29 +124,19 @@ def gateway_spec(gw: GatewayConfig, auto: Autoscaling) -> GatewaySpec:
         request_log_sample_rate=gw.request_log_sample_rate, allow_global_access=gw.allow_global_access)
 
 
-def channel_spec(c: NotificationChannel) -> ChannelSpec:
-    if c.existing:
-        return ChannelSpec(existing_name=c.name)
-    assert c.type is not None  # validated: a created channel names its type
-    if c.type == "email":
-        return ChannelSpec(type=CHANNEL_TYPES["email"], display_name=c.display_name,
-                           labels=(("email_address", str(c.email_address)),))
-    if c.type == "pagerduty":
-        return ChannelSpec(type=CHANNEL_TYPES["pagerduty"], display_name=c.display_name,
-                           sensitive_labels=(("service_key", str(c.service_key)),))
-    return ChannelSpec(type=CHANNEL_TYPES["webhook"], display_name=c.display_name, secret_labels=(("url", str(c.url)),))
-
-
 def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
     views = []
-    for role, pool in cfg.pools():
-        p = plan.pools[role]
+    part = gke_part(plan)
+    planned = part.gke_pools()
+    for role, pool in gke_pools(cfg):
+        p = planned[role]
         views.append(PoolView(
             role=role, release=pool.release, weight=pool.weight, hpa=p.hpa,
             replica_hourly_usd=p.capacity.replica_hourly_usd,
             planned_cost_per_million_usd=p.capacity.cost_per_million_output_tokens_usd,
-            measurement_source=pool.measured.source if pool.measured else None))
-    for role, m in plan.gke_cohosted().items():
+            # The record file the pool cites (``serving.<role>.measured``): the dashboard names it.
+            measurement_source=pool.measured))
+    for role, m in part.cohosted().items():
         views.append(PoolView(
             # 100: every request naming this model reaches this pool (no weighted split applies to it).
             role=role, release=m.pool.release.release, weight=100, hpa=m.pool.hpa,
@@ -159,18 +145,11 @@ def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
     return tuple(views)
 
 
-def thresholds(cfg: StackConfig) -> Thresholds:
-    a = cfg.observability.alerts
-    return Thresholds(
-        ttft_p95_seconds=cfg.contract.ttft_p95_ms / 1000.0, itl_p95_seconds=cfg.contract.itl_p95_ms / 1000.0,
-        kv_cache_usage=a.kv_cache_usage, kv_cache_for_minutes=a.kv_cache_for_minutes,
-        canary_ttft_ratio=a.canary_ttft_ratio, no_traffic_minutes=a.no_traffic_minutes)
-
-
 def bench_job_args(resolved: ResolvedStack, platform: Platform, server: ModelServer) -> BenchJobArgs:
     cfg, plan = resolved.config, resolved.plan
-    assert cfg.gke is not None and cfg.gke.bench is not None
-    b, p = cfg.gke.bench, plan.pools[server.role]
+    g = gke_section(cfg)
+    assert g is not None and g.bench is not None
+    b, p = g.bench, plan.pools[server.role]
     return BenchJobArgs(
         stack=resolved.stack, role=server.role, release=p.release, image=b.image, quick=b.quick, rates=b.rates,
         duration_seconds=b.duration_seconds, active_deadline_seconds=bench_deadline(b).active_deadline_seconds,
@@ -210,24 +189,26 @@ def _model_server(resolved: ResolvedStack, platform: Platform, k8s: pulumi.Resou
 
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
     cfg, plan = resolved.config, resolved.plan
-    assert cfg.gateway is not None  # the gke rules require the section for a gke pool
+    gw, g = gateway_section(cfg), gke_section(cfg)
+    assert gw is not None  # the gke rules require the section for a gke pool
+    part = gke_part(plan)
     # The Google Cloud platform: network, cluster, GPU node pools on their reservations, registry, weight
     # stores, Workload Identity and the Kubernetes provider the serving components deploy with.
     platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
     k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
 
     # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
-    bench = cfg.gke.bench if cfg.gke is not None else None
+    bench = g.bench if g is not None else None
     model_servers: dict[str, ModelServer] = {}
-    for role, pool in cfg.pools():
-        assert isinstance(pool, GkePool)
+    planned = part.gke_pools()
+    for role, pool in gke_pools(cfg):
         model_servers[role] = _model_server(
-            resolved, platform, k8s, role, pool, plan.gke_pools()[role], plan.public_model_name,
+            resolved, platform, k8s, role, pool, planned[role], plan.public_model_name,
             # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
             clients=(client_peer(role),) if bench is not None and bench.pool == role else ())
     # Co-hosted models: one server each on its group's time-shared node pool, at most one pod per node.
     cohosted: dict[str, ModelServer] = {}
-    for role, m in plan.gke_cohosted().items():
+    for role, m in part.cohosted().items():
         cohosted[role] = _model_server(resolved, platform, k8s, role, m.pool_config, m.pool, m.model_name,
                                        one_per_node=True)
 
@@ -235,16 +216,16 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
     gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
         environment=cfg.environment, project=cfg.project, region=cfg.region,
-        gateway=gateway_spec(cfg.gateway, cfg.observability.autoscaling),
+        gateway=gateway_spec(gw, cfg.observability.autoscaling),
         pools=tuple(PoolRoute(role=r, release=pool.release, weight=pool.weight,
                               selector=model_servers[r].pool_selector, namespace=platform.serving_namespaces[r])
-                    for r, pool in cfg.pools()),
+                    for r, pool in gke_pools(cfg)),
         priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.sheddable, c.description)
                                for c in cfg.contract.priority_classes),
         backend_timeout_seconds=plan.backend_timeout_seconds, public_model_name=plan.public_model_name,
         models=tuple(ModelRoute(model_name=m.model_name, pool=PoolRoute(
             role=role, release=m.pool.release.release, weight=100, selector=cohosted[role].pool_selector,
-            namespace=platform.serving_namespaces[role])) for role, m in plan.gke_cohosted().items()),
+            namespace=platform.serving_namespaces[role])) for role, m in part.cohosted().items()),
         subnetwork=platform.network.subnet.id, project_number=platform.project_number),
         # Every pool's Kubernetes objects take their namespace from the platform's Output (so they wait for the
         # Namespace); the gateway creates its own namespace; the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
@@ -278,7 +259,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         **({"cohosting": {key: {m.role: {
             "model_name": m.model_name, "deployment": cohosted[m.role].deployment_name,
             "pool": gateway.model_pools[m.role].pool_name, "vllm_args": cohosted[m.role].vllm_args}
-            for m in g.models} for key, g in sorted(plan.gke_groups().items())}} if cohosted else {}),
+            for m in grp.models} for key, grp in part.gke_groups().items()}} if cohosted else {}),
         "cluster": {"name": platform.cluster.name, "location": platform.gke.location,
                     "workload_pool": platform.workload_pool},
         "gateway": {"address": gateway.address_value, "hostnames": gateway.hostnames,

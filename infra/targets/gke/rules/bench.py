@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.registry import registry_prefix
+from components.naming import registry_prefix
+from infra.config.stack import StackConfig
+from infra.rules import Finding, rule
 
-from ..config.stack import StackConfig
-from . import Finding, rule
-
-TARGET = "gke"
+from ..config import TARGET, gke_section
 
 
 @rule(target=TARGET, needs={"gke", "serving"})
 def bench_pool_is_a_gke_pool(cfg: StackConfig) -> Iterator[Finding]:
     """The Job runs in the GKE cluster and reaches its pool through a Service selecting the pool's Deployment."""
-    bench = cfg.gke.bench if cfg.gke is not None else None
+    g = gke_section(cfg)
+    bench = g.bench if g is not None else None
     if bench is None:
         return
     pools = dict(cfg.pools())
@@ -34,7 +34,7 @@ def bench_image_in_stack_registry(cfg: StackConfig) -> Iterator[Finding]:
     """The Job pulls its image on a system node, whose service account the bench grants reader on the stack's
     repository only: an image anywhere else would not pull (or would be pulled from outside the stack's cleanup
     and scanning)."""
-    g = cfg.gke
+    g = gke_section(cfg)
     if g is None or g.bench is None:
         return
     prefix = registry_prefix(cfg.project, cfg.region, g.registry.repository_id)

@@ -9,6 +9,8 @@ of the accelerator topology, the stack's reservation by resource name, replica b
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pulumi
 
 from components.project import ProjectServices
@@ -18,15 +20,13 @@ from components.vertex.endpoint import (CoHosted, ImageRepository, PrivateServic
                                         VertexServing, VertexServingArgs)
 from components.vertex.observability import VertexObservability, VertexObservabilityArgs, deployed_model_views
 
-from ..config.stack import StackConfig
-from ..config.vertex import VertexPool
-from ..config.vertex import VertexConfig
-from ..planning.plan import CoHostedGroupPlan, CoHostedModelPlan, StackPlan, VertexPoolPlan
-from ..planning.vertex import VertexPlan
-from ..resolve import ResolvedStack
-from .gke import channel_spec, platform_labels, thresholds
+from infra.config.stack import StackConfig
+from infra.planning.plan import StackPlan
+from infra.targets.base import ResolvedStack
+from infra.targets.common import channel_spec, platform_labels, thresholds
 
-TARGET = "vertex"
+from .config import VertexConfig, vertex_section
+from .planning import CoHostedGroupPlan, CoHostedModelPlan, VertexPlan, VertexPoolPlan, vertex_part, vertex_pools
 
 #: APIs a Vertex stack uses: Vertex AI (endpoint, models, deployments), IAM (the serving account), Cloud Storage
 #: (the weights), Artifact Registry (image pulls), Monitoring and Logging (Vertex's metrics and container logs).
@@ -81,10 +81,10 @@ def dedicated_resources(v: VertexPlan) -> rq.DedicatedResources:
 
 
 def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
-    c = cfg.vertex
+    c = vertex_section(cfg)
     assert c is not None  # the vertex rules require the section for a vertex pool
-    planned = plan.vertex_pools()
-    roles = [role for role, pool in cfg.pools() if isinstance(pool, VertexPool)]
+    planned = vertex_part(plan).vertex_pools()
+    roles = [role for role, _ in vertex_pools(cfg)]
     first = planned[roles[0]].release
     return VertexServingArgs(
         project=cfg.project, region=cfg.region, endpoint_id=c.endpoint_id, display_name=c.endpoint_id,
@@ -98,9 +98,20 @@ def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
         **_access(cfg, c))
 
 
-def _access(cfg: StackConfig, c: VertexConfig) -> dict[str, object]:
+class _Access(TypedDict):
+    """The :class:`VertexServingArgs` fields every endpoint of the stack shares."""
+
+    private_service_connect: PrivateServiceConnect | None
+    caller_members: tuple[str, ...]
+    caller_role: str
+    image_repository: ImageRepository | None
+    labels: dict[str, str]
+    protect: bool
+
+
+def _access(cfg: StackConfig, c: VertexConfig) -> _Access:
     """What every endpoint of the stack shares: access, callers, the image repository, labels, protection."""
-    return dict(
+    return _Access(
         private_service_connect=(PrivateServiceConnect(tuple(c.private_service_connect.project_allowlist))
                                  if c.access == "private_service_connect" and c.private_service_connect else None),
         caller_members=tuple(c.caller_members), caller_role=c.caller_role,
@@ -114,7 +125,7 @@ def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None)
     resource pool; else the other models', deploying onto that pool by resource name. The pool's containers all run
     as the owner's service account, which reads the group's one weights bucket (rule
     cohosting.group_releases_share_one_weights_bucket)."""
-    c = cfg.vertex
+    c = vertex_section(cfg)
     assert c is not None  # the cohosting rules require the section for a vertex group
     out = []
     for i, m in enumerate(g.models):
@@ -139,16 +150,17 @@ def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None)
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
     cfg, plan = resolved.config, resolved.plan
     outputs: dict[str, object] = {}
-    if plan.vertex_pools():
+    part = vertex_part(plan)
+    if part.vertex_pools():
         outputs.update(_compose_pools(cfg, plan, services))
-    if plan.vertex_groups():
+    if part.vertex_groups():
         outputs["vertex_cohosting"] = _compose_groups(cfg, plan, services)
     return outputs
 
 
 def _compose_groups(cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
     out: dict[str, object] = {}
-    for key, g in sorted(plan.vertex_groups().items()):
+    for key, g in vertex_part(plan).vertex_groups().items():
         owner_args = cohosted_args(cfg, g, None)[0]
         owner = VertexServing(f"vertex-{owner_args.endpoint_id}", owner_args,
                               opts=pulumi.ResourceOptions(depends_on=[services]))
@@ -178,7 +190,7 @@ def _compose_pools(cfg: StackConfig, plan: StackPlan, services: ProjectServices)
     # The identity, its grants, the endpoint, the deployed models, the split and the callers: everything waits for
     # the APIs it is created through.
     serving = VertexServing("vertex", args, opts=pulumi.ResourceOptions(depends_on=[services]))
-    planned = plan.vertex_pools()
+    planned = vertex_part(plan).vertex_pools()
     observability = VertexObservability("vertex-observability", VertexObservabilityArgs(
         project=cfg.project, environment=cfg.environment, endpoint_id=args.endpoint_id,
         models=deployed_model_views(args.deployments), thresholds=thresholds(cfg),

@@ -8,7 +8,7 @@ import math
 
 from components.observability.views import HpaPlan
 
-from .capacity import ROLLOUT_SURGE_REPLICAS
+from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 
 #: Floor of the scale-down stabilisation window: Kubernetes' own default (300 s) and the issue's minimum.
 SCALE_DOWN_WINDOW_FLOOR_S = 300

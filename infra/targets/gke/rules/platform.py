@@ -8,16 +8,15 @@ import math
 import re
 from collections.abc import Iterator
 
-from components.registry import registry_prefix
+from components.naming import registry_prefix
+from infra.config.stack import StackConfig
+from infra.planning import capacity
+from infra.planning.plan import StackPlan, release_geometry
+from infra.rules import Finding, rule
+from infra.rules.common import placement_findings
 
-from ..config.serving import GkePool
-from ..config.stack import StackConfig
-from ..planning import capacity
-from ..planning.plan import StackPlan, release_geometry
-from . import Finding, rule
-from .common import placement_findings
-
-TARGET = "gke"
+from ..config import TARGET, GkePool, gateway_section, gke_section
+from ..planning import gke_part, gke_pools
 #: Accelerator keys become resource names: node pool ``gpu-<key>`` (<= 40 chars) and node service account
 #: ``gke-gpu-<key>`` (<= 30 chars), so a key is a short lowercase name.
 ACCELERATOR_KEY_RE = re.compile(r"^[a-z]([-a-z0-9]{0,20}[a-z0-9])?\Z")
@@ -29,20 +28,20 @@ def _gke_roles(cfg: StackConfig) -> str:
 
 def _gke_pools(cfg: StackConfig) -> list[tuple[str, GkePool]]:
     """The pools of this target (a stack may also have pools of another target)."""
-    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, GkePool)]
+    return gke_pools(cfg)
 
 
 # An absent optional section validates as None; a section that failed is not "valid", so these rules stay
 # silent about it (its own errors are already reported).
 @rule(target=TARGET, needs={"serving", "gke"})
 def gke_section_present(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.gke is None:
+    if gke_section(cfg) is None:
         yield ("gke",), f"required when a pool targets gke ({_gke_roles(cfg)}): network, cluster, registry and weight stores"
 
 
 @rule(target=TARGET, needs={"serving", "gateway"})
 def gateway_section_present(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.gateway is None:
+    if gateway_section(cfg) is None:
         yield ("gateway",), f"required when a pool targets gke ({_gke_roles(cfg)}): the Inference Gateway in front of the pools"
 
 
@@ -101,7 +100,7 @@ def shared_gpu_memory_below_one(cfg: StackConfig) -> Iterator[Finding]:
 def reservation_holds_max_plus_surge(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """"maxSurge: 1 cannot manufacture a GPU": reserved nodes cover every pool's max replicas plus one rollout
     surge replica per pool. Checked only when every pool on the topology planned."""
-    for name, ap in sorted(plan.accelerators.items()):
+    for name, ap in sorted(gke_part(plan).accelerators.items()):
         acc = cfg.accelerators[name]
         on_it = [role for role, pool in _gke_pools(cfg) if pool.accelerator == name]
         if acc.reservation is None or any(role not in plan.pools for role in on_it):
@@ -116,7 +115,7 @@ def reservation_holds_max_plus_surge(cfg: StackConfig, plan: StackPlan) -> Itera
 
 @rule(target=TARGET, needs={"gke", "environment", "zones"})
 def cluster_fits_environment(cfg: StackConfig) -> Iterator[Finding]:
-    g = cfg.gke
+    g = gke_section(cfg)
     if g is None:
         return
     if cfg.environment == "prod":
@@ -132,7 +131,7 @@ def cluster_fits_environment(cfg: StackConfig) -> Iterator[Finding]:
 def releases_live_in_stack_stores(cfg: StackConfig) -> Iterator[Finding]:
     """Images come from the stack's registry (pulled by digest, kept by its cleanup policy), weights from its
     bucket (readable by the model-server identity only)."""
-    g = cfg.gke
+    g = gke_section(cfg)
     if g is None:
         return
     prefix = registry_prefix(cfg.project, cfg.region, g.registry.repository_id)
@@ -158,11 +157,11 @@ def releases_live_in_stack_stores(cfg: StackConfig) -> Iterator[Finding]:
 def hyperdisk_volumes_fit(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """Every release loading via Hyperdisk ML has a hydrated snapshot, a volume large and fast enough, and its
     pools in the volume's zone."""
-    g = cfg.gke
+    g = gke_section(cfg)
     if g is None:
         return
     hd = g.weights.hyperdisk_ml
-    disks = plan.hyperdisk_releases
+    disks = gke_part(plan).hyperdisk_releases
     ids = {r.release for r in cfg.releases}
     for role, pool in _gke_pools(cfg):
         if pool.loading.path != "hyperdisk_ml":

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Strict, check
+from infra.config.base import Strict, check
 
 GatewayClass = Literal["gke-l7-regional-external-managed", "gke-l7-rilb"]
 FailureMode = Literal["FailOpen", "FailClose"]

@@ -1,54 +1,42 @@
 """Rules of the ``vertex`` target: its section exists, each pool names a known accelerator topology whose GPU
 Vertex AI offers and whose GPUs the release uses, the topology fits the region and the environment (prod: a
 specific reservation, no Spot), the reservation is an existing one and holds every pool's max replicas plus a
-replacement, the split stays on one endpoint, the releases share one weights bucket, prod keeps two warm replicas
-and protects the endpoint, and the images come from the stack's registry when one is named."""
+replacement, the releases share one weights bucket, prod protects the endpoint, and the images come from the stack's
+registry when one is named. (The warm minimum and the one-target split are the neutral rules',
+``infra/rules/common.py``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.registry import registry_prefix
+from components.naming import registry_prefix
 from components.vertex.requests import GKE_TO_VERTEX_ACCELERATOR
+from infra.config.stack import StackConfig
+from infra.planning.plan import StackPlan
+from infra.rules import Finding, rule
+from infra.rules.common import placement_findings
 
-from ..config.stack import StackConfig
-from ..config.vertex import VertexPool
-from ..planning.plan import StackPlan
-from . import Finding, rule
-from .common import placement_findings
-
-TARGET = "vertex"
-#: Warm replicas per Vertex pool in prod: as on GKE (``common.PROD_MIN_WARM_REPLICAS``), one replica cannot
-#: survive its own machine's maintenance or loss.
-PROD_MIN_WARM_REPLICAS = 2
+from ..config import TARGET, CoHostedGroup, VertexPool, vertex_section
+from ..planning import vertex_pools
 
 
 def _vertex_pools(cfg: StackConfig) -> list[tuple[str, VertexPool]]:
-    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, VertexPool)]
+    return vertex_pools(cfg)
 
 
 def _vertex_accelerators(cfg: StackConfig) -> list[str]:
     """The topologies Vertex machines run on: the Vertex pools' and the co-hosted groups'."""
     keys = {pool.accelerator for _, pool in _vertex_pools(cfg)}
-    keys |= {g.accelerator for g in (cfg.cohosting or {}).values() if g.target == TARGET}
+    keys |= {g.accelerator for _, g in cfg.groups() if isinstance(g, CoHostedGroup)}
     return sorted(k for k in keys if k in cfg.accelerators)
 
 
 @rule(target=TARGET, needs={"serving", "vertex"})
 def vertex_section_present(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.vertex is None and _vertex_pools(cfg):
+    if vertex_section(cfg) is None and _vertex_pools(cfg):
         roles = ", ".join(role for role, _ in _vertex_pools(cfg))
         yield (("vertex",), f"required when a pool targets vertex ({roles}): the endpoint id, its access and its "
                "callers")
-
-
-@rule(target=TARGET, needs={"serving"})
-def split_stays_on_one_endpoint(cfg: StackConfig) -> Iterator[Finding]:
-    canary = cfg.serving.canary
-    if canary is not None and canary.target != cfg.serving.stable.target:
-        yield (("serving", "canary", "target"),
-               f"stable targets {cfg.serving.stable.target} and canary {canary.target}: a Vertex traffic split is "
-               "between the deployed models of one endpoint; put both pools on one target")
 
 
 @rule(target=TARGET, needs={"serving", "accelerators"})
@@ -109,8 +97,7 @@ def vertex_reservation_holds_max_plus_replacement(cfg: StackConfig, plan: StackP
     for name in _vertex_accelerators(cfg):
         r = cfg.accelerators[name].reservation
         on_it = [(role, pool) for role, pool in _vertex_pools(cfg) if pool.accelerator == name]
-        groups = [(key, g) for key, g in sorted((cfg.cohosting or {}).items())
-                  if g.accelerator == name and g.target == TARGET]
+        groups = [(key, g) for key, g in cfg.groups() if g.accelerator == name and isinstance(g, CoHostedGroup)]
         if (r is None or any(role not in plan.pools for role, _ in on_it)
                 or any(key not in plan.cohosting for key, _ in groups)):
             continue
@@ -138,26 +125,17 @@ def releases_share_one_weights_bucket(cfg: StackConfig) -> Iterator[Finding]:
                        "serving account reads exactly one weights bucket")
 
 
-@rule(target=TARGET, needs={"serving", "environment"})
-def vertex_prod_keeps_warm_replicas(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.environment != "prod":
-        return
-    for role, pool in _vertex_pools(cfg):
-        if pool.min_replicas < PROD_MIN_WARM_REPLICAS:
-            yield (("serving", role, "min_replicas"),
-                   f"prod keeps at least {PROD_MIN_WARM_REPLICAS} warm replicas per Vertex pool, got {pool.min_replicas}")
-
-
 @rule(target=TARGET, needs={"vertex", "environment"})
 def vertex_prod_protects_the_endpoint(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.vertex is not None and cfg.environment == "prod" and not cfg.vertex.protect:
+    v = vertex_section(cfg)
+    if v is not None and cfg.environment == "prod" and not v.protect:
         yield ("vertex", "protect"), "prod must protect the Vertex endpoint and its serving account from deletion"
 
 
 @rule(target=TARGET, needs={"vertex", "releases", "serving", "project", "region"})
 def vertex_images_come_from_the_stack_registry(cfg: StackConfig) -> Iterator[Finding]:
     """With ``vertex.repository`` the upload runs as the serving account, which reads only that repository."""
-    v = cfg.vertex
+    v = vertex_section(cfg)
     if v is None or v.repository is None:
         return
     prefix = registry_prefix(cfg.project, cfg.region, v.repository)

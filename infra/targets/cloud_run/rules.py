@@ -1,53 +1,34 @@
 """Rules of the ``cloud_run`` target: its section exists, a pool's release fits one Cloud Run GPU, the service-wide
-settings the pools share agree, the split stays inside one target, prod keeps a warm instance and protects the
-service, the images come from the stack's registry, and a canary is a revision of its own."""
+settings the pools share agree, prod protects the service, the images come from the stack's registry, and a canary
+is a revision of its own. (The warm minimum and the one-target split are the neutral rules', ``infra/rules/common.py``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.registry import registry_prefix
+from components.naming import registry_prefix
+from infra.config.stack import StackConfig
+from infra.rules import Finding, rule
 
-from ..config.cloud_run import CloudRunPool
-from ..config.stack import StackConfig
-from . import Finding, rule
-
-TARGET = "cloud_run"
-#: A Cloud Run pool in prod keeps at least one warm instance: scale to zero makes the first request after idle wait
-#: a whole cold load (the issue's rule; Cloud Run replaces a lost instance by itself, GKE keeps 2).
-PROD_MIN_WARM_INSTANCES = 1
+from .config import TARGET, cloud_run_section
+from .planning import run_pools
 #: Pool keys a revision's template does not depend on: a canary equal to stable in everything else renders the
 #: very same revision.
 NOT_IN_REVISION = frozenset({"weight", "measured", "measured_with_adapted_args", "pricing"})
 
 
-def _run_pools(cfg: StackConfig) -> list[tuple[str, CloudRunPool]]:
-    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, CloudRunPool)]
-
-
 @rule(target=TARGET, needs={"serving", "cloud_run"})
 def cloud_run_section_present(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.cloud_run is None:
-        roles = ", ".join(role for role, _ in _run_pools(cfg))
+    if cloud_run_section(cfg) is None:
+        roles = ", ".join(role for role, _ in run_pools(cfg))
         yield (("cloud_run",), f"required when a pool targets cloud_run ({roles}): the service name, image repository "
                "and metrics collector image")
-
-
-@rule(target=TARGET, needs={"serving"})
-def split_stays_in_one_target(cfg: StackConfig) -> Iterator[Finding]:
-    """A weight split is an HTTPRoute between InferencePools (gke) or a traffic split between revisions of one
-    service (cloud_run): nothing splits one stream of requests across the two."""
-    canary = cfg.serving.canary
-    if canary is not None and canary.target != cfg.serving.stable.target:
-        yield (("serving", "canary", "target"),
-               f"stable targets {cfg.serving.stable.target} and canary {canary.target}: a traffic split works within one "
-               "target (the Inference Gateway's route or one Cloud Run service's revisions); put both pools on one")
 
 
 @rule(target=TARGET, needs={"serving", "releases"})
 def release_fits_one_gpu(cfg: StackConfig) -> Iterator[Finding]:
     ids = {r.release for r in cfg.releases}
-    for role, pool in _run_pools(cfg):
+    for role, pool in run_pools(cfg):
         if pool.release not in ids:
             continue  # reported by the common rules
         tp = cfg.release(pool.release).tensor_parallel_size
@@ -60,7 +41,7 @@ def release_fits_one_gpu(cfg: StackConfig) -> Iterator[Finding]:
 @rule(target=TARGET, needs={"serving"})
 def service_settings_agree(cfg: StackConfig) -> Iterator[Finding]:
     """Ingress and invoker IAM belong to the service, which both pools' revisions share."""
-    pools = dict(_run_pools(cfg))
+    pools = dict(run_pools(cfg))
     if "stable" not in pools or "canary" not in pools:
         return
     stable, canary = pools["stable"], pools["canary"]
@@ -76,7 +57,7 @@ def service_settings_agree(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"serving", "releases"})
 def canary_is_another_revision(cfg: StackConfig) -> Iterator[Finding]:
-    pools = dict(_run_pools(cfg))
+    pools = dict(run_pools(cfg))
     if "stable" not in pools or "canary" not in pools:
         return
     a, b = (pools[r].model_dump(exclude=set(NOT_IN_REVISION)) for r in ("stable", "canary"))
@@ -86,20 +67,10 @@ def canary_is_another_revision(cfg: StackConfig) -> Iterator[Finding]:
                "pool; the stable tag then points at the revision the canary tested")
 
 
-@rule(target=TARGET, needs={"serving", "environment"})
-def prod_keeps_a_warm_instance(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.environment != "prod":
-        return
-    for role, pool in _run_pools(cfg):
-        if pool.min_instances < PROD_MIN_WARM_INSTANCES:
-            yield (("serving", role, "min_instances"),
-                   f"prod keeps at least {PROD_MIN_WARM_INSTANCES} warm instance per Cloud Run pool, got "
-                   f"{pool.min_instances}: from zero the first request waits a whole cold load")
-
-
 @rule(target=TARGET, needs={"cloud_run", "environment"})
 def prod_protects_the_service(cfg: StackConfig) -> Iterator[Finding]:
-    if cfg.cloud_run is not None and cfg.environment == "prod" and not cfg.cloud_run.protect:
+    c = cloud_run_section(cfg)
+    if c is not None and cfg.environment == "prod" and not c.protect:
         yield ("cloud_run", "protect"), "prod must protect the Cloud Run service from deletion"
 
 
@@ -107,11 +78,11 @@ def prod_protects_the_service(cfg: StackConfig) -> Iterator[Finding]:
 def images_come_from_the_stack_registry(cfg: StackConfig) -> Iterator[Finding]:
     """Cloud Run pulls a same-project Artifact Registry image with its own service agent; the image must be the team's
     own build, pinned by digest (the release identity already refuses tags)."""
-    c = cfg.cloud_run
+    c = cloud_run_section(cfg)
     if c is None:
         return
     prefix = registry_prefix(cfg.project, cfg.region, c.repository)
-    served = {pool.release for _, pool in _run_pools(cfg)}
+    served = {pool.release for _, pool in run_pools(cfg)}
     for i, rel in enumerate(cfg.releases):
         if rel.release in served and not rel.image.startswith(prefix):
             yield (("releases", i, "image"),

@@ -13,6 +13,7 @@ Cold load, in the order the container runs it (``components/cloud_run/service.py
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,12 +21,17 @@ from components import naming
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB, CloudRunProbes
 from components.serving.verify_release import MAX_HASH_WORKERS
 
-from ..config.cloud_run import (GPU_SHAPES, MAX_GPU_STARTUP_WINDOW_SECONDS, MAX_REQUEST_CONCURRENCY,
-                                MAX_REQUEST_TIMEOUT_SECONDS, CloudRunPool)
-from ..config.release import ReleaseIdentity
-from . import capacity
-from .probes import plan_cloud_run_probes
-from .vllm_args import VllmInputs
+from infra.config.release import ReleaseIdentity
+from infra.planning import capacity
+from infra.config.measurement import Measurement
+from infra.config.stack import StackConfig
+from infra.planning.plan import Demand, MachineIdentity, PlanIssue, PoolPlan, TargetPlan, demand, plan_capacity, release_geometry, release_info
+from infra.planning.vllm_args import render_vllm_args
+from infra.planning.probes import ProbeError
+from infra.planning.vllm_args import VllmInputs
+
+from .config import (TARGET, GPU_SHAPES, MAX_GPU_STARTUP_WINDOW_SECONDS, MAX_REQUEST_CONCURRENCY, MAX_REQUEST_TIMEOUT_SECONDS,
+                     CloudRunPool)
 
 #: Cloud Run sends SIGKILL 10 s after SIGTERM (Cloud Run container runtime contract, "Instance shutdown"). Cloud Run
 #: stops routing to an instance before it shuts it down, so the drain only covers what is still in flight.
@@ -45,6 +51,48 @@ PREVIEW_LAUNCH_STAGE = "BETA"
 GA_LAUNCH_STAGE = "GA"
 #: A Cloud Run GPU instance is billed as one "accelerator" key in the capacity plan's tables.
 ACCELERATOR_PREFIX = "cloud-run:"
+
+
+# ---- Cloud Run (HTTP probes: Cloud Run runs no exec probes) -----------------------------------------------------
+
+#: The seed's probe shape for vLLM on Cloud Run GPUs: probe early and often instead of one late probe that kills a
+#: slow start. 10 s initial delay: the GPU instance and the container start in ~5 s (Cloud Run GPU page), so
+#: nothing can answer earlier.
+CLOUD_RUN_STARTUP_INITIAL_DELAY_S = 10
+#: 5 s between startup probes: a loaded server is noticed within 5 s, and the failure count stays readable.
+CLOUD_RUN_STARTUP_PERIOD_S = 5
+#: 4 s per probe: vLLM answers /health from its API process in milliseconds; Cloud Run requires the timeout to be
+#: below the period.
+CLOUD_RUN_PROBE_TIMEOUT_S = 4
+#: Liveness every 10 s, restart after 3 misses: a dead engine (/health 503 for good) is replaced within 30 s while
+#: one slow answer of a saturated API server is tolerated. A hung engine that still answers /health is not
+#: detected on Cloud Run (no exec probe); the request timeout bounds each request instead.
+CLOUD_RUN_LIVENESS_PERIOD_S = 10
+CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD = 3
+
+
+def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float,
+                          max_probe_seconds: int) -> CloudRunProbes:
+    """The startup failure count whose window covers cold_load x (1 + margin):
+    ``initial delay + period x failureThreshold >= required``, i.e. ``failureThreshold = ceil((required - 10) / 5)``.
+    Raises ProbeError when ``period x failureThreshold`` would exceed ``max_probe_seconds`` (Cloud Run's 1,800 s for
+    GPU services)."""
+    required = cold_load_seconds * (1 + startup_margin)
+    delay, period = CLOUD_RUN_STARTUP_INITIAL_DELAY_S, CLOUD_RUN_STARTUP_PERIOD_S
+    threshold = max(1, math.ceil((required - delay) / period))
+    if period * threshold > max_probe_seconds:
+        raise ProbeError(
+            f"the startup probe cannot cover the cold-load estimate: {cold_load_seconds:.0f} s x (1 + margin "
+            f"{startup_margin:g}) = {required:.0f} s needs {delay} s + {threshold} x {period} s, but Cloud Run allows "
+            f"failureThreshold x periodSeconds of at most {max_probe_seconds} s for GPU services ({threshold} x "
+            f"{period} s = {period * threshold} s); load faster (loading.throughput_mib_s, loading.staging) or "
+            f"lower startup_margin knowingly")
+    return CloudRunProbes(
+        cold_load_seconds=cold_load_seconds, startup_margin=startup_margin, startup_required_seconds=required,
+        startup_initial_delay_seconds=delay, startup_period_seconds=period,
+        startup_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S, startup_failure_threshold=threshold,
+        liveness_period_seconds=CLOUD_RUN_LIVENESS_PERIOD_S, liveness_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
+        liveness_failure_threshold=CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD)
 
 
 class CloudRunPlanningError(ValueError):
@@ -122,8 +170,7 @@ def _mount_verify_mib_s(pool: CloudRunPool) -> float:
 
 
 def pool_inputs(rel: ReleaseIdentity, role: str, pool: CloudRunPool, geometry: capacity.Geometry,
-                arrival_rps: float, mean_prompt_tokens: float, mean_output_tokens: float, target_utilization: float,
-                theta_o: float | None, theta_i: float | None) -> capacity.PoolInputs:
+                d: Demand) -> capacity.PoolInputs:
     """The capacity planner's inputs for a Cloud Run instance: one GPU of the table's memory, the instance's hourly
     price, and the loading path's phases."""
     staged = pool.loading.staging is not None
@@ -133,12 +180,12 @@ def pool_inputs(rel: ReleaseIdentity, role: str, pool: CloudRunPool, geometry: c
         gpu_memory_gib=GPU_SHAPES[pool.gpu].gpu_memory_gib, gpus_per_node=pool.gpu_count,
         node_hourly_usd=3600 * instance_second_usd(pool),
         gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
-        arrival_rps=arrival_rps, mean_prompt_tokens=mean_prompt_tokens, mean_output_tokens=mean_output_tokens,
-        target_utilization=target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
+        arrival_rps=d.arrival_rps, mean_prompt_tokens=d.mean_prompt_tokens, mean_output_tokens=d.mean_output_tokens,
+        target_utilization=d.target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
         engine_init_seconds=pool.loading.engine_init_seconds,
         # Staged: the copy is hashed in memory (hash-bound); else the mount is hashed through gcsfuse.
         verify_read_mib_s=(capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool)) if staged else _mount_verify_mib_s(pool),
-        theta_o=theta_o, theta_i=theta_i, min_replicas=pool.min_instances, max_replicas=pool.max_instances,
+        theta_o=d.theta_o, theta_i=d.theta_i, min_replicas=pool.min_instances, max_replicas=pool.max_instances,
         staged_read_mib_s=capacity.STAGED_READ_MIB_S if staged else None)
 
 
@@ -225,3 +272,59 @@ def plan_cloud_run(rel: ReleaseIdentity, pool: CloudRunPool, cap: capacity.PoolC
         process_memory_gib=staging.process_memory_gib if staging else None,
         mount_options=mount_options(rel, pool), instance_second_usd=second, instance_hourly_usd=3600 * second,
         cold_start_usd=cap.cold_load_seconds * second)
+
+
+@dataclass(frozen=True)
+class CloudRunPoolPlan(PoolPlan):
+    """A ``cloud_run`` pool: one revision of the stack's Cloud Run service."""
+
+    cloud_run: CloudRunPlan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "cloud_run": self.cloud_run.to_dict()}
+
+
+#: What a Cloud Run pool's record names as its machine: Cloud Run has no machine type, only the GPU shape.
+CLOUD_RUN_MACHINE = "cloud-run"
+
+
+def run_pools(cfg: StackConfig) -> list[tuple[str, CloudRunPool]]:
+    """The stack's pools of this target."""
+    return [(role, pool) for role, pool in cfg.pools() if isinstance(pool, CloudRunPool)]
+
+
+def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> TargetPlan:
+    """The ``cloud_run`` pools: GPU-memory fit and concurrency from the same capacity formulas, the cold load
+    through the Cloud Storage volume, probes, timeout, the memory rule of in-memory staging, cost. A pool whose
+    release needs more GPUs than Cloud Run attaches is left to the rules (``rules.release_fits_one_gpu``)."""
+    release_ids = {r.release for r in cfg.releases}
+    contract = cfg.contract
+    issues: list[PlanIssue] = []
+    pools: dict[str, PoolPlan] = {}
+    for role, pool in run_pools(cfg):
+        if pool.release not in release_ids:
+            continue
+        rel = cfg.release(pool.release)
+        if rel.tensor_parallel_size != pool.gpu_count:
+            continue
+        geometry = release_geometry(rel)
+        cap = plan_capacity(cfg, role, pool, pool_inputs(rel, role, pool, geometry, demand(cfg, pool, measurements.get(role))),
+                            f"on Cloud Run {pool.gpu}", issues)
+        if cap is None:
+            continue
+        try:
+            run = plan_cloud_run(rel, pool, cap, capacity.weight_bytes(geometry), contract.stream_bound_seconds)
+        except CloudRunPlanningError as exc:
+            issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))
+            continue
+        except ProbeError as exc:
+            issues.append(PlanIssue(("serving", role, "loading"), str(exc)))
+            continue
+        inputs = vllm_inputs(rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name,
+                             contract.max_output_tokens)
+        pools[role] = CloudRunPoolPlan(
+            role=role, target=pool.target, release=release_info(rel), weight=pool.weight,
+            min_replicas=pool.min_instances, capacity=cap, vllm_args=tuple(render_vllm_args(inputs)),
+            model_root=inputs.model, accelerator=None,
+            machine=MachineIdentity(CLOUD_RUN_MACHINE, pool.gpu, pool.gpu_count), cloud_run=run)
+    return TargetPlan(target=TARGET, pools=pools, issues=tuple(issues))

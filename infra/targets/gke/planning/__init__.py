@@ -1,0 +1,51 @@
+"""The ``gke`` target's share of the stack plan: its pools (capacity, probes, HPA bounds, reservation cap), the node
+arithmetic of each accelerator topology it runs a node pool on, its co-hosted groups and its Hyperdisk ML volumes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from infra.config.measurement import Measurement
+from infra.config.stack import StackConfig
+from infra.planning.plan import PlanIssue, StackPlan, TargetPlan
+
+from ..config import TARGET
+
+from .cohosting import ROLLOUT_SURGE_NODES, GkeCoHostedGroupPlan, GkeCoHostedModelPlan, cohosted_pool, plan_groups
+from .pools import (GkePoolPlan, gke_pools, gke_vllm_inputs, hyperdisk_releases, machine_of, plan_pools,
+                    pool_inputs, verify_read_mib_s, verify_workers)
+
+__all__ = ["ROLLOUT_SURGE_NODES", "GkeCoHostedGroupPlan", "GkeCoHostedModelPlan", "GkePlan", "GkePoolPlan",
+           "cohosted_pool", "gke_part", "gke_pools", "gke_vllm_inputs", "machine_of", "plan_gke", "pool_inputs",
+           "verify_read_mib_s", "verify_workers"]
+
+@dataclass(frozen=True)
+class GkePlan(TargetPlan):
+    """What the ``gke`` target planned."""
+
+    #: Release id -> zone of its Hyperdisk ML volume, for every release a pool loads via ``hyperdisk_ml``.
+    hyperdisk_releases: Mapping[str, str] = field(default_factory=dict)
+
+    def gke_pools(self) -> dict[str, GkePoolPlan]:
+        return {r: p for r, p in self.pools.items() if isinstance(p, GkePoolPlan)}
+
+    def gke_groups(self) -> dict[str, GkeCoHostedGroupPlan]:
+        return {k: g for k, g in sorted(self.groups.items()) if isinstance(g, GkeCoHostedGroupPlan)}
+
+    def cohosted(self) -> dict[str, GkeCoHostedModelPlan]:
+        """Every co-hosted model by role, groups in key order."""
+        return {m.role: m for g in self.gke_groups().values() for m in g.models}
+
+
+def plan_gke(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> GkePlan:
+    issues: list[PlanIssue] = []
+    pools, accelerators = plan_pools(cfg, measurements, issues)
+    groups = plan_groups(cfg, issues)
+    return GkePlan(target=TARGET, pools=pools, groups=groups, accelerators=accelerators, issues=tuple(issues),
+                   hyperdisk_releases=hyperdisk_releases(cfg))
+
+
+def gke_part(plan: StackPlan) -> GkePlan:
+    """The ``gke`` target's share of a stack plan."""
+    return plan.part(TARGET, GkePlan)
