@@ -36,8 +36,14 @@ from .base import Component
 from .cluster import SYSTEM_POOL_LABEL
 from .identity import WEIGHTS_READER_ROLE, namespace_labels, wi_principal
 from .registry import READER_ROLE as IMAGE_READER_ROLE
-from .serving.model_server import (DNS_PODS, GCSFUSE_DRIVER, GOOGLE_API_RANGES, METADATA_ENDPOINTS, PodPeer,
-                                   container_security_context)
+from .serving.model_server import (
+    DNS_PODS,
+    GCSFUSE_DRIVER,
+    GOOGLE_API_RANGES,
+    METADATA_ENDPOINTS,
+    PodPeer,
+    container_security_context,
+)
 from .serving.spec import ReleaseInfo
 from .weights import WRITER_ROLE as RECORD_CREATOR_ROLE
 
@@ -80,6 +86,7 @@ SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 
 # ---- arguments ------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class BenchJobArgs:
     #: Stack name: ``--stack`` of the bench, and part of the record's object name.
@@ -121,6 +128,7 @@ class BenchJobArgs:
 
 # ---- names and labels -----------------------------------------------------------------------------------------
 
+
 def selector_labels(role: str) -> dict[str, str]:
     """What the bench's NetworkPolicy and the pool's NetworkPolicy select the bench pods by."""
     return {naming.COMPONENT_LABEL: naming.BENCH_COMPONENT, naming.INSTANCE_LABEL: naming.bench_job_name(role)}
@@ -141,23 +149,35 @@ def service_url(role: str) -> str:
 
 
 def record_uri(args: BenchJobArgs) -> str:
-    return f"gs://{args.release.weights_bucket}/{naming.bench_record_object(args.stack, args.role, args.release.release)}"
+    return (
+        f"gs://{args.release.weights_bucket}/{naming.bench_record_object(args.stack, args.role, args.release.release)}"
+    )
 
 
 def bench_args(args: BenchJobArgs) -> list[str]:
     """``llm-serving bench ...`` as the Job runs it."""
-    out = ["bench", "--stack", args.stack, "--pool", args.role, "--url", service_url(args.role),
-           "--tokenizer", TOKENIZER_MOUNT]
+    out = [
+        "bench",
+        "--stack",
+        args.stack,
+        "--pool",
+        args.role,
+        "--url",
+        service_url(args.role),
+        "--tokenizer",
+        TOKENIZER_MOUNT,
+    ]
     if args.quick:
         out.append("--quick")
     if args.rates is not None:
         out += ["--rates", args.rates]
     if args.duration_seconds is not None:
         out += ["--duration-seconds", f"{args.duration_seconds:g}"]
-    return out + ["--out", OUT_DIR, "--record-uri", record_uri(args)]
+    return [*out, "--out", OUT_DIR, "--record-uri", record_uri(args)]
 
 
 # ---- IAM conditions -------------------------------------------------------------------------------------------
+
 
 def _objects(bucket: str, prefix: str) -> str:
     return f"projects/_/buckets/{bucket}/objects/{prefix}"
@@ -170,8 +190,11 @@ def release_read_condition(args: BenchJobArgs) -> gcp.storage.BucketIAMMemberCon
     return gcp.storage.BucketIAMMemberConditionArgs(
         title=f"bench-{args.role}-release-folder",
         description=f"Read gs://{rel.weights_bucket}/{folder} only: the tokenizer of {rel.release}",
-        expression=(f'resource.name.startsWith("{_objects(rel.weights_bucket, folder)}") || '
-                    f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{folder}")'))
+        expression=(
+            f'resource.name.startsWith("{_objects(rel.weights_bucket, folder)}") || '
+            f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{folder}")'
+        ),
+    )
 
 
 def record_create_condition(args: BenchJobArgs) -> gcp.storage.BucketIAMMemberConditionArgs:
@@ -180,16 +203,19 @@ def record_create_condition(args: BenchJobArgs) -> gcp.storage.BucketIAMMemberCo
     return gcp.storage.BucketIAMMemberConditionArgs(
         title=f"bench-{args.role}-measurements",
         description=f"Create measurement records under gs://{bucket}/{naming.BENCH_RECORD_PREFIX} only",
-        expression=f'resource.name.startsWith("{_objects(bucket, naming.BENCH_RECORD_PREFIX)}")')
+        expression=f'resource.name.startsWith("{_objects(bucket, naming.BENCH_RECORD_PREFIX)}")',
+    )
 
 
 # ---- Kubernetes objects ---------------------------------------------------------------------------------------
 
+
 def service_spec(args: BenchJobArgs) -> core.ServiceSpecArgs:
     return core.ServiceSpecArgs(
-        type="ClusterIP", selector=dict(args.pool_selector),
-        ports=[core.ServicePortArgs(name="http", port=naming.VLLM_PORT, target_port=naming.VLLM_PORT,
-                                    protocol="TCP")])
+        type="ClusterIP",
+        selector=dict(args.pool_selector),
+        ports=[core.ServicePortArgs(name="http", port=naming.VLLM_PORT, target_port=naming.VLLM_PORT, protocol="TCP")],
+    )
 
 
 def _tcp(*ports: int) -> list[net.NetworkPolicyPortArgs]:
@@ -197,30 +223,57 @@ def _tcp(*ports: int) -> list[net.NetworkPolicyPortArgs]:
 
 
 def _namespace_named(*names: str) -> meta.LabelSelectorArgs:
-    return meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(
-        key="kubernetes.io/metadata.name", operator="In", values=list(names))])
+    return meta.LabelSelectorArgs(
+        match_expressions=[
+            meta.LabelSelectorRequirementArgs(key="kubernetes.io/metadata.name", operator="In", values=list(names))
+        ]
+    )
 
 
 def network_policy_spec(args: BenchJobArgs) -> net.NetworkPolicySpecArgs:
     """No ingress; egress to the pool's pods on the vLLM port, DNS, the metadata server and the Google API VIPs."""
     egress = [
         net.NetworkPolicyEgressRuleArgs(
-            to=[net.NetworkPolicyPeerArgs(namespace_selector=_namespace_named(naming.pool_namespace(args.role)),
-                                          pod_selector=meta.LabelSelectorArgs(match_labels=dict(args.pool_selector)))],
-            ports=_tcp(naming.VLLM_PORT)),
+            to=[
+                net.NetworkPolicyPeerArgs(
+                    namespace_selector=_namespace_named(naming.pool_namespace(args.role)),
+                    pod_selector=meta.LabelSelectorArgs(match_labels=dict(args.pool_selector)),
+                )
+            ],
+            ports=_tcp(naming.VLLM_PORT),
+        ),
         net.NetworkPolicyEgressRuleArgs(
-            to=[net.NetworkPolicyPeerArgs(
-                namespace_selector=_namespace_named("kube-system"),
-                pod_selector=meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(
-                    key="k8s-app", operator="In", values=list(DNS_PODS))]))],
-            ports=[net.NetworkPolicyPortArgs(protocol="UDP", port=53), net.NetworkPolicyPortArgs(protocol="TCP", port=53)]),
-        *[net.NetworkPolicyEgressRuleArgs(to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=cidr))],
-                                          ports=_tcp(*ports)) for cidr, ports in METADATA_ENDPOINTS],
+            to=[
+                net.NetworkPolicyPeerArgs(
+                    namespace_selector=_namespace_named("kube-system"),
+                    pod_selector=meta.LabelSelectorArgs(
+                        match_expressions=[
+                            meta.LabelSelectorRequirementArgs(key="k8s-app", operator="In", values=list(DNS_PODS))
+                        ]
+                    ),
+                )
+            ],
+            ports=[
+                net.NetworkPolicyPortArgs(protocol="UDP", port=53),
+                net.NetworkPolicyPortArgs(protocol="TCP", port=53),
+            ],
+        ),
+        *[
+            net.NetworkPolicyEgressRuleArgs(
+                to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=cidr))], ports=_tcp(*ports)
+            )
+            for cidr, ports in METADATA_ENDPOINTS
+        ],
         net.NetworkPolicyEgressRuleArgs(
-            to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_API_RANGES], ports=_tcp(443)),
+            to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_API_RANGES], ports=_tcp(443)
+        ),
     ]
-    return net.NetworkPolicySpecArgs(pod_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
-                                     policy_types=["Ingress", "Egress"], ingress=[], egress=egress)
+    return net.NetworkPolicySpecArgs(
+        pod_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
+        policy_types=["Ingress", "Egress"],
+        ingress=[],
+        egress=egress,
+    )
 
 
 def env() -> list[core.EnvVarArgs]:
@@ -243,28 +296,41 @@ def env() -> list[core.EnvVarArgs]:
 
 def container(args: BenchJobArgs) -> core.ContainerArgs:
     return core.ContainerArgs(
-        name="bench", image=args.image, image_pull_policy="IfNotPresent",
-        command=list(BENCH_COMMAND), args=bench_args(args), env=env(),
+        name="bench",
+        image=args.image,
+        image_pull_policy="IfNotPresent",
+        command=list(BENCH_COMMAND),
+        args=bench_args(args),
+        env=env(),
         resources=core.ResourceRequirementsArgs(
             requests={"cpu": CPU_REQUEST, "memory": MEMORY, "ephemeral-storage": EPHEMERAL_STORAGE},
-            limits={"memory": MEMORY, "ephemeral-storage": EPHEMERAL_STORAGE}),
-        volume_mounts=[core.VolumeMountArgs(name="tmp", mount_path=TMP_MOUNT),
-                       core.VolumeMountArgs(name="tokenizer", mount_path=TOKENIZER_MOUNT, read_only=True)],
+            limits={"memory": MEMORY, "ephemeral-storage": EPHEMERAL_STORAGE},
+        ),
+        volume_mounts=[
+            core.VolumeMountArgs(name="tmp", mount_path=TMP_MOUNT),
+            core.VolumeMountArgs(name="tokenizer", mount_path=TOKENIZER_MOUNT, read_only=True),
+        ],
         security_context=container_security_context(),
-        termination_message_policy="FallbackToLogsOnError")
+        termination_message_policy="FallbackToLogsOnError",
+    )
 
 
 def volumes(args: BenchJobArgs) -> list[core.VolumeArgs]:
     rel = args.release
     return [
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=TMP_SIZE)),
-        core.VolumeArgs(name="tokenizer", csi=core.CSIVolumeSourceArgs(
-            driver=GCSFUSE_DRIVER, read_only=True,
-            volume_attributes={
-                "bucketName": rel.weights_bucket,
-                # only-dir: the mount root is the release's immutable folder, the only one the KSA may read.
-                "mountOptions": f"implicit-dirs,only-dir={rel.weights_prefix.strip('/')}",
-            })),
+        core.VolumeArgs(
+            name="tokenizer",
+            csi=core.CSIVolumeSourceArgs(
+                driver=GCSFUSE_DRIVER,
+                read_only=True,
+                volume_attributes={
+                    "bucketName": rel.weights_bucket,
+                    # only-dir: the mount root is the release's immutable folder, the only one the KSA may read.
+                    "mountOptions": f"implicit-dirs,only-dir={rel.weights_prefix.strip('/')}",
+                },
+            ),
+        ),
     ]
 
 
@@ -274,28 +340,40 @@ def pod_annotations(args: BenchJobArgs) -> dict[str, str]:
 
 def pod_spec(args: BenchJobArgs, service_account: pulumi.Input[str]) -> core.PodSpecArgs:
     return core.PodSpecArgs(
-        restart_policy="Never", service_account_name=service_account,
+        restart_policy="Never",
+        service_account_name=service_account,
         # The bench never calls the Kubernetes API; Workload Identity and the GCS FUSE driver need no token.
-        automount_service_account_token=False, enable_service_links=False,
+        automount_service_account_token=False,
+        enable_service_links=False,
         # CPU load generation belongs on the system nodes, never on a reserved GPU node.
         node_selector=dict(SYSTEM_POOL_LABEL),
         security_context=core.PodSecurityContextArgs(
-            run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
-            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
-        containers=[container(args)], volumes=volumes(args))
+            run_as_non_root=True,
+            run_as_user=RUN_AS_UID,
+            run_as_group=RUN_AS_UID,
+            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+        ),
+        containers=[container(args)],
+        volumes=volumes(args),
+    )
 
 
 def job_spec(args: BenchJobArgs, service_account: pulumi.Input[str]) -> k8s.batch.v1.JobSpecArgs:
     return k8s.batch.v1.JobSpecArgs(
-        backoff_limit=BACKOFF_LIMIT, completions=1, parallelism=1,
+        backoff_limit=BACKOFF_LIMIT,
+        completions=1,
+        parallelism=1,
         active_deadline_seconds=args.active_deadline_seconds,
         ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
         template=core.PodTemplateSpecArgs(
             metadata=meta.ObjectMetaArgs(labels=labels(args.role), annotations=pod_annotations(args)),
-            spec=pod_spec(args, service_account)))
+            spec=pod_spec(args, service_account),
+        ),
+    )
 
 
 # ---- the component --------------------------------------------------------------------------------------------
+
 
 class BenchJob(Component):
     """The benchmark Job of one pool and everything it needs. Pass the cluster's Kubernetes provider in
@@ -309,40 +387,87 @@ class BenchJob(Component):
         child = self.child_opts()
         role = args.role
         self.namespace = core.Namespace(
-            f"{name}-ns", metadata=meta.ObjectMetaArgs(name=naming.BENCH_NAMESPACE,
-                                                       labels=namespace_labels(naming.BENCH_NAMESPACE)), opts=child)
+            f"{name}-ns",
+            metadata=meta.ObjectMetaArgs(name=naming.BENCH_NAMESPACE, labels=namespace_labels(naming.BENCH_NAMESPACE)),
+            opts=child,
+        )
         ns = self.namespace.metadata.name
         self.ksa = core.ServiceAccount(
-            f"{name}-ksa", metadata=meta.ObjectMetaArgs(name=naming.BENCH_KSA, namespace=ns, labels=labels(role)),
-            automount_service_account_token=False, opts=child)
-        self.principal: pulumi.Output[str] = wi_principal(args.project_number, args.workload_pool,
-                                                          naming.BENCH_NAMESPACE, naming.BENCH_KSA)
+            f"{name}-ksa",
+            metadata=meta.ObjectMetaArgs(name=naming.BENCH_KSA, namespace=ns, labels=labels(role)),
+            automount_service_account_token=False,
+            opts=child,
+        )
+        self.principal: pulumi.Output[str] = wi_principal(
+            args.project_number, args.workload_pool, naming.BENCH_NAMESPACE, naming.BENCH_KSA
+        )
         self.release_reader = gcp.storage.BucketIAMMember(
-            f"{name}-release-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE, member=self.principal,
-            condition=release_read_condition(args), opts=child)
+            f"{name}-release-reader",
+            bucket=args.weights_bucket,
+            role=WEIGHTS_READER_ROLE,
+            member=self.principal,
+            condition=release_read_condition(args),
+            opts=child,
+        )
         self.record_creator = gcp.storage.BucketIAMMember(
-            f"{name}-record-creator", bucket=args.weights_bucket, role=RECORD_CREATOR_ROLE, member=self.principal,
-            condition=record_create_condition(args), opts=child)
+            f"{name}-record-creator",
+            bucket=args.weights_bucket,
+            role=RECORD_CREATOR_ROLE,
+            member=self.principal,
+            condition=record_create_condition(args),
+            opts=child,
+        )
         self.image_reader = gcp.artifactregistry.RepositoryIamMember(
-            f"{name}-image-reader", project=args.project, location=args.region, repository=args.image_repository,
-            role=IMAGE_READER_ROLE, member=args.system_node_member, opts=child)
+            f"{name}-image-reader",
+            project=args.project,
+            location=args.region,
+            repository=args.image_repository,
+            role=IMAGE_READER_ROLE,
+            member=args.system_node_member,
+            opts=child,
+        )
         self.service = core.Service(
-            f"{name}-service", metadata=meta.ObjectMetaArgs(
-                name=naming.bench_service_name(role), namespace=args.pool_namespace, labels=labels(role)),
-            spec=service_spec(args), opts=child)
+            f"{name}-service",
+            metadata=meta.ObjectMetaArgs(
+                name=naming.bench_service_name(role), namespace=args.pool_namespace, labels=labels(role)
+            ),
+            spec=service_spec(args),
+            opts=child,
+        )
         self.network_policy = net.NetworkPolicy(
-            f"{name}-netpol", metadata=meta.ObjectMetaArgs(name=naming.bench_job_name(role), namespace=ns,
-                                                           labels=labels(role)),
-            spec=network_policy_spec(args), opts=child)
+            f"{name}-netpol",
+            metadata=meta.ObjectMetaArgs(name=naming.bench_job_name(role), namespace=ns, labels=labels(role)),
+            spec=network_policy_spec(args),
+            opts=child,
+        )
         self.job = k8s.batch.v1.Job(
-            f"{name}-job", metadata=meta.ObjectMetaArgs(
-                name=naming.bench_job_name(role), namespace=ns, labels=labels(role),
-                annotations={SKIP_AWAIT_ANNOTATION: "true"}),
+            f"{name}-job",
+            metadata=meta.ObjectMetaArgs(
+                name=naming.bench_job_name(role),
+                namespace=ns,
+                labels=labels(role),
+                annotations={SKIP_AWAIT_ANNOTATION: "true"},
+            ),
             spec=job_spec(args, self.ksa.metadata.name),
             # Load starts only once the pod may reach the pool, read the tokenizer and store its record.
-            opts=self.child_opts(depends_on=[self.service, self.network_policy, self.release_reader,
-                                             self.record_creator, self.image_reader]))
+            opts=self.child_opts(
+                depends_on=[
+                    self.service,
+                    self.network_policy,
+                    self.release_reader,
+                    self.record_creator,
+                    self.image_reader,
+                ]
+            ),
+        )
         self.record_uri: str = record_uri(args)
         self.url: str = service_url(role)
-        self.register_outputs({"job": self.job.metadata.name, "namespace": ns, "record_uri": self.record_uri,
-                               "url": self.url, "active_deadline_seconds": args.active_deadline_seconds})
+        self.register_outputs(
+            {
+                "job": self.job.metadata.name,
+                "namespace": ns,
+                "record_uri": self.record_uri,
+                "url": self.url,
+                "active_deadline_seconds": args.active_deadline_seconds,
+            }
+        )

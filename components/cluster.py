@@ -84,13 +84,15 @@ class ClusterArgs:
 def maintenance_window(w: MaintenanceWindow) -> gcp.container.ClusterMaintenancePolicyArgs:
     """Weekly recurring window: RFC 3339 start/end on a fixed anchor date and an RRULE of the days."""
     hour, minute = (int(x) for x in w.start_utc.split(":"))
-    start = dt.datetime.combine(MAINTENANCE_ANCHOR, dt.time(hour, minute), tzinfo=dt.timezone.utc)
+    start = dt.datetime.combine(MAINTENANCE_ANCHOR, dt.time(hour, minute), tzinfo=dt.UTC)
     end = start + dt.timedelta(hours=w.duration_hours)
     fmt = "%Y-%m-%dT%H:%M:%SZ"
     days = ",".join(d for d in WEEKDAYS if d in w.days)
     return gcp.container.ClusterMaintenancePolicyArgs(
         recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
-            start_time=start.strftime(fmt), end_time=end.strftime(fmt), recurrence=f"FREQ=WEEKLY;BYDAY={days}"))
+            start_time=start.strftime(fmt), end_time=end.strftime(fmt), recurrence=f"FREQ=WEEKLY;BYDAY={days}"
+        )
+    )
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
@@ -135,77 +137,122 @@ class Cluster(Component):
         self.workload_pool = workload_pool(args.project)
         self.system_identity = NodeServiceAccount(
             f"{name}-system-nodes",
-            NodeServiceAccountArgs(project=args.project, account_id=f"{args.name}-system"[:30],
-                                   display_name=f"GKE system nodes of {args.name}"),
-            opts=child)
+            NodeServiceAccountArgs(
+                project=args.project,
+                account_id=f"{args.name}-system"[:30],
+                display_name=f"GKE system nodes of {args.name}",
+            ),
+            opts=child,
+        )
         shielded = gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
-            enable_secure_boot=True, enable_integrity_monitoring=True)
+            enable_secure_boot=True, enable_integrity_monitoring=True
+        )
         self.cluster = gcp.container.Cluster(
             f"{name}-gke",
-            name=args.name, project=args.project, location=self.location,
+            name=args.name,
+            project=args.project,
+            location=self.location,
             node_locations=node_locations,
-            network=args.network_id, subnetwork=args.subnetwork_id,
+            network=args.network_id,
+            subnetwork=args.subnetwork_id,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
-                cluster_secondary_range_name=POD_RANGE_NAME, services_secondary_range_name=SERVICE_RANGE_NAME),
+                cluster_secondary_range_name=POD_RANGE_NAME, services_secondary_range_name=SERVICE_RANGE_NAME
+            ),
             # Dataplane V2 (eBPF) enforces NetworkPolicy without the Calico add-on.
             datapath_provider="ADVANCED_DATAPATH",
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
-                enable_private_nodes=True, enable_private_endpoint=False, master_ipv4_cidr_block=args.master_cidr),
+                enable_private_nodes=True, enable_private_endpoint=False, master_ipv4_cidr_block=args.master_cidr
+            ),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
-                cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
-                    cidr_block=n.cidr, display_name=n.display_name) for n in args.authorized_networks],
-                gcp_public_cidrs_access_enabled=False),
+                cidr_blocks=[
+                    gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                        cidr_block=n.cidr, display_name=n.display_name
+                    )
+                    for n in args.authorized_networks
+                ],
+                gcp_public_cidrs_access_enabled=False,
+            ),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
             min_master_version=args.min_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=self.workload_pool),
             gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
                 enable_components=list(MONITORING_COMPONENTS),
-                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True)),
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
+            ),
             logging_config=gcp.container.ClusterLoggingConfigArgs(enable_components=list(LOGGING_COMPONENTS)),
             addons_config=gcp.container.ClusterAddonsConfigArgs(
                 http_load_balancing=gcp.container.ClusterAddonsConfigHttpLoadBalancingArgs(disabled=False),
-                horizontal_pod_autoscaling=gcp.container.ClusterAddonsConfigHorizontalPodAutoscalingArgs(disabled=False),
+                horizontal_pod_autoscaling=gcp.container.ClusterAddonsConfigHorizontalPodAutoscalingArgs(
+                    disabled=False
+                ),
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
-                gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(enabled=True)),
+                gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
+                    enabled=True
+                ),
+            ),
             enable_shielded_nodes=True,
             # The default pool cannot be configured as tightly as a separate pool: remove it at creation.
             remove_default_node_pool=True,
             initial_node_count=1,
             node_config=gcp.container.ClusterNodeConfigArgs(
-                service_account=self.system_identity.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                service_account=self.system_identity.email,
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 shielded_instance_config=shielded,
-                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
+                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            ),
             maintenance_policy=maintenance_window(args.maintenance),
             deletion_protection=args.protect,
             resource_labels=args.labels,
-            opts=self.child_opts(protect=args.protect,
-                                 # GKE replaces the removed default pool's config; ignore drift there.
-                                 ignore_changes=["nodeConfig", "initialNodeCount"]),
+            opts=self.child_opts(
+                protect=args.protect,
+                # GKE replaces the removed default pool's config; ignore drift there.
+                ignore_changes=["nodeConfig", "initialNodeCount"],
+            ),
         )
         sp = args.system_pool
         self.system_pool = gcp.container.NodePool(
             f"{name}-system-pool",
-            name="system", project=args.project, cluster=self.cluster.name, location=self.location,
+            name="system",
+            project=args.project,
+            cluster=self.cluster.name,
+            location=self.location,
             node_locations=node_locations,
             initial_node_count=sp.min_nodes_per_zone,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                min_node_count=sp.min_nodes_per_zone, max_node_count=sp.max_nodes_per_zone),
+                min_node_count=sp.min_nodes_per_zone, max_node_count=sp.max_nodes_per_zone
+            ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=sp.machine_type, disk_size_gb=sp.disk_size_gb, disk_type="pd-balanced",
-                image_type="COS_CONTAINERD", service_account=self.system_identity.email,
-                oauth_scopes=[CLOUD_PLATFORM_SCOPE], labels=SYSTEM_POOL_LABEL, resource_labels=args.labels,
+                machine_type=sp.machine_type,
+                disk_size_gb=sp.disk_size_gb,
+                disk_type="pd-balanced",
+                image_type="COS_CONTAINERD",
+                service_account=self.system_identity.email,
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                labels=SYSTEM_POOL_LABEL,
+                resource_labels=args.labels,
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_secure_boot=True, enable_integrity_monitoring=True),
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"
+                ),
+            ),
             opts=self.child_opts(ignore_changes=["initialNodeCount"]),
         )
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.all(
-            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
+            self.cluster.name,
+            self.cluster.endpoint,
+            self.cluster.master_auth.cluster_ca_certificate,
         ).apply(lambda a: kubeconfig(f"gke_{args.project}_{self.location}_{a[0]}", a[1], a[2]))
-        self.register_outputs({
-            "name": self.cluster.name, "location": self.location, "endpoint": self.cluster.endpoint,
-            "workload_pool": self.workload_pool, "system_pool": self.system_pool.name,
-        })
+        self.register_outputs(
+            {
+                "name": self.cluster.name,
+                "location": self.location,
+                "endpoint": self.cluster.endpoint,
+                "workload_pool": self.workload_pool,
+                "system_pool": self.system_pool.name,
+            }
+        )

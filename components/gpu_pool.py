@@ -110,11 +110,16 @@ def guest_accelerator(args: GpuNodePoolArgs) -> gcp.container.NodePoolNodeConfig
     if acc.gpu_sharing is not None:
         sharing = gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
             gpu_sharing_strategy=acc.gpu_sharing.strategy,
-            max_shared_clients_per_gpu=acc.gpu_sharing.max_shared_clients_per_gpu)
+            max_shared_clients_per_gpu=acc.gpu_sharing.max_shared_clients_per_gpu,
+        )
     return gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-        type=acc.gpu_type, count=acc.gpus_per_node, gpu_sharing_config=sharing,
+        type=acc.gpu_type,
+        count=acc.gpus_per_node,
+        gpu_sharing_config=sharing,
         gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-            gpu_driver_version=args.gpu_driver_version))
+            gpu_driver_version=args.gpu_driver_version
+        ),
+    )
 
 
 class GpuNodePool(Component):
@@ -126,9 +131,11 @@ class GpuNodePool(Component):
         child = self.child_opts()
         self.identity = NodeServiceAccount(
             f"{name}-nodes",
-            NodeServiceAccountArgs(project=args.project, account_id=node_account_id(acc.key),
-                                   display_name=f"GKE GPU nodes ({acc.key})"),
-            opts=child)
+            NodeServiceAccountArgs(
+                project=args.project, account_id=node_account_id(acc.key), display_name=f"GKE GPU nodes ({acc.key})"
+            ),
+            opts=child,
+        )
 
         self.reservation: gcp.compute.Reservation | None = None
         affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
@@ -136,55 +143,86 @@ class GpuNodePool(Component):
             value: pulumi.Input[str] = reservation_affinity_value(args.project, acc.reservation)
             if acc.reservation.mode == "create":
                 self.reservation = gcp.compute.Reservation(
-                    f"{name}-reservation", name=acc.reservation.name, project=args.project, zone=acc.zone,
+                    f"{name}-reservation",
+                    name=acc.reservation.name,
+                    project=args.project,
+                    zone=acc.zone,
                     # Only VMs naming this reservation consume it: nothing else in the project can eat the GPUs.
                     specific_reservation_required=True,
                     specific_reservation=gcp.compute.ReservationSpecificReservationArgs(
                         count=acc.reservation.count,
                         instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(
                             machine_type=acc.machine_type,
-                            guest_accelerators=[gcp.compute.ReservationSpecificReservationInstancePropertiesGuestAcceleratorArgs(
-                                accelerator_type=acc.gpu_type, accelerator_count=acc.gpus_per_node)])),
+                            guest_accelerators=[
+                                gcp.compute.ReservationSpecificReservationInstancePropertiesGuestAcceleratorArgs(
+                                    accelerator_type=acc.gpu_type, accelerator_count=acc.gpus_per_node
+                                )
+                            ],
+                        ),
+                    ),
                     # a3 machine types come with local SSDs the API reports in the reservation's instance
                     # properties whether asked for or not (and their count differs per shape); declaring them here
                     # would hard-code a machine fact, leaving them unset would show a diff on every update.
-                    opts=self.child_opts(protect=args.protect,
-                                         ignore_changes=["specificReservation.instanceProperties.localSsds"]))
+                    opts=self.child_opts(
+                        protect=args.protect, ignore_changes=["specificReservation.instanceProperties.localSsds"]
+                    ),
+                )
                 value = self.reservation.name
             affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION", key=naming.RESERVATION_NAME_KEY, values=[value])
+                consume_reservation_type="SPECIFIC_RESERVATION", key=naming.RESERVATION_NAME_KEY, values=[value]
+            )
 
         self.node_pool = gcp.container.NodePool(
             f"{name}-pool",
-            name=node_pool_name(acc.key), project=args.project, cluster=args.cluster_name,
+            name=node_pool_name(acc.key),
+            project=args.project,
+            cluster=args.cluster_name,
             location=args.cluster_location,
             # The reservation is zonal: the nodes can only be where it is.
             node_locations=[acc.zone],
             initial_node_count=args.bounds.min_nodes,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                total_min_node_count=args.bounds.min_nodes, total_max_node_count=args.bounds.max_nodes,
-                location_policy="ANY"),
+                total_min_node_count=args.bounds.min_nodes,
+                total_max_node_count=args.bounds.max_nodes,
+                location_policy="ANY",
+            ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             upgrade_settings=upgrade_settings(acc),
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=acc.machine_type, spot=acc.spot,
+                machine_type=acc.machine_type,
+                spot=acc.spot,
                 guest_accelerators=[guest_accelerator(args)],
                 reservation_affinity=affinity,
                 labels={naming.ACCELERATOR_LABEL: acc.key},
-                taints=[gcp.container.NodePoolNodeConfigTaintArgs(
-                    key=naming.GPU_TAINT_KEY, value=naming.GPU_TAINT_VALUE, effect="NO_SCHEDULE")],
-                service_account=self.identity.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                taints=[
+                    gcp.container.NodePoolNodeConfigTaintArgs(
+                        key=naming.GPU_TAINT_KEY, value=naming.GPU_TAINT_VALUE, effect="NO_SCHEDULE"
+                    )
+                ],
+                service_account=self.identity.email,
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"
+                ),
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_secure_boot=True, enable_integrity_monitoring=True),
-                image_type="COS_CONTAINERD", disk_type=acc.boot_disk_type, disk_size_gb=GPU_BOOT_DISK_GB,
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                image_type="COS_CONTAINERD",
+                disk_type=acc.boot_disk_type,
+                disk_size_gb=GPU_BOOT_DISK_GB,
                 # Image streaming: the multi-GB vLLM image starts before it is fully pulled (cold start).
                 gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=True),
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
-                resource_labels=args.labels),
+                resource_labels=args.labels,
+            ),
             opts=self.child_opts(ignore_changes=["initialNodeCount"]),
         )
-        self.register_outputs({
-            "node_pool": self.node_pool.name, "service_account": self.identity.email,
-            "reservation": self.reservation.name if self.reservation else (acc.reservation.name if acc.reservation else ""),
-        })
+        self.register_outputs(
+            {
+                "node_pool": self.node_pool.name,
+                "service_account": self.identity.email,
+                "reservation": self.reservation.name
+                if self.reservation
+                else (acc.reservation.name if acc.reservation else ""),
+            }
+        )

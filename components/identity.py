@@ -27,12 +27,15 @@ def workload_pool(project_id: str) -> str:
 
 
 def principal_text(project_number: str, pool: str, namespace: str, ksa: str) -> str:
-    return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
-            f"{pool}/subject/ns/{namespace}/sa/{ksa}")
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+        f"{pool}/subject/ns/{namespace}/sa/{ksa}"
+    )
 
 
-def wi_principal(project_number: pulumi.Input[str], pool: pulumi.Input[str], namespace: str,
-                 ksa: str) -> pulumi.Output[str]:
+def wi_principal(
+    project_number: pulumi.Input[str], pool: pulumi.Input[str], namespace: str, ksa: str
+) -> pulumi.Output[str]:
     """IAM member of one Kubernetes service account under direct Workload Identity Federation (Workload Identity
     Federation for GKE docs): ``principal://iam.googleapis.com/projects/<number>/locations/global/
     workloadIdentityPools/<project>.svc.id.goog/subject/ns/<ns>/sa/<ksa>``.
@@ -44,6 +47,7 @@ def wi_principal(project_number: pulumi.Input[str], pool: pulumi.Input[str], nam
 
 
 # ---- node service accounts ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class NodeServiceAccountArgs:
@@ -63,19 +67,30 @@ class NodeServiceAccount(Component):
         super().__init__(name, args, opts)
         child = self.child_opts()
         self.account = gcp.serviceaccount.Account(
-            f"{name}-sa", project=args.project, account_id=args.account_id, display_name=args.display_name,
-            description="GKE node identity: logs, metrics, resource metadata; image pulls per repository", opts=child)
+            f"{name}-sa",
+            project=args.project,
+            account_id=args.account_id,
+            display_name=args.display_name,
+            description="GKE node identity: logs, metrics, resource metadata; image pulls per repository",
+            opts=child,
+        )
         self.email: pulumi.Output[str] = self.account.email
         self.member: pulumi.Output[str] = self.account.email.apply(lambda e: f"serviceAccount:{e}")
         self.bindings = [
-            gcp.projects.IAMMember(f"{name}-{role.split('/')[1].replace('.', '-').lower()}", project=args.project,
-                                   role=role, member=self.member, opts=child)
+            gcp.projects.IAMMember(
+                f"{name}-{role.split('/')[1].replace('.', '-').lower()}",
+                project=args.project,
+                role=role,
+                member=self.member,
+                opts=child,
+            )
             for role in args.roles
         ]
         self.register_outputs({"email": self.email})
 
 
 # ---- Workload Identity for serving workloads -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WorkloadIdentityArgs:
@@ -124,36 +139,60 @@ class WorkloadIdentity(Component):
         for role in args.roles:
             ns = naming.pool_namespace(role)
             self.namespaces[role] = k8s.core.v1.Namespace(
-                f"{name}-ns-{ns}", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=namespace_labels(ns)),
-                opts=child)
+                f"{name}-ns-{ns}", metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=namespace_labels(ns)), opts=child
+            )
             self.model_server_ksas[role] = k8s.core.v1.ServiceAccount(
                 f"{name}-ksa-{role}-{args.model_server_ksa}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=args.model_server_ksa, namespace=self.namespaces[role].metadata.name,
-                    labels={naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT}),
+                    name=args.model_server_ksa,
+                    namespace=self.namespaces[role].metadata.name,
+                    labels={
+                        naming.PART_OF_LABEL: naming.PART_OF,
+                        naming.COMPONENT_LABEL: naming.MODEL_SERVER_COMPONENT,
+                    },
+                ),
                 # Pods mount a projected token only when they need the Kubernetes API; the model server does not.
                 automount_service_account_token=False,
-                opts=child)
-            self.model_server_principals[role] = wi_principal(args.project_number, args.workload_pool, ns,
-                                                              args.model_server_ksa)
+                opts=child,
+            )
+            self.model_server_principals[role] = wi_principal(
+                args.project_number, args.workload_pool, ns, args.model_server_ksa
+            )
             self.weights_readers[role] = gcp.storage.BucketIAMMember(
-                f"{name}-weights-reader-{role}", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE,
-                member=self.model_server_principals[role], opts=child)
+                f"{name}-weights-reader-{role}",
+                bucket=args.weights_bucket,
+                role=WEIGHTS_READER_ROLE,
+                member=self.model_server_principals[role],
+                opts=child,
+            )
         self.hub_token_secret: gcp.secretmanager.Secret | None = None
         self.hub_token_accessors: dict[str, gcp.secretmanager.SecretIamMember] = {}
         if args.hub_token_secret_id is not None:
             self.hub_token_secret = gcp.secretmanager.Secret(
-                f"{name}-hub-token", project=args.project, secret_id=args.hub_token_secret_id, labels=args.labels,
+                f"{name}-hub-token",
+                project=args.project,
+                secret_id=args.hub_token_secret_id,
+                labels=args.labels,
                 replication=gcp.secretmanager.SecretReplicationArgs(
                     user_managed=gcp.secretmanager.SecretReplicationUserManagedArgs(
-                        replicas=[gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(location=args.region)])),
-                opts=child)
+                        replicas=[gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(location=args.region)]
+                    )
+                ),
+                opts=child,
+            )
             for role, principal in self.model_server_principals.items():
                 self.hub_token_accessors[role] = gcp.secretmanager.SecretIamMember(
-                    f"{name}-hub-token-accessor-{role}", project=args.project,
-                    secret_id=self.hub_token_secret.secret_id, role=SECRET_ACCESSOR_ROLE, member=principal, opts=child)
-        self.register_outputs({
-            "namespaces": {r: n.metadata.name for r, n in self.namespaces.items()},
-            "model_server_ksa": args.model_server_ksa,
-            "model_server_principals": self.model_server_principals,
-        })
+                    f"{name}-hub-token-accessor-{role}",
+                    project=args.project,
+                    secret_id=self.hub_token_secret.secret_id,
+                    role=SECRET_ACCESSOR_ROLE,
+                    member=principal,
+                    opts=child,
+                )
+        self.register_outputs(
+            {
+                "namespaces": {r: n.metadata.name for r, n in self.namespaces.items()},
+                "model_server_ksa": args.model_server_ksa,
+                "model_server_principals": self.model_server_principals,
+            }
+        )

@@ -27,6 +27,7 @@ def pool_namespace(role: str) -> str:
     namespace each can every pool own an objective under the class name clients send."""
     return f"{POOL_NAMESPACE_PREFIX}{role}"
 
+
 #: Kubernetes service account of the vLLM pods: the Workload Identity principal that reads the weights.
 MODEL_SERVER_KSA = "model-server"
 
@@ -97,6 +98,8 @@ def weights_mount_path(weights_prefix: str) -> str:
     """``/weights/<model>/<revision>``: the same tail as the release's ``gs://`` folder, so the model root vLLM
     reports in ``/v1/models`` names the revision whichever way the weights arrive."""
     return f"{WEIGHTS_MOUNT_ROOT}/{weights_prefix.strip('/')}"
+
+
 #: Request header GAIE's body-based router sets from the request body's ``model`` (its ``body-field-to-header``
 #: plugin, GAIE v1.5.0 pkg/bbr/plugins/bodyfieldtoheader): the API route's per-model rules match it.
 MODEL_NAME_HEADER = "X-Gateway-Model-Name"
@@ -119,6 +122,7 @@ VLLM_KV_CACHE_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
 
 
 # ---- object names ----------------------------------------------------------------------------------------------
+
 
 def deployment_name(role: str) -> str:
     """Model-server Deployment of a pool; also its InferencePool, PDB, NetworkPolicy, HPA and picker Helm release."""

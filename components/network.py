@@ -49,11 +49,18 @@ def firewall_openings(args: NetworkArgs) -> tuple[FirewallOpening, FirewallOpeni
     """(model servers, endpoint pickers): proxy-only subnet + health-check ranges, one port each."""
     sources = tuple(sorted({args.proxy_only_cidr, *HEALTH_CHECK_RANGES}))
     return (
-        FirewallOpening(f"{args.prefix}-allow-lb-model-server",
-                        "Regional gateway proxies and Google health checks -> vLLM on GPU nodes", naming.VLLM_PORT, sources),
-        FirewallOpening(f"{args.prefix}-allow-lb-epp",
-                        "Regional gateway proxies and Google health checks -> endpoint picker ext-proc on system nodes",
-                        naming.EPP_EXT_PROC_PORT, sources),
+        FirewallOpening(
+            f"{args.prefix}-allow-lb-model-server",
+            "Regional gateway proxies and Google health checks -> vLLM on GPU nodes",
+            naming.VLLM_PORT,
+            sources,
+        ),
+        FirewallOpening(
+            f"{args.prefix}-allow-lb-epp",
+            "Regional gateway proxies and Google health checks -> endpoint picker ext-proc on system nodes",
+            naming.EPP_EXT_PROC_PORT,
+            sources,
+        ),
     )
 
 
@@ -67,52 +74,107 @@ class Network(Component):
         super().__init__(name, args, opts)
         child = self.child_opts()
         self.vpc = gcp.compute.Network(
-            f"{name}-vpc", name=f"{args.prefix}-vpc", project=args.project,
-            auto_create_subnetworks=False, routing_mode="REGIONAL", opts=child)
+            f"{name}-vpc",
+            name=f"{args.prefix}-vpc",
+            project=args.project,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            opts=child,
+        )
         self.subnet = gcp.compute.Subnetwork(
-            f"{name}-nodes", name=f"{args.prefix}-nodes", project=args.project, region=args.region,
-            network=self.vpc.id, ip_cidr_range=args.subnet_cidr, private_ip_google_access=True,
+            f"{name}-nodes",
+            name=f"{args.prefix}-nodes",
+            project=args.project,
+            region=args.region,
+            network=self.vpc.id,
+            ip_cidr_range=args.subnet_cidr,
+            private_ip_google_access=True,
             secondary_ip_ranges=[
                 gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=POD_RANGE_NAME, ip_cidr_range=args.pods_cidr),
-                gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=SERVICE_RANGE_NAME, ip_cidr_range=args.services_cidr),
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(
+                    range_name=SERVICE_RANGE_NAME, ip_cidr_range=args.services_cidr
+                ),
             ],
             log_config=gcp.compute.SubnetworkLogConfigArgs(
-                aggregation_interval="INTERVAL_5_MIN", flow_sampling=0.5, metadata="INCLUDE_ALL_METADATA"),
-            opts=child)
+                aggregation_interval="INTERVAL_5_MIN", flow_sampling=0.5, metadata="INCLUDE_ALL_METADATA"
+            ),
+            opts=child,
+        )
         self.proxy_only_subnet = gcp.compute.Subnetwork(
-            f"{name}-proxy-only", name=f"{args.prefix}-proxy-only", project=args.project, region=args.region,
-            network=self.vpc.id, ip_cidr_range=args.proxy_only_cidr,
-            purpose="REGIONAL_MANAGED_PROXY", role="ACTIVE", opts=child)
+            f"{name}-proxy-only",
+            name=f"{args.prefix}-proxy-only",
+            project=args.project,
+            region=args.region,
+            network=self.vpc.id,
+            ip_cidr_range=args.proxy_only_cidr,
+            purpose="REGIONAL_MANAGED_PROXY",
+            role="ACTIVE",
+            opts=child,
+        )
         self.router = gcp.compute.Router(
-            f"{name}-router", name=f"{args.prefix}-router", project=args.project, region=args.region,
-            network=self.vpc.id, opts=child)
+            f"{name}-router",
+            name=f"{args.prefix}-router",
+            project=args.project,
+            region=args.region,
+            network=self.vpc.id,
+            opts=child,
+        )
         self.nat = gcp.compute.RouterNat(
-            f"{name}-nat", name=f"{args.prefix}-nat", project=args.project, region=args.region,
-            router=self.router.name, nat_ip_allocate_option="AUTO_ONLY",
+            f"{name}-nat",
+            name=f"{args.prefix}-nat",
+            project=args.project,
+            region=args.region,
+            router=self.router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetworks=[gcp.compute.RouterNatSubnetworkArgs(
-                name=self.subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"])],
+            subnetworks=[
+                gcp.compute.RouterNatSubnetworkArgs(name=self.subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"])
+            ],
             log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
-            opts=child)
+            opts=child,
+        )
         # Private DNS for googleapis.com: without it *.googleapis.com resolves to public addresses, which the
         # model servers' NetworkPolicy does not allow, and gs:// streaming / GCS FUSE loading would fail.
         self.googleapis_zone = gcp.dns.ManagedZone(
-            f"{name}-googleapis", name=f"{args.prefix}-googleapis", project=args.project,
-            dns_name="googleapis.com.", visibility="private",
+            f"{name}-googleapis",
+            name=f"{args.prefix}-googleapis",
+            project=args.project,
+            dns_name="googleapis.com.",
+            visibility="private",
             description="Private Google Access: *.googleapis.com -> private.googleapis.com VIPs",
             private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
-                networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(network_url=self.vpc.id)]),
-            opts=child)
+                networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(network_url=self.vpc.id)]
+            ),
+            opts=child,
+        )
         self.googleapis_a = gcp.dns.RecordSet(
-            f"{name}-googleapis-private-a", project=args.project, managed_zone=self.googleapis_zone.name,
-            name="private.googleapis.com.", type="A", ttl=300, rrdatas=list(PRIVATE_GOOGLE_APIS_IPS), opts=child)
+            f"{name}-googleapis-private-a",
+            project=args.project,
+            managed_zone=self.googleapis_zone.name,
+            name="private.googleapis.com.",
+            type="A",
+            ttl=300,
+            rrdatas=list(PRIVATE_GOOGLE_APIS_IPS),
+            opts=child,
+        )
         self.googleapis_cname = gcp.dns.RecordSet(
-            f"{name}-googleapis-wildcard", project=args.project, managed_zone=self.googleapis_zone.name,
-            name="*.googleapis.com.", type="CNAME", ttl=300, rrdatas=["private.googleapis.com."], opts=child)
+            f"{name}-googleapis-wildcard",
+            project=args.project,
+            managed_zone=self.googleapis_zone.name,
+            name="*.googleapis.com.",
+            type="CNAME",
+            ttl=300,
+            rrdatas=["private.googleapis.com."],
+            opts=child,
+        )
         self.proxy_only_cidr = args.proxy_only_cidr
-        self.register_outputs({
-            "network": self.vpc.id, "subnetwork": self.subnet.id, "proxy_only_subnetwork": self.proxy_only_subnet.id,
-        })
+        self.register_outputs(
+            {
+                "network": self.vpc.id,
+                "subnetwork": self.subnet.id,
+                "proxy_only_subnetwork": self.proxy_only_subnet.id,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -137,11 +199,17 @@ class LoadBalancerFirewall(Component):
         self.rules: dict[int, gcp.compute.Firewall] = {}
         for opening, targets in ((model, args.model_server_accounts), (epp, args.epp_accounts)):
             self.rules[opening.port] = gcp.compute.Firewall(
-                opening.name, name=opening.name, project=args.network.project, network=args.network_id,
-                description=opening.description, direction="INGRESS", priority=1000,
+                opening.name,
+                name=opening.name,
+                project=args.network.project,
+                network=args.network_id,
+                description=opening.description,
+                direction="INGRESS",
+                priority=1000,
                 source_ranges=list(opening.sources),
                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(opening.port)])],
                 target_service_accounts=list(targets),
                 log_config=gcp.compute.FirewallLogConfigArgs(metadata="EXCLUDE_ALL_METADATA"),
-                opts=self.child_opts())
+                opts=self.child_opts(),
+            )
         self.register_outputs({"rules": {str(p): r.name for p, r in self.rules.items()}})

@@ -17,7 +17,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from .base import Component
-from .cluster import Cluster, ClusterArgs, MaintenanceWindow, AuthorizedNetwork, SystemPoolSpec
+from .cluster import AuthorizedNetwork, Cluster, ClusterArgs, MaintenanceWindow, SystemPoolSpec
 from .gpu_pool import AcceleratorSpec, GpuNodePool, GpuNodePoolArgs, NodeBounds
 from .identity import WorkloadIdentity, WorkloadIdentityArgs
 from .network import LoadBalancerFirewall, LoadBalancerFirewallArgs, Network, NetworkArgs
@@ -98,80 +98,154 @@ class Platform(Component):
         child = self.child_opts()
 
         self.project_number: pulumi.Output[str] = gcp.organizations.get_project_output(
-            project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._inherited)).number
+            project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._inherited)
+        ).number
 
         self.network = Network(f"{name}-network", args.network, opts=child)
         self.proxy_only_cidr: str = args.network.proxy_only_cidr
 
-        self.gke = Cluster(f"{name}-cluster", ClusterArgs(
-            project=args.project, name=c.name, location=c.location, node_locations=c.node_locations,
-            network_id=self.network.vpc.id, subnetwork_id=self.network.subnet.id, master_cidr=c.master_cidr,
-            authorized_networks=c.authorized_networks, release_channel=c.release_channel, min_version=c.min_version,
-            maintenance=c.maintenance, system_pool=c.system_pool, protect=args.protect, labels=args.labels),
-            opts=child)
+        self.gke = Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                project=args.project,
+                name=c.name,
+                location=c.location,
+                node_locations=c.node_locations,
+                network_id=self.network.vpc.id,
+                subnetwork_id=self.network.subnet.id,
+                master_cidr=c.master_cidr,
+                authorized_networks=c.authorized_networks,
+                release_channel=c.release_channel,
+                min_version=c.min_version,
+                maintenance=c.maintenance,
+                system_pool=c.system_pool,
+                protect=args.protect,
+                labels=args.labels,
+            ),
+            opts=child,
+        )
         self.cluster: gcp.container.Cluster = self.gke.cluster
         #: The cluster's Workload Identity pool, from the cluster's output: grants to Workload Identity principals
         #: built from it wait for the cluster (the pool exists only once the cluster does).
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(
-            lambda w: w.workload_pool if w is not None else "")
+            lambda w: w.workload_pool if w is not None else ""
+        )
 
         self.gpu_pools: dict[str, GpuNodePool] = {}
         for spec in sorted(args.gpu_pools, key=lambda s: s.accelerator.key):
             key = spec.accelerator.key
-            self.gpu_pools[key] = GpuNodePool(f"{name}-gpu-{key}", GpuNodePoolArgs(
-                project=args.project, accelerator=spec.accelerator, cluster_name=self.cluster.name,
-                cluster_location=self.gke.location, bounds=spec.bounds, gpu_driver_version=c.gpu_driver_version,
-                labels=args.labels, protect=args.protect), opts=child)
+            self.gpu_pools[key] = GpuNodePool(
+                f"{name}-gpu-{key}",
+                GpuNodePoolArgs(
+                    project=args.project,
+                    accelerator=spec.accelerator,
+                    cluster_name=self.cluster.name,
+                    cluster_location=self.gke.location,
+                    bounds=spec.bounds,
+                    gpu_driver_version=c.gpu_driver_version,
+                    labels=args.labels,
+                    protect=args.protect,
+                ),
+                opts=child,
+            )
         self.gpu_node_pools: dict[str, gcp.container.NodePool] = {k: p.node_pool for k, p in self.gpu_pools.items()}
 
-        self.firewall = LoadBalancerFirewall(f"{name}-lb-firewall", LoadBalancerFirewallArgs(
-            network=args.network, network_id=self.network.vpc.id,
-            model_server_accounts=tuple(p.identity.email for _, p in sorted(self.gpu_pools.items())),
-            epp_accounts=(self.gke.system_identity.email,)), opts=child)
+        self.firewall = LoadBalancerFirewall(
+            f"{name}-lb-firewall",
+            LoadBalancerFirewallArgs(
+                network=args.network,
+                network_id=self.network.vpc.id,
+                model_server_accounts=tuple(p.identity.email for _, p in sorted(self.gpu_pools.items())),
+                epp_accounts=(self.gke.system_identity.email,),
+            ),
+            opts=child,
+        )
 
         r = args.registry
-        self.registry = Registry(f"{name}-registry", RegistryArgs(
-            project=args.project, region=args.region, repository_id=r.repository_id,
-            keep_recent_versions=r.keep_recent_versions, untagged_retention_days=r.untagged_retention_days,
-            readers=tuple((f"gpu-{k}", p.identity.member) for k, p in sorted(self.gpu_pools.items())),
-            labels=args.labels), opts=child)
+        self.registry = Registry(
+            f"{name}-registry",
+            RegistryArgs(
+                project=args.project,
+                region=args.region,
+                repository_id=r.repository_id,
+                keep_recent_versions=r.keep_recent_versions,
+                untagged_retention_days=r.untagged_retention_days,
+                readers=tuple((f"gpu-{k}", p.identity.member) for k, p in sorted(self.gpu_pools.items())),
+                labels=args.labels,
+            ),
+            opts=child,
+        )
 
         w = args.weights
-        self.weights = Weights(f"{name}-weights", WeightsArgs(
-            project=args.project, region=args.region, bucket=w.bucket, soft_delete_days=w.soft_delete_days,
-            writers=w.writers,
-            hyperdisk=w.hyperdisk, hyperdisk_releases=w.hyperdisk_releases, labels=args.labels,
-            protect=args.protect), opts=child)
+        self.weights = Weights(
+            f"{name}-weights",
+            WeightsArgs(
+                project=args.project,
+                region=args.region,
+                bucket=w.bucket,
+                soft_delete_days=w.soft_delete_days,
+                writers=w.writers,
+                hyperdisk=w.hyperdisk,
+                hyperdisk_releases=w.hyperdisk_releases,
+                labels=args.labels,
+                protect=args.protect,
+            ),
+            opts=child,
+        )
         self.weights_bucket_name: str = w.bucket
 
         self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.gke.kubeconfig, opts=child)
         k8s_child = self.child_opts(providers=[self.k8s_provider])
 
-        self.identity = WorkloadIdentity(f"{name}-identity", WorkloadIdentityArgs(
-            project=args.project, region=args.region, project_number=self.project_number,
-            workload_pool=self.workload_pool, weights_bucket=self.weights.bucket.name, roles=args.roles,
-            hub_token_secret_id=args.hub_token_secret_id, labels=args.labels), opts=k8s_child)
+        self.identity = WorkloadIdentity(
+            f"{name}-identity",
+            WorkloadIdentityArgs(
+                project=args.project,
+                region=args.region,
+                project_number=self.project_number,
+                workload_pool=self.workload_pool,
+                weights_bucket=self.weights.bucket.name,
+                roles=args.roles,
+                hub_token_secret_id=args.hub_token_secret_id,
+                labels=args.labels,
+            ),
+            opts=k8s_child,
+        )
         self.serving_namespace_resources: dict[str, k8s.core.v1.Namespace] = dict(self.identity.namespaces)
         self.serving_namespaces: dict[str, pulumi.Output[str]] = {
-            r: n.metadata.name for r, n in self.identity.namespaces.items()}
+            r: n.metadata.name for r, n in self.identity.namespaces.items()
+        }
         self.model_server_ksas: dict[str, pulumi.Output[str]] = {
-            r: k.metadata.name for r, k in self.identity.model_server_ksas.items()}
+            r: k.metadata.name for r, k in self.identity.model_server_ksas.items()
+        }
         self.model_server_principals: dict[str, pulumi.Output[str]] = dict(self.identity.model_server_principals)
 
         self.hyperdisk_claims: dict[str, str] = {}
         if w.hyperdisk is not None and w.hyperdisk_pools:
-            volumes = WeightVolumes(f"{name}-weight-volumes", WeightVolumesArgs(
-                project=args.project,
-                pools={r: (self.serving_namespaces[r], rel) for r, rel in sorted(w.hyperdisk_pools.items())},
-                size_gib=w.hyperdisk.size_gib, provisioned_throughput_mib_s=w.hyperdisk.provisioned_throughput_mib_s,
-                weights=self.weights), opts=k8s_child)
+            volumes = WeightVolumes(
+                f"{name}-weight-volumes",
+                WeightVolumesArgs(
+                    project=args.project,
+                    pools={r: (self.serving_namespaces[r], rel) for r, rel in sorted(w.hyperdisk_pools.items())},
+                    size_gib=w.hyperdisk.size_gib,
+                    provisioned_throughput_mib_s=w.hyperdisk.provisioned_throughput_mib_s,
+                    weights=self.weights,
+                ),
+                opts=k8s_child,
+            )
             self.hyperdisk_claims = dict(volumes.claims)
 
-        self.register_outputs({
-            "cluster": self.cluster.name, "kubeconfig_user": "gke-gcloud-auth-plugin",
-            "serving_namespaces": self.serving_namespaces, "model_server_ksa": self.identity.model_server_ksa_name,
-            "gpu_node_pools": {k: p.name for k, p in self.gpu_node_pools.items()},
-            "weights_bucket": self.weights_bucket_name, "hyperdisk_claims": self.hyperdisk_claims,
-            "registry": self.registry.prefix, "workload_pool": self.workload_pool,
-            "project_number": self.project_number,
-        })
+        self.register_outputs(
+            {
+                "cluster": self.cluster.name,
+                "kubeconfig_user": "gke-gcloud-auth-plugin",
+                "serving_namespaces": self.serving_namespaces,
+                "model_server_ksa": self.identity.model_server_ksa_name,
+                "gpu_node_pools": {k: p.name for k, p in self.gpu_node_pools.items()},
+                "weights_bucket": self.weights_bucket_name,
+                "hyperdisk_claims": self.hyperdisk_claims,
+                "registry": self.registry.prefix,
+                "workload_pool": self.workload_pool,
+                "project_number": self.project_number,
+            }
+        )

@@ -34,13 +34,19 @@ def cleanup_policies(args: RegistryArgs) -> list[gcp.artifactregistry.Repository
     versions after the retention period. Tagged release images are never deleted by these rules."""
     return [
         gcp.artifactregistry.RepositoryCleanupPolicyArgs(
-            id="keep-recent", action="KEEP",
+            id="keep-recent",
+            action="KEEP",
             most_recent_versions=gcp.artifactregistry.RepositoryCleanupPolicyMostRecentVersionsArgs(
-                keep_count=args.keep_recent_versions)),
+                keep_count=args.keep_recent_versions
+            ),
+        ),
         gcp.artifactregistry.RepositoryCleanupPolicyArgs(
-            id="delete-untagged", action="DELETE",
+            id="delete-untagged",
+            action="DELETE",
             condition=gcp.artifactregistry.RepositoryCleanupPolicyConditionArgs(
-                tag_state="UNTAGGED", older_than=f"{args.untagged_retention_days * SECONDS_PER_DAY}s")),
+                tag_state="UNTAGGED", older_than=f"{args.untagged_retention_days * SECONDS_PER_DAY}s"
+            ),
+        ),
     ]
 
 
@@ -51,17 +57,31 @@ class Registry(Component):
         super().__init__(name, args, opts)
         child = self.child_opts()
         self.repository = gcp.artifactregistry.Repository(
-            f"{name}-repo", project=args.project, location=args.region, repository_id=args.repository_id,
-            format="DOCKER", description="Immutable vLLM serving images, deployed by digest",
+            f"{name}-repo",
+            project=args.project,
+            location=args.region,
+            repository_id=args.repository_id,
+            format="DOCKER",
+            description="Immutable vLLM serving images, deployed by digest",
             docker_config=gcp.artifactregistry.RepositoryDockerConfigArgs(immutable_tags=True),
-            cleanup_policy_dry_run=False, cleanup_policies=cleanup_policies(args),
+            cleanup_policy_dry_run=False,
+            cleanup_policies=cleanup_policies(args),
             vulnerability_scanning_config=gcp.artifactregistry.RepositoryVulnerabilityScanningConfigArgs(
-                enablement_config="INHERITED"),
-            labels=args.labels, opts=child)
+                enablement_config="INHERITED"
+            ),
+            labels=args.labels,
+            opts=child,
+        )
         self.readers = [
             gcp.artifactregistry.RepositoryIamMember(
-                f"{name}-reader-{key}", project=args.project, location=args.region,
-                repository=self.repository.repository_id, role=READER_ROLE, member=member, opts=child)
+                f"{name}-reader-{key}",
+                project=args.project,
+                location=args.region,
+                repository=self.repository.repository_id,
+                role=READER_ROLE,
+                member=member,
+                opts=child,
+            )
             for key, member in args.readers
         ]
         self.prefix = naming.registry_prefix(args.project, args.region, args.repository_id)

@@ -91,19 +91,30 @@ class Weights(Component):
         super().__init__(name, args, opts)
         protected = self.child_opts(protect=args.protect)
         self.bucket = gcp.storage.Bucket(
-            f"{name}-bucket", name=args.bucket, project=args.project, location=bucket_location(args.region),
-            storage_class="STANDARD", uniform_bucket_level_access=True, public_access_prevention="enforced",
+            f"{name}-bucket",
+            name=args.bucket,
+            project=args.project,
+            location=bucket_location(args.region),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
             versioning=gcp.storage.BucketVersioningArgs(enabled=True),
             # Every new object is held: see the class docstring.
             default_event_based_hold=True,
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=args.soft_delete_days * SECONDS_PER_DAY),
-            force_destroy=False, labels=args.labels, opts=protected)
+                retention_duration_seconds=args.soft_delete_days * SECONDS_PER_DAY
+            ),
+            force_destroy=False,
+            labels=args.labels,
+            opts=protected,
+        )
         self.bucket_name: str = args.bucket
         self.writers = [
-            gcp.storage.BucketIAMMember(f"{name}-writer-{i}", bucket=self.bucket.name, role=WRITER_ROLE, member=m,
-                                        opts=self.child_opts())
-            for i, m in enumerate(args.writers)]
+            gcp.storage.BucketIAMMember(
+                f"{name}-writer-{i}", bucket=self.bucket.name, role=WRITER_ROLE, member=m, opts=self.child_opts()
+            )
+            for i, m in enumerate(args.writers)
+        ]
         self.disks: dict[str, gcp.compute.Disk] = {}
         self.disk_zones: dict[str, str] = {}
         hd = args.hyperdisk
@@ -111,11 +122,18 @@ class Weights(Component):
             for release_id, zone in sorted(args.hyperdisk_releases.items()):
                 disk_name = weights_disk_name(release_id)
                 self.disks[release_id] = gcp.compute.Disk(
-                    f"{name}-{disk_name}", name=disk_name, project=args.project, zone=zone,
-                    type="hyperdisk-ml", size=hd.size_gib, provisioned_throughput=hd.provisioned_throughput_mib_s,
-                    access_mode=HYPERDISK_ML_ACCESS_MODE, snapshot=hd.snapshots[release_id],
+                    f"{name}-{disk_name}",
+                    name=disk_name,
+                    project=args.project,
+                    zone=zone,
+                    type="hyperdisk-ml",
+                    size=hd.size_gib,
+                    provisioned_throughput=hd.provisioned_throughput_mib_s,
+                    access_mode=HYPERDISK_ML_ACCESS_MODE,
+                    snapshot=hd.snapshots[release_id],
                     labels={**args.labels, "llm-serving-io-release": disk_name.removeprefix("weights-")},
-                    opts=protected)
+                    opts=protected,
+                )
                 self.disk_zones[release_id] = zone
         self.register_outputs({"bucket": self.bucket.name, "disks": {r: d.name for r, d in self.disks.items()}})
 
@@ -128,7 +146,7 @@ class WeightVolumesArgs:
     size_gib: int
     provisioned_throughput_mib_s: int
     #: The sibling that owns the disks (passed as the object, not rebuilt from names).
-    weights: "Weights"
+    weights: Weights
 
 
 def volume_handle(project: str, zone: str, disk: str) -> str:
@@ -149,20 +167,29 @@ class WeightVolumes(Component):
         labels = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "weights"}
         size = f"{args.size_gib}Gi"
         self.storage_class = k8s.storage.v1.StorageClass(
-            f"{name}-sc", metadata=k8s.meta.v1.ObjectMetaArgs(name=STORAGE_CLASS, labels=labels),
+            f"{name}-sc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=STORAGE_CLASS, labels=labels),
             provisioner=CSI_DRIVER,
-            parameters={"type": "hyperdisk-ml",
-                        "provisioned-throughput-on-create": f"{args.provisioned_throughput_mib_s}Mi"},
+            parameters={
+                "type": "hyperdisk-ml",
+                "provisioned-throughput-on-create": f"{args.provisioned_throughput_mib_s}Mi",
+            },
             # Bind where the consuming pod is scheduled: the disk is zonal.
-            volume_binding_mode="WaitForFirstConsumer", reclaim_policy="Retain", allow_volume_expansion=False,
-            mount_options=[READ_AHEAD_MOUNT_OPTION], opts=child)
+            volume_binding_mode="WaitForFirstConsumer",
+            reclaim_policy="Retain",
+            allow_volume_expansion=False,
+            mount_options=[READ_AHEAD_MOUNT_OPTION],
+            opts=child,
+        )
         #: Role -> the claim its pods mount (same name in every pool namespace: the release's disk name).
         self.claims: dict[str, str] = {}
         self.volumes: dict[str, k8s.core.v1.PersistentVolume] = {}
         for role, (namespace, release_id) in sorted(args.pools.items()):
             if release_id not in weights.disks:
-                raise ValueError(f"WeightVolumesArgs.pools: pool {role!r} mounts release {release_id!r}, which has no "
-                                 "Hyperdisk ML disk")
+                raise ValueError(
+                    f"WeightVolumesArgs.pools: pool {role!r} mounts release {release_id!r}, which has no "
+                    "Hyperdisk ML disk"
+                )
             disk, zone = weights.disks[release_id], weights.disk_zones[release_id]
             claim = weights_disk_name(release_id)
             # A PersistentVolume binds exactly one claim, so each pool namespace gets its own read-only PV of the
@@ -173,24 +200,45 @@ class WeightVolumes(Component):
                 f"{name}-pv-{pv_name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),
                 spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                    storage_class_name=STORAGE_CLASS, capacity={"storage": size}, access_modes=["ReadOnlyMany"],
+                    storage_class_name=STORAGE_CLASS,
+                    capacity={"storage": size},
+                    access_modes=["ReadOnlyMany"],
                     # Pulumi owns the disk (protected in prod); deleting the claim must not delete it.
-                    persistent_volume_reclaim_policy="Retain", mount_options=[READ_AHEAD_MOUNT_OPTION],
+                    persistent_volume_reclaim_policy="Retain",
+                    mount_options=[READ_AHEAD_MOUNT_OPTION],
                     # Reserved for this pool's claim: no other claim of the class can bind it first.
-                    claim_ref=k8s.core.v1.ObjectReferenceArgs(kind="PersistentVolumeClaim", name=claim,
-                                                              namespace=namespace),
+                    claim_ref=k8s.core.v1.ObjectReferenceArgs(
+                        kind="PersistentVolumeClaim", name=claim, namespace=namespace
+                    ),
                     csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                        driver=CSI_DRIVER, volume_handle=handle, fs_type="ext4", read_only=True),
-                    node_affinity=k8s.core.v1.VolumeNodeAffinityArgs(required=k8s.core.v1.NodeSelectorArgs(
-                        node_selector_terms=[k8s.core.v1.NodeSelectorTermArgs(match_expressions=[
-                            k8s.core.v1.NodeSelectorRequirementArgs(key=ZONE_TOPOLOGY_KEY, operator="In", values=[zone])])]))),
-                opts=self.child_opts(depends_on=[self.storage_class]))
+                        driver=CSI_DRIVER, volume_handle=handle, fs_type="ext4", read_only=True
+                    ),
+                    node_affinity=k8s.core.v1.VolumeNodeAffinityArgs(
+                        required=k8s.core.v1.NodeSelectorArgs(
+                            node_selector_terms=[
+                                k8s.core.v1.NodeSelectorTermArgs(
+                                    match_expressions=[
+                                        k8s.core.v1.NodeSelectorRequirementArgs(
+                                            key=ZONE_TOPOLOGY_KEY, operator="In", values=[zone]
+                                        )
+                                    ]
+                                )
+                            ]
+                        )
+                    ),
+                ),
+                opts=self.child_opts(depends_on=[self.storage_class]),
+            )
             k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-pvc-{role}-{claim}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=claim, namespace=namespace, labels=labels),
                 spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-                    storage_class_name=STORAGE_CLASS, access_modes=["ReadOnlyMany"], volume_name=pv_name,
-                    resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size})),
-                opts=self.child_opts(depends_on=[self.volumes[role]]))
+                    storage_class_name=STORAGE_CLASS,
+                    access_modes=["ReadOnlyMany"],
+                    volume_name=pv_name,
+                    resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
+                ),
+                opts=self.child_opts(depends_on=[self.volumes[role]]),
+            )
             self.claims[role] = claim
         self.register_outputs({"claims": self.claims})

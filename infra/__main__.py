@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra.entry import main  # noqa: E402
+from infra.entry import main
 
 main()

@@ -36,7 +36,11 @@ def engine_secret_keys() -> frozenset[str]:
     """The config keys the engine marks secret (``secure:`` values, ``pulumi config set --secret``): from the
     environment the language host sets and from the config map the SDK holds."""
     keys = set(runtime_config.get_config_secret_keys_env())
-    keys |= {k for k in [*runtime_config.get_config_env(), *runtime_config.CONFIG.get()] if runtime_config.is_config_secret(k)}
+    keys |= {
+        k
+        for k in [*runtime_config.get_config_env(), *runtime_config.CONFIG.get()]
+        if runtime_config.is_config_secret(k)
+    }
     return frozenset(keys)
 
 

@@ -16,8 +16,9 @@ def deploy(resolved: ResolvedStack, registry: Registry = REGISTRY) -> None:
     cfg, plan = resolved.config, resolved.plan
     used = cfg.targets()
     # The APIs of the stack's targets only: a Cloud Run stack does not switch on GKE, Compute or DNS.
-    services = ProjectServices("platform-services", ProjectServicesArgs(project=cfg.project,
-                                                                         services=registry.services(sorted(used))))
+    services = ProjectServices(
+        "platform-services", ProjectServicesArgs(project=cfg.project, services=registry.services(sorted(used)))
+    )
     outputs: dict[str, object] = {}
     for target in sorted(registry.targets, key=lambda t: t.name):
         if target.name in used:

@@ -29,9 +29,11 @@ class Registry:
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"Registry: target names {names} must be unique")
-        model = stack_model([t.pool_type for t in self.targets],
-                            [t.group_type for t in self.targets if t.group_type is not None],
-                            [s for t in self.targets for s in t.sections])
+        model = stack_model(
+            [t.pool_type for t in self.targets],
+            [t.group_type for t in self.targets if t.group_type is not None],
+            [s for t in self.targets for s in t.sections],
+        )
         object.__setattr__(self, "model", model)
 
     def target(self, name: str) -> Target:
@@ -45,7 +47,7 @@ class Registry:
         """The Google APIs the named targets create resources through, sorted."""
         return tuple(sorted({api for t in self.targets if t.name in names for api in t.services}))
 
-    def with_target(self, extra: Target) -> "Registry":
+    def with_target(self, extra: Target) -> Registry:
         return Registry((*self.targets, extra))
 
 

@@ -36,8 +36,13 @@ def _environment_matches(stack: str, environment: str) -> bool:
     return stack == environment or bool(re.match(rf"^{re.escape(environment)}-", stack))
 
 
-def resolve_stack(raw: Mapping[str, Any], stack: str, base_dir: Path, secret_keys: frozenset[str] = frozenset(),
-                  registry: Registry = REGISTRY) -> ResolvedStack:
+def resolve_stack(
+    raw: Mapping[str, Any],
+    stack: str,
+    base_dir: Path,
+    secret_keys: frozenset[str] = frozenset(),
+    registry: Registry = REGISTRY,
+) -> ResolvedStack:
     """Validate a stack's config and plan it; raise :class:`ConfigError` listing every problem. ``secret_keys``:
     the config keys the engine marks secret (they may only hold fields declared secret). ``registry``: the serving
     targets (tests add one)."""
@@ -60,9 +65,12 @@ def resolve_stack(raw: Mapping[str, Any], stack: str, base_dir: Path, secret_key
         issues += [ConfigIssue(key_path(i.loc), i.message) for i in plan.issues]
     issues += run_rules(cfg, schema.valid, plan, registry.rules())
     if "environment" in schema.valid and not _environment_matches(stack, cfg.environment):
-        issues.append(ConfigIssue(key_path(("environment",)),
-                                  f"{cfg.environment!r} does not match stack {stack!r} (expected the stack name or "
-                                  "its prefix)"))
+        issues.append(
+            ConfigIssue(
+                key_path(("environment",)),
+                f"{cfg.environment!r} does not match stack {stack!r} (expected the stack name or its prefix)",
+            )
+        )
     if issues:
         raise ConfigError(issues)
     assert plan is not None  # no issue means every section, and so the plan's inputs, validated

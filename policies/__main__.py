@@ -9,7 +9,6 @@ Every policy defaults to ``mandatory`` (fail closed when run without a config fi
 """
 
 from pulumi_policy import EnforcementLevel, PolicyPack
-
 from rules import POLICIES
 
 PolicyPack(

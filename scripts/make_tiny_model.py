@@ -135,8 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("output_dir", type=Path, help="directory to write the model into (created if missing)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the tokenizer corpus")
     parser.add_argument("--layers", type=int, default=LAYERS, help=f"decoder layers (default {LAYERS})")
-    parser.add_argument("--kv-heads", type=int, default=HEADS, choices=(1, HEADS),
-                        help=f"key/value heads (default {HEADS}; 1 = grouped-query attention)")
+    parser.add_argument(
+        "--kv-heads",
+        type=int,
+        default=HEADS,
+        choices=(1, HEADS),
+        help=f"key/value heads (default {HEADS}; 1 = grouped-query attention)",
+    )
     args = parser.parse_args(argv)
     out = build(args.output_dir, args.seed, args.layers, args.kv_heads)
     files = sorted(p.name for p in out.iterdir())

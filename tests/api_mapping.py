@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from tests.discovery import DiscoveryDocument, document
 
@@ -52,29 +53,34 @@ class ApiResource:
 
 RESOURCES: Mapping[str, ApiResource] = {
     "gcp:container/cluster:Cluster": ApiResource(
-        "container", "v1", "projects.locations.clusters.create", "Cluster", "cluster"),
+        "container", "v1", "projects.locations.clusters.create", "Cluster", "cluster"
+    ),
     "gcp:container/nodePool:NodePool": ApiResource(
-        "container", "v1", "projects.locations.clusters.nodePools.create", "NodePool", "nodePool"),
+        "container", "v1", "projects.locations.clusters.nodePools.create", "NodePool", "nodePool"
+    ),
     "gcp:compute/reservation:Reservation": ApiResource("compute", "v1", "reservations.insert", "Reservation"),
     "gcp:compute/disk:Disk": ApiResource("compute", "v1", "disks.insert", "Disk"),
     "gcp:compute/subnetwork:Subnetwork": ApiResource("compute", "v1", "subnetworks.insert", "Subnetwork"),
     "gcp:compute/routerNat:RouterNat": ApiResource("compute", "v1", "routers.patch", "RouterNat", "nats"),
     "gcp:compute/address:Address": ApiResource("compute", "v1", "addresses.insert", "Address"),
     "gcp:compute/regionSslPolicy:RegionSslPolicy": ApiResource(
-        "compute", "v1", "regionSslPolicies.insert", "SslPolicy"),
+        "compute", "v1", "regionSslPolicies.insert", "SslPolicy"
+    ),
     "gcp:compute/firewall:Firewall": ApiResource("compute", "v1", "firewalls.insert", "Firewall"),
     "gcp:compute/network:Network": ApiResource("compute", "v1", "networks.insert", "Network"),
     "gcp:monitoring/alertPolicy:AlertPolicy": ApiResource(
-        "monitoring", "v3", "projects.alertPolicies.create", "AlertPolicy"),
-    "gcp:monitoring/dashboard:Dashboard": ApiResource(
-        "monitoring", "v1", "projects.dashboards.create", "Dashboard"),
+        "monitoring", "v3", "projects.alertPolicies.create", "AlertPolicy"
+    ),
+    "gcp:monitoring/dashboard:Dashboard": ApiResource("monitoring", "v1", "projects.dashboards.create", "Dashboard"),
     "gcp:artifactregistry/repository:Repository": ApiResource(
-        "artifactregistry", "v1", "projects.locations.repositories.create", "Repository"),
+        "artifactregistry", "v1", "projects.locations.repositories.create", "Repository"
+    ),
     "gcp:dns/managedZone:ManagedZone": ApiResource("dns", "v1", "managedZones.create", "ManagedZone"),
     "gcp:dns/recordSet:RecordSet": ApiResource("dns", "v1", "resourceRecordSets.create", "ResourceRecordSet"),
     "gcp:storage/bucket:Bucket": ApiResource("storage", "v1", "buckets.insert", "Bucket"),
     "gcp:cloudrunv2/service:Service": ApiResource(
-        "run", "v2", "projects.locations.services.create", "GoogleCloudRunV2Service"),
+        "run", "v2", "projects.locations.services.create", "GoogleCloudRunV2Service"
+    ),
 }
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -124,28 +130,62 @@ class EnumField:
 ENUM_FIELDS: tuple[EnumField, ...] = (
     # ---- GKE cluster (container.v1 Cluster, inside CreateClusterRequest.cluster) ----
     EnumField(CLUSTER, "releaseChannel.channel", "releaseChannel.channel"),
-    EnumField(CLUSTER, "datapathProvider", "networkConfig.datapathProvider",
-              "Terraform flattens Cluster.networkConfig: top-level datapath_provider"),
-    EnumField(CLUSTER, "gatewayApiConfig.channel", "networkConfig.gatewayApiConfig.channel",
-              "Terraform flattens Cluster.networkConfig: top-level gateway_api_config"),
-    EnumField(CLUSTER, "monitoringConfig.enableComponents[]", "monitoringConfig.componentConfig.enableComponents",
-              "Terraform flattens MonitoringConfig.componentConfig (expandMonitoringConfig)"),
-    EnumField(CLUSTER, "loggingConfig.enableComponents[]", "loggingConfig.componentConfig.enableComponents",
-              "Terraform flattens LoggingConfig.componentConfig (expandContainerClusterLoggingConfig)"),
+    EnumField(
+        CLUSTER,
+        "datapathProvider",
+        "networkConfig.datapathProvider",
+        "Terraform flattens Cluster.networkConfig: top-level datapath_provider",
+    ),
+    EnumField(
+        CLUSTER,
+        "gatewayApiConfig.channel",
+        "networkConfig.gatewayApiConfig.channel",
+        "Terraform flattens Cluster.networkConfig: top-level gateway_api_config",
+    ),
+    EnumField(
+        CLUSTER,
+        "monitoringConfig.enableComponents[]",
+        "monitoringConfig.componentConfig.enableComponents",
+        "Terraform flattens MonitoringConfig.componentConfig (expandMonitoringConfig)",
+    ),
+    EnumField(
+        CLUSTER,
+        "loggingConfig.enableComponents[]",
+        "loggingConfig.componentConfig.enableComponents",
+        "Terraform flattens LoggingConfig.componentConfig (expandContainerClusterLoggingConfig)",
+    ),
     EnumField(CLUSTER, "nodeConfig.workloadMetadataConfig.mode", "nodeConfig.workloadMetadataConfig.mode"),
     # ---- GKE node pool (container.v1 NodePool, inside CreateNodePoolRequest.nodePool) ----
-    EnumField(NODE_POOL, "nodeConfig.workloadMetadataConfig.mode", "config.workloadMetadataConfig.mode",
-              "Terraform node_config is NodePool.config"),
-    EnumField(NODE_POOL, "nodeConfig.reservationAffinity.consumeReservationType",
-              "config.reservationAffinity.consumeReservationType", "Terraform node_config is NodePool.config"),
-    EnumField(NODE_POOL, "nodeConfig.taints[].effect", "config.taints.effect",
-              "Terraform block node_config.taint (Pulumi plural taints) is NodeConfig.taints"),
-    EnumField(NODE_POOL, "nodeConfig.guestAccelerators[].gpuDriverInstallationConfig.gpuDriverVersion",
-              "config.accelerators.gpuDriverInstallationConfig.gpuDriverVersion",
-              "Terraform node_config.guest_accelerator is NodeConfig.accelerators (AcceleratorConfig)"),
-    EnumField(NODE_POOL, "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy",
-              "config.accelerators.gpuSharingConfig.gpuSharingStrategy",
-              "Terraform node_config.guest_accelerator is NodeConfig.accelerators (AcceleratorConfig)"),
+    EnumField(
+        NODE_POOL,
+        "nodeConfig.workloadMetadataConfig.mode",
+        "config.workloadMetadataConfig.mode",
+        "Terraform node_config is NodePool.config",
+    ),
+    EnumField(
+        NODE_POOL,
+        "nodeConfig.reservationAffinity.consumeReservationType",
+        "config.reservationAffinity.consumeReservationType",
+        "Terraform node_config is NodePool.config",
+    ),
+    EnumField(
+        NODE_POOL,
+        "nodeConfig.taints[].effect",
+        "config.taints.effect",
+        "Terraform block node_config.taint (Pulumi plural taints) is NodeConfig.taints",
+    ),
+    EnumField(
+        NODE_POOL,
+        "nodeConfig.guestAccelerators[].gpuDriverInstallationConfig.gpuDriverVersion",
+        "config.accelerators.gpuDriverInstallationConfig.gpuDriverVersion",
+        "Terraform node_config.guest_accelerator is NodeConfig.accelerators (AcceleratorConfig)",
+    ),
+    EnumField(
+        NODE_POOL,
+        "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy",
+        "config.accelerators.gpuSharingConfig.gpuSharingStrategy",
+        "Terraform node_config.guest_accelerator is NodeConfig.accelerators (AcceleratorConfig)",
+    ),
     EnumField(NODE_POOL, "autoscaling.locationPolicy", "autoscaling.locationPolicy"),
     # ---- Compute Engine ----
     EnumField(RESERVATION, "shareSettings.shareType", "shareSettings.shareType"),
@@ -154,12 +194,24 @@ ENUM_FIELDS: tuple[EnumField, ...] = (
     EnumField(SUBNETWORK, "role", "role"),
     EnumField(SUBNETWORK, "logConfig.aggregationInterval", "logConfig.aggregationInterval"),
     EnumField(SUBNETWORK, "logConfig.metadata", "logConfig.metadata"),
-    EnumField(ROUTER_NAT, "natIpAllocateOption", "natIpAllocateOption",
-              "a RouterNat is an element of Router.nats, written with routers.patch"),
-    EnumField(ROUTER_NAT, "sourceSubnetworkIpRangesToNat", "sourceSubnetworkIpRangesToNat",
-              "a RouterNat is an element of Router.nats, written with routers.patch"),
-    EnumField(ROUTER_NAT, "subnetworks[].sourceIpRangesToNats[]", "subnetworks.sourceIpRangesToNat",
-              "Pulumi pluralises Terraform's source_ip_ranges_to_nat; the API field is singular"),
+    EnumField(
+        ROUTER_NAT,
+        "natIpAllocateOption",
+        "natIpAllocateOption",
+        "a RouterNat is an element of Router.nats, written with routers.patch",
+    ),
+    EnumField(
+        ROUTER_NAT,
+        "sourceSubnetworkIpRangesToNat",
+        "sourceSubnetworkIpRangesToNat",
+        "a RouterNat is an element of Router.nats, written with routers.patch",
+    ),
+    EnumField(
+        ROUTER_NAT,
+        "subnetworks[].sourceIpRangesToNats[]",
+        "subnetworks.sourceIpRangesToNat",
+        "Pulumi pluralises Terraform's source_ip_ranges_to_nat; the API field is singular",
+    ),
     EnumField(ROUTER_NAT, "logConfig.filter", "logConfig.filter"),
     EnumField(ADDRESS, "addressType", "addressType"),
     EnumField(ADDRESS, "networkTier", "networkTier"),
@@ -168,19 +220,32 @@ ENUM_FIELDS: tuple[EnumField, ...] = (
     EnumField(SSL_POLICY, "profile", "profile", "regionSslPolicies take the SslPolicy schema"),
     EnumField(FIREWALL, "direction", "direction"),
     EnumField(FIREWALL, "logConfig.metadata", "logConfig.metadata"),
-    EnumField(NETWORK, "routingMode", "routingConfig.routingMode",
-              "Terraform flattens Network.routingConfig: top-level routing_mode"),
+    EnumField(
+        NETWORK,
+        "routingMode",
+        "routingConfig.routingMode",
+        "Terraform flattens Network.routingConfig: top-level routing_mode",
+    ),
     # ---- Cloud Monitoring alert policies (monitoring.v3 AlertPolicy) ----
     EnumField(ALERT_POLICY, "combiner", "combiner"),
     EnumField(ALERT_POLICY, "severity", "severity"),
     # ---- Artifact Registry, Cloud DNS ----
     EnumField(REPOSITORY, "format", "format"),
-    EnumField(REPOSITORY, "cleanupPolicies[].action", "cleanupPolicies.*.action",
-              "Terraform keeps the API's map of cleanup policies as a set keyed by id"),
-    EnumField(REPOSITORY, "cleanupPolicies[].condition.tagState", "cleanupPolicies.*.condition.tagState",
-              "Terraform keeps the API's map of cleanup policies as a set keyed by id"),
-    EnumField(REPOSITORY, "vulnerabilityScanningConfig.enablementConfig",
-              "vulnerabilityScanningConfig.enablementConfig"),
+    EnumField(
+        REPOSITORY,
+        "cleanupPolicies[].action",
+        "cleanupPolicies.*.action",
+        "Terraform keeps the API's map of cleanup policies as a set keyed by id",
+    ),
+    EnumField(
+        REPOSITORY,
+        "cleanupPolicies[].condition.tagState",
+        "cleanupPolicies.*.condition.tagState",
+        "Terraform keeps the API's map of cleanup policies as a set keyed by id",
+    ),
+    EnumField(
+        REPOSITORY, "vulnerabilityScanningConfig.enablementConfig", "vulnerabilityScanningConfig.enablementConfig"
+    ),
     EnumField(MANAGED_ZONE, "visibility", "visibility", "a lower-case API enum (public, private)"),
     # ---- Cloud Run (run.v2 GoogleCloudRunV2Service; the body is the resource, the name the URL's serviceId) ----
     EnumField(CLOUD_RUN_SERVICE, "ingress", "ingress"),
@@ -188,8 +253,12 @@ ENUM_FIELDS: tuple[EnumField, ...] = (
     EnumField(CLOUD_RUN_SERVICE, "template.executionEnvironment", "template.executionEnvironment"),
     EnumField(CLOUD_RUN_SERVICE, "template.vpcAccess.egress", "template.vpcAccess.egress"),
     EnumField(CLOUD_RUN_SERVICE, "template.volumes[].emptyDir.medium", "template.volumes.emptyDir.medium"),
-    EnumField(CLOUD_RUN_SERVICE, "traffics[].type", "traffic.type",
-              "Pulumi pluralises Terraform's traffic block; the API field is Service.traffic"),
+    EnumField(
+        CLOUD_RUN_SERVICE,
+        "traffics[].type",
+        "traffic.type",
+        "Pulumi pluralises Terraform's traffic block; the API field is Service.traffic",
+    ),
 )
 
 
@@ -206,15 +275,27 @@ class NotAnApiEnum:
 
 
 NOT_API_ENUMS: tuple[NotAnApiEnum, ...] = (
-    NotAnApiEnum(NODE_POOL, "nodeConfig.imageType", "config.imageType",
-                 "NodeConfig.imageType is a free string (the provider compares it case-insensitively)"),
-    NotAnApiEnum(CLUSTER, "networkingMode", None,
-                 "provider-only: VPC_NATIVE/ROUTES expand to the booleans ipAllocationPolicy.useIpAliases / "
-                 "useRoutes (expandIPAllocationPolicy)"),
+    NotAnApiEnum(
+        NODE_POOL,
+        "nodeConfig.imageType",
+        "config.imageType",
+        "NodeConfig.imageType is a free string (the provider compares it case-insensitively)",
+    ),
+    NotAnApiEnum(
+        CLUSTER,
+        "networkingMode",
+        None,
+        "provider-only: VPC_NATIVE/ROUTES expand to the booleans ipAllocationPolicy.useIpAliases / "
+        "useRoutes (expandIPAllocationPolicy)",
+    ),
     NotAnApiEnum(RECORD_SET, "type", "type", "ResourceRecordSet.type is a free string (the record type)"),
     NotAnApiEnum(BUCKET, "storageClass", "storageClass", "Bucket.storageClass is a free string"),
-    NotAnApiEnum(CLOUD_RUN_SERVICE, "template.containers[].envs[].name", "template.containers.env.name",
-                 "environment variable names (HF_HUB_OFFLINE) are free strings; Pulumi pluralises env"),
+    NotAnApiEnum(
+        CLOUD_RUN_SERVICE,
+        "template.containers[].envs[].name",
+        "template.containers.env.name",
+        "environment variable names (HF_HUB_OFFLINE) are free strings; Pulumi pluralises env",
+    ),
 )
 
 
@@ -242,8 +323,7 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(UNKNOWN_PREFIXES)
 
 
-def enum_problems(stack: str, inventory: Mapping[str, Any],
-                  fields: tuple[EnumField, ...] = ENUM_FIELDS) -> list[str]:
+def enum_problems(stack: str, inventory: Mapping[str, Any], fields: tuple[EnumField, ...] = ENUM_FIELDS) -> list[str]:
     """Every value at a mapped path of the inventory that the API's enum does not list."""
     problems = []
     for f in fields:
@@ -255,8 +335,10 @@ def enum_problems(stack: str, inventory: Mapping[str, Any],
                 if is_unknown(value):
                     continue
                 if not isinstance(value, str) or value not in allowed:
-                    problems.append(f"{stack} {resource['name']} {where}: {value!r} is not a value of "
-                                    f"{f.describe()}; allowed: {', '.join(allowed)}")
+                    problems.append(
+                        f"{stack} {resource['name']} {where}: {value!r} is not a value of "
+                        f"{f.describe()}; allowed: {', '.join(allowed)}"
+                    )
     return problems
 
 
@@ -267,8 +349,7 @@ def enum_values_found(inventories: Mapping[str, Mapping[str, Any]]) -> dict[Enum
         for f in ENUM_FIELDS:
             for resource in inventory["resources"]:
                 if resource["type"] == f.resource_type:
-                    found[f].update(str(v) for _, v in values_at(resource["inputs"], f.input_path)
-                                    if not is_unknown(v))
+                    found[f].update(str(v) for _, v in values_at(resource["inputs"], f.input_path) if not is_unknown(v))
     return found
 
 
@@ -412,8 +493,9 @@ def _normalise(doc: DiscoveryDocument, node: Mapping[str, Any], value: Any, path
         return [_normalise(doc, node["items"], item, f"{path}[{i}]", changes) for i, item in enumerate(value)]
     if _is_map(node) and isinstance(value, dict):
         # Map entries are always written, defaults included; only message values change inside.
-        return {k: _normalise(doc, node["additionalProperties"], v, f"{path}[{k!r}]", changes)
-                for k, v in value.items()}
+        return {
+            k: _normalise(doc, node["additionalProperties"], v, f"{path}[{k!r}]", changes) for k, v in value.items()
+        }
     if _is_message(node) and isinstance(value, dict):
         props: Mapping[str, Any] = node["properties"]
         out = {}
@@ -444,8 +526,9 @@ def format_paths(doc: DiscoveryDocument, schema_id: str, body: Any, fmt: str) ->
     yield from _format_paths(doc, doc.schema(schema_id), body, "$", fmt)
 
 
-def _format_paths(doc: DiscoveryDocument, node: Mapping[str, Any], value: Any, path: str,
-                  fmt: str) -> Iterator[tuple[str, Any]]:
+def _format_paths(
+    doc: DiscoveryDocument, node: Mapping[str, Any], value: Any, path: str, fmt: str
+) -> Iterator[tuple[str, Any]]:
     node = _resolved(doc, node)
     if node.get("format") == fmt:
         yield path, value
@@ -469,6 +552,7 @@ ALERT_POLICY_RENAMES = {"notificationChannelStrategies": "notificationChannelStr
 
 def alert_policy_body(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The monitoring.v3 AlertPolicy body the provider sends for the Pulumi inputs of an alert policy."""
+
     def rename(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {ALERT_POLICY_RENAMES.get(k, k): rename(v) for k, v in value.items()}
@@ -492,6 +576,7 @@ def cloud_run_service_body(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The run.v2 ``GoogleCloudRunV2Service`` body the provider sends for the Pulumi inputs of a Cloud Run service.
     Besides the renames, Terraform models a container's ``ports`` as one block (an object in Pulumi), which its
     expander sends as the API's one-element ``ports`` list."""
+
     def rename(value: Any, key: str | None = None) -> Any:
         if isinstance(value, Mapping):
             out = {}
@@ -505,4 +590,3 @@ def cloud_run_service_body(inputs: Mapping[str, Any]) -> dict[str, Any]:
         return value
 
     return rename({k: v for k, v in inputs.items() if k not in CLOUD_RUN_URL_INPUTS})
-

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infra.targets.gke.planning import gke_part
 import pytest
 
 from infra.config import StackConfig
-from infra.resolve import ResolvedStack
 from infra.offline.planrun import PlanRun, run_plan
 from infra.planning.plan import StackPlan
+from infra.resolve import ResolvedStack
+from infra.targets.gke.planning import gke_part
 
 STACKS = ("dev", "staging", "prod")
 #: The GKE stacks: the three environments and the GKE co-hosting example (every generic GKE check runs on it too).
@@ -60,8 +60,10 @@ def plans() -> dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]]:
 
 def serving_roles(cfg: StackConfig, plan: StackPlan) -> dict[str, str]:
     """role -> release of every vLLM server set a GKE stack deploys: its pools, then its co-hosted models."""
-    return {**{role: pool.release for role, pool in cfg.pools()},
-            **{role: m.pool.release.release for role, m in gke_part(plan).cohosted().items()}}
+    return {
+        **{role: pool.release for role, pool in cfg.pools()},
+        **{role: m.pool.release.release for role, m in gke_part(plan).cohosted().items()},
+    }
 
 
 def resources(inventory: dict[str, Any], typ: str) -> list[dict[str, Any]]:
@@ -74,7 +76,7 @@ def one(inventory: dict[str, Any], typ: str, name: str | None = None) -> dict[st
     return found[0]
 
 
-def resolve_values(values: dict[str, Any], stack: str | None = None) -> "ResolvedStack":
+def resolve_values(values: dict[str, Any], stack: str | None = None) -> ResolvedStack:
     """Resolve decoded stack-file values (as ``read_stack_file(...).values`` gives them); the stack name defaults
     to the config's environment. Raises ConfigError like the program does."""
     from infra.offline.stackfile import ROOT

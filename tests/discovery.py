@@ -30,9 +30,10 @@ import datetime as _dt
 import difflib
 import json
 import re
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import googleapiclient
 
@@ -99,7 +100,7 @@ class DiscoveryDocument:
         self.schemas: Mapping[str, Any] = doc.get("schemas", {})
 
     @classmethod
-    def from_path(cls, path: Path) -> "DiscoveryDocument":
+    def from_path(cls, path: Path) -> DiscoveryDocument:
         return cls(json.loads(path.read_text()))
 
     def __repr__(self) -> str:
@@ -134,14 +135,18 @@ class DiscoveryDocument:
         for name in resources:
             children = node.get("resources", {})
             if name not in children:
-                raise KeyError(f"{self.name}.{self.version} has no resource {'.'.join([*walked, name])!r}; "
-                               f"children: {', '.join(sorted(children)) or '(none)'}")
+                raise KeyError(
+                    f"{self.name}.{self.version} has no resource {'.'.join([*walked, name])!r}; "
+                    f"children: {', '.join(sorted(children)) or '(none)'}"
+                )
             node = children[name]
             walked.append(name)
         methods = node.get("methods", {})
         if verb not in methods:
-            raise KeyError(f"{self.name}.{self.version} resource {'.'.join(walked)!r} has no method {verb!r}; "
-                           f"methods: {', '.join(sorted(methods)) or '(none)'}")
+            raise KeyError(
+                f"{self.name}.{self.version} resource {'.'.join(walked)!r} has no method {verb!r}; "
+                f"methods: {', '.join(sorted(methods)) or '(none)'}"
+            )
         return methods[verb]
 
     def has_method(self, method_path: str) -> bool:
@@ -193,8 +198,9 @@ class DiscoveryDocument:
 
     # ---- validation ----------------------------------------------------------------------------------
 
-    def validate(self, schema_id: str, body: Any, *, required: Iterable[str] = (),
-                 allow_read_only: bool = False) -> list[str]:
+    def validate(
+        self, schema_id: str, body: Any, *, required: Iterable[str] = (), allow_read_only: bool = False
+    ) -> list[str]:
         """Every problem of ``body`` against ``schema_id``, each prefixed with its JSON path (``$`` = body).
 
         ``required``: dotted paths the caller knows are required (``model.containerSpec.imageUri``); ``[]`` after
@@ -240,8 +246,9 @@ class DiscoveryDocument:
                 self._check(spec, item, f"{method_path}({name})", f"parameter {name}", errors, True)
         return errors
 
-    def _check(self, node: Mapping[str, Any], value: Any, path: str, where: str, errors: list[str],
-               allow_read_only: bool) -> None:
+    def _check(
+        self, node: Mapping[str, Any], value: Any, path: str, where: str, errors: list[str], allow_read_only: bool
+    ) -> None:
         schema = self._resolve(node)
         if "$ref" in node:
             where = node["$ref"]
@@ -265,16 +272,19 @@ class DiscoveryDocument:
             self._check_integer(schema, value, path, errors)
         elif typ == "number":
             if isinstance(value, bool) or not (isinstance(value, (int, float)) or value in _NON_FINITE):
-                errors.append(f"{path}: expected number ({schema.get('format', 'double')}), got "
-                              f"{_json_type(value)} {_shown(value)}")
+                errors.append(
+                    f"{path}: expected number ({schema.get('format', 'double')}), got "
+                    f"{_json_type(value)} {_shown(value)}"
+                )
         elif typ == "boolean":
             if not isinstance(value, bool):
                 errors.append(f"{path}: expected boolean, got {_json_type(value)} {_shown(value)}")
         else:
             errors.append(f"{path}: schema {where} has unsupported type {typ!r}")
 
-    def _check_object(self, schema: Mapping[str, Any], value: Any, path: str, where: str, errors: list[str],
-                      allow_read_only: bool) -> None:
+    def _check_object(
+        self, schema: Mapping[str, Any], value: Any, path: str, where: str, errors: list[str], allow_read_only: bool
+    ) -> None:
         if not isinstance(value, Mapping):
             errors.append(f"{path}: expected object ({where}), got {_json_type(value)} {_shown(value)}")
             return
@@ -309,13 +319,14 @@ class DiscoveryDocument:
         if not lo <= value <= hi:
             errors.append(f"{path}: {value} is out of range for {fmt} [{lo}, {hi}]")
 
-    def _check_string(self, schema: Mapping[str, Any], value: Any, path: str, where: str,
-                      errors: list[str]) -> None:
+    def _check_string(self, schema: Mapping[str, Any], value: Any, path: str, where: str, errors: list[str]) -> None:
         fmt = schema.get("format")
         if fmt in ("int64", "uint64"):
             if not isinstance(value, str):
-                errors.append(f"{path}: expected string ({fmt}, a decimal integer in a JSON string), got "
-                              f"{_json_type(value)} {_shown(value)}")
+                errors.append(
+                    f"{path}: expected string ({fmt}, a decimal integer in a JSON string), got "
+                    f"{_json_type(value)} {_shown(value)}"
+                )
                 return
             regex, (lo, hi) = (_INT_STRING_RE, _INT64) if fmt == "int64" else (_UINT_STRING_RE, _UINT64)
             if not regex.match(value):
@@ -324,8 +335,9 @@ class DiscoveryDocument:
                 errors.append(f"{path}: {value} is out of range for {fmt} [{lo}, {hi}]")
             return
         if not isinstance(value, str):
-            errors.append(f"{path}: expected string{f' ({fmt})' if fmt else ''}, got {_json_type(value)} "
-                          f"{_shown(value)}")
+            errors.append(
+                f"{path}: expected string{f' ({fmt})' if fmt else ''}, got {_json_type(value)} {_shown(value)}"
+            )
             return
         if "enum" in schema and value not in schema["enum"]:
             errors.append(f"{path}: {_shown(value)} is not a value of {where}; allowed: {', '.join(schema['enum'])}")
@@ -369,8 +381,9 @@ def _format_problem(fmt: str | None, value: str) -> str | None:
         if not _BASE64_RE.match(value):
             return "base64 (standard or URL-safe alphabet)"
         try:
-            base64.b64decode(value.replace("-", "+").replace("_", "/") + "=" * (-len(value.rstrip("=")) % 4),
-                             validate=False)
+            base64.b64decode(
+                value.replace("-", "+").replace("_", "/") + "=" * (-len(value.rstrip("=")) % 4), validate=False
+            )
         except (binascii.Error, ValueError) as err:
             return f"base64: {err}"
         return None
@@ -392,7 +405,7 @@ def _missing(body: Any, path: str, prefix: str = "$") -> list[str]:
     return _missing(value, rest, here) if rest else []
 
 
-@lru_cache(maxsize=None)
+@cache
 def document(api: str, version: str) -> DiscoveryDocument:
     """The discovery document google-api-python-client ships for ``api``/``version`` (parsed once)."""
     path = DOCUMENTS_DIR / f"{api}.{version}.json"

@@ -105,8 +105,9 @@ class GcsShim:
                     return inj.status
         return None
 
-    def upstream(self, method: str, target: str, headers: dict[str, str],
-                 body: bytes | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    def upstream(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S)
         try:
             conn.request(method, target, body=body, headers=headers)
@@ -140,8 +141,13 @@ class GcsShim:
                 self.wfile.write(body)
 
             def _error(self, status: int, reason: str, message: str) -> None:
-                doc = {"error": {"code": status, "message": message,
-                                 "errors": [{"domain": "global", "reason": reason, "message": message}]}}
+                doc = {
+                    "error": {
+                        "code": status,
+                        "message": message,
+                        "errors": [{"domain": "global", "reason": reason, "message": message}],
+                    }
+                }
                 self._send(status, [("Content-Type", "application/json")], json.dumps(doc).encode())
 
             def _handle(self, method: str) -> None:
@@ -154,12 +160,12 @@ class GcsShim:
                 if status is not None:
                     return self._error(status, "injected", f"injected HTTP {status} for a retry test")
                 upload = _UPLOAD_PATH.match(parts.path)
-                if (method == "POST" and upload and query.get("ifGenerationMatch") == ["0"]
-                        and "upload_id" not in query):
+                if method == "POST" and upload and query.get("ifGenerationMatch") == ["0"] and "upload_id" not in query:
                     name = _upload_name(query, self.headers.get("Content-Type", ""), body)
                     if name and shim.object_exists(upload.group("bucket"), name):
-                        return self._error(412, "conditionNotMet",
-                                           "At least one of the pre-conditions you specified did not hold.")
+                        return self._error(
+                            412, "conditionNotMet", "At least one of the pre-conditions you specified did not hold."
+                        )
                 listing = _LIST_PATH.match(parts.path)
                 if method == "GET" and listing:
                     return self._list(parts.path, query, headers)
@@ -168,7 +174,8 @@ class GcsShim:
             def _list(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> None:
                 upstream_query = {k: v for k, v in query.items() if k not in ("maxResults", "pageToken")}
                 status, resp_headers, body = shim.upstream(
-                    "GET", f"{path}?{urlencode(upstream_query, doseq=True)}", headers, None)
+                    "GET", f"{path}?{urlencode(upstream_query, doseq=True)}", headers, None
+                )
                 if status != 200:
                     return self._send(status, resp_headers, body)
                 doc = json.loads(body)
@@ -176,7 +183,7 @@ class GcsShim:
                 # Cloud Storage's page: maxResults, at most 1000 (its default and maximum), here also page_size.
                 size = min(int(query.get("maxResults", ["1000"])[0]), 1000, shim.page_size)
                 start = int(base64.urlsafe_b64decode(query["pageToken"][0]).decode()) if "pageToken" in query else 0
-                page = {"kind": "storage#objects", "items": items[start:start + size]}
+                page = {"kind": "storage#objects", "items": items[start : start + size]}
                 if doc.get("prefixes"):
                     page["prefixes"] = doc["prefixes"]
                 if start + size < len(items):
@@ -250,8 +257,9 @@ class Gcs:
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        return storage.Client(project="llm-serving-test", credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": url})
+        return storage.Client(
+            project="llm-serving-test", credentials=AnonymousCredentials(), client_options={"api_endpoint": url}
+        )
 
     def wipe(self) -> None:
         """Empty the bucket (keep it) and forget the shim's requests and injections."""

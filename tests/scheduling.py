@@ -32,10 +32,11 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -58,11 +59,22 @@ UNCHECKED_RESOURCES = frozenset({"ephemeral-storage"})
 #: Suffixes of the Kubernetes quantity grammar (apimachinery ``resource.Quantity``): binary SI, decimal SI
 #: (``n``/``u``/``m`` included, which the parser accepts) and a decimal exponent (``1e3``).
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
-            "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-            "P": Fraction(10**15), "E": Fraction(10**18)}
-_QUANTITY = re.compile(r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-                       r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE]?)$")
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE]?)$"
+)
 
 
 def parse_quantity(value: str | int | float) -> Fraction:
@@ -115,6 +127,7 @@ def format_amount(resource: str, amount: int | Fraction) -> str:
 
 # ---- resource amounts -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Resources:
     """Scheduling amounts by resource name: ``cpu`` in millicores, ``memory`` in bytes, devices as counts.
@@ -123,7 +136,7 @@ class Resources:
     amounts: tuple[tuple[str, int], ...] = ()
 
     @staticmethod
-    def of(mapping: Mapping[str, int]) -> "Resources":
+    def of(mapping: Mapping[str, int]) -> Resources:
         return Resources(tuple(sorted((k, v) for k, v in mapping.items() if v)))
 
     def get(self, resource: str) -> int:
@@ -132,13 +145,13 @@ class Resources:
     def names(self) -> list[str]:
         return [k for k, _ in self.amounts]
 
-    def plus(self, other: "Resources") -> "Resources":
+    def plus(self, other: Resources) -> Resources:
         out = dict(self.amounts)
         for k, v in other.amounts:
             out[k] = out.get(k, 0) + v
         return Resources.of(out)
 
-    def maximum(self, other: "Resources") -> "Resources":
+    def maximum(self, other: Resources) -> Resources:
         out = dict(self.amounts)
         for k, v in other.amounts:
             out[k] = max(out.get(k, 0), v)
@@ -177,11 +190,11 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
         running = running.plus(container_requests(c))
     total = peak.maximum(running)
     overhead = spec.get("overhead") or {}
-    return total.plus(Resources.of({k: amount_of(k, v) for k, v in overhead.items()
-                                    if k not in UNCHECKED_RESOURCES}))
+    return total.plus(Resources.of({k: amount_of(k, v) for k, v in overhead.items() if k not in UNCHECKED_RESOURCES}))
 
 
 # ---- machine shapes and GKE allocatable ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MachineShape:
@@ -232,7 +245,8 @@ def machine_shape(machine_type: str) -> MachineShape:
         raise UnknownMachineType(
             f"machine type {machine_type!r}: shape unknown to tests/scheduling.py MACHINE_SHAPES (known: "
             f"{', '.join(sorted(MACHINE_SHAPES))}); add its vCPUs and memory from the Compute Engine "
-            f"machine-family page") from None
+            f"machine-family page"
+        ) from None
 
 
 #: GKE CPU reservation tiers (GKE docs, "Node allocatable resources"): (cores in the tier, fraction reserved):
@@ -288,8 +302,9 @@ def allocatable(machine_type: str, gpus: int = 0) -> Resources:
     threshold for memory), rounded down to whole millicores / bytes; ``gpus`` devices as advertised."""
     shape = machine_shape(machine_type)
     cpu = math.floor(shape.vcpus * 1000 - reserved_cpu_millis(shape.vcpus))
-    memory = math.floor((shape.memory_gib * 1024 - reserved_memory_mib(shape.memory_gib) - EVICTION_THRESHOLD_MIB)
-                        * MIB)
+    memory = math.floor(
+        (shape.memory_gib * 1024 - reserved_memory_mib(shape.memory_gib) - EVICTION_THRESHOLD_MIB) * MIB
+    )
     return Resources.of({CPU: cpu, MEMORY: memory, GPU: gpus})
 
 
@@ -383,6 +398,7 @@ class SelectorTerm:
 
 # ---- pods ---------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Pod:
     """One pod template as the scheduler sees it."""
@@ -400,22 +416,38 @@ class Pod:
 
 
 def _term(raw: Mapping[str, Any]) -> SelectorTerm:
-    reqs = tuple(Requirement(e["key"], e["operator"], tuple(str(v) for v in e.get("values") or ()))
-                 for e in raw.get("matchExpressions") or [])
+    reqs = tuple(
+        Requirement(e["key"], e["operator"], tuple(str(v) for v in e.get("values") or ()))
+        for e in raw.get("matchExpressions") or []
+    )
     return SelectorTerm(reqs, uses_match_fields=bool(raw.get("matchFields")))
 
 
 def pod_from_spec(name: str, source: str, spec: Mapping[str, Any], replicas: int = 1) -> Pod:
     """The scheduling view of a pod spec (``spec.template.spec`` of a Deployment)."""
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     terms = None if required is None else tuple(_term(t) for t in required.get("nodeSelectorTerms") or [])
-    tolerations = tuple(Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal",
-                                   value=str(t.get("value") or ""), effect=t.get("effect") or "")
-                        for t in spec.get("tolerations") or [])
+    tolerations = tuple(
+        Toleration(
+            key=t.get("key") or "",
+            operator=t.get("operator") or "Equal",
+            value=str(t.get("value") or ""),
+            effect=t.get("effect") or "",
+        )
+        for t in spec.get("tolerations") or []
+    )
     selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
-    return Pod(name=name, source=source, replicas=replicas, requests=pod_requests(spec), node_selector=selector,
-               required_terms=terms, tolerations=tolerations)
+    return Pod(
+        name=name,
+        source=source,
+        replicas=replicas,
+        requests=pod_requests(spec),
+        node_selector=selector,
+        required_terms=terms,
+        tolerations=tolerations,
+    )
 
 
 def _kind(resource_type: str) -> str:
@@ -455,6 +487,7 @@ def plan_pods(inventory: Mapping[str, Any]) -> list[Pod]:
 
 # ---- the endpoint-picker chart -----------------------------------------------------------------------------------
 
+
 def coalesce_values(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Helm's value coalescing: maps merge key by key, any other value (lists included) replaces the default,
     and ``null`` deletes the default key."""
@@ -479,7 +512,7 @@ def chart_default_values(chart_dir: Path) -> dict[str, Any]:
         repo = str(dep.get("repository", ""))
         if not repo.startswith("file://"):
             raise ValueError(f"{chart_dir}: dependency {dep.get('name')!r} from {repo!r} is not a local chart")
-        dep_values = chart_default_values((chart_dir / repo[len("file://"):]).resolve())
+        dep_values = chart_default_values((chart_dir / repo[len("file://") :]).resolve())
         key = dep.get("alias") or dep["name"]
         values[key] = coalesce_values(dep_values, values.get(key) or {})
     return values
@@ -523,28 +556,44 @@ PICKER_CHARTS: dict[str, PickerChart] = {
     # epplib/templates/_deployment.yaml: replicas l.11, sidecar l.33/l.63, epp resources l.146, latency predictor
     # containers l.226 (_latency-predictor.tpl l.37-38 and l.75-76), affinity l.238-240, tolerations l.242-244.
     "v1.5.0": PickerChart(
-        version="v1.5.0", chart_dir=("v1.5.0", "inferencepool"),
+        version="v1.5.0",
+        chart_dir=("v1.5.0", "inferencepool"),
         deployment_template=("v1.5.0", "epplib", "templates", "_deployment.yaml"),
-        replicas=(_IE, "replicas"), resources=(_IE, "resources"), affinity=(_IE, "affinity"),
-        tolerations=(_IE, "tolerations"), has_sidecar=True, has_latency_predictor=True,
-        evidence=("replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
-                  "{{- with .Values.inferenceExtension.resources }}",
-                  "{{- with .Values.inferenceExtension.sidecar.resources }}",
-                  '{{- include "gateway-api-inference-extension.latencyPredictor.containers" . | nindent 8 }}',
-                  "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
-                  "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}"),
-        ignored_keys=((_IE, "nodeSelector"),)),
+        replicas=(_IE, "replicas"),
+        resources=(_IE, "resources"),
+        affinity=(_IE, "affinity"),
+        tolerations=(_IE, "tolerations"),
+        has_sidecar=True,
+        has_latency_predictor=True,
+        evidence=(
+            "replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
+            "{{- with .Values.inferenceExtension.resources }}",
+            "{{- with .Values.inferenceExtension.sidecar.resources }}",
+            '{{- include "gateway-api-inference-extension.latencyPredictor.containers" . | nindent 8 }}',
+            "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
+            "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}",
+        ),
+        ignored_keys=((_IE, "nodeSelector"),),
+    ),
     # v1.1.0: templates/epp-deployment.yaml: replicas l.9, affinity l.147-149, tolerations l.151-153; the epp
     # container has no ``resources`` at all (a BestEffort pod whatever the values say).
     "v1.1.0": PickerChart(
-        version="v1.1.0", chart_dir=("v1.1.0",),
+        version="v1.1.0",
+        chart_dir=("v1.1.0",),
         deployment_template=("v1.1.0", "templates", "epp-deployment.yaml"),
-        replicas=(_IE, "replicas"), resources=None, affinity=(_IE, "affinity"),
-        tolerations=(_IE, "tolerations"), has_sidecar=False, has_latency_predictor=False,
-        evidence=("replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
-                  "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
-                  "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}"),
-        ignored_keys=((_IE, "nodeSelector"), (_IE, "resources"))),
+        replicas=(_IE, "replicas"),
+        resources=None,
+        affinity=(_IE, "affinity"),
+        tolerations=(_IE, "tolerations"),
+        has_sidecar=False,
+        has_latency_predictor=False,
+        evidence=(
+            "replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
+            "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
+            "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}",
+        ),
+        ignored_keys=((_IE, "nodeSelector"), (_IE, "resources")),
+    ),
 }
 
 _CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release")
@@ -554,8 +603,10 @@ def picker_chart(version: str) -> PickerChart:
     try:
         return PICKER_CHARTS[version]
     except KeyError:
-        raise ValueError(f"inferencepool chart {version!r}: its picker pod is not modelled in tests/scheduling.py "
-                         f"PICKER_CHARTS (modelled: {', '.join(sorted(PICKER_CHARTS))})") from None
+        raise ValueError(
+            f"inferencepool chart {version!r}: its picker pod is not modelled in tests/scheduling.py "
+            f"PICKER_CHARTS (modelled: {', '.join(sorted(PICKER_CHARTS))})"
+        ) from None
 
 
 def picker_values(chart: PickerChart, charts_root: Path, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -566,17 +617,23 @@ def picker_values(chart: PickerChart, charts_root: Path, overrides: Mapping[str,
 def picker_pod_spec(chart: PickerChart, values: Mapping[str, Any]) -> dict[str, Any]:
     """The scheduling fields of the picker pod the chart's Deployment template renders from ``values``."""
     containers: list[dict[str, Any]] = [
-        {"name": "epp", "resources": (value_at(values, chart.resources) or {}) if chart.resources else {}}]
+        {"name": "epp", "resources": (value_at(values, chart.resources) or {}) if chart.resources else {}}
+    ]
     ie = value_at(values, (_IE,)) or {}
     if chart.has_sidecar and value_at(ie, ("sidecar", "enabled")):
-        containers.append({"name": value_at(ie, ("sidecar", "name")) or "sidecar",
-                           "resources": value_at(ie, ("sidecar", "resources")) or {}})
+        containers.append(
+            {
+                "name": value_at(ie, ("sidecar", "name")) or "sidecar",
+                "resources": value_at(ie, ("sidecar", "resources")) or {},
+            }
+        )
     if chart.has_latency_predictor and value_at(ie, ("latencyPredictor", "enabled")):
         lp = ie["latencyPredictor"]
         containers.append({"name": "training-server", "resources": value_at(lp, ("trainingServer", "resources"))})
         for i in range(int(value_at(lp, ("predictionServers", "count")) or 0)):
-            containers.append({"name": f"prediction-server-{i + 1}",
-                               "resources": value_at(lp, ("predictionServers", "resources"))})
+            containers.append(
+                {"name": f"prediction-server-{i + 1}", "resources": value_at(lp, ("predictionServers", "resources"))}
+            )
     spec: dict[str, Any] = {"containers": containers}
     if value_at(values, chart.affinity):
         spec["affinity"] = value_at(values, chart.affinity)
@@ -585,13 +642,18 @@ def picker_pod_spec(chart: PickerChart, values: Mapping[str, Any]) -> dict[str, 
     return spec
 
 
-def picker_pod(chart: PickerChart, charts_root: Path, release: str, namespace: str,
-               overrides: Mapping[str, Any]) -> Pod:
+def picker_pod(
+    chart: PickerChart, charts_root: Path, release: str, namespace: str, overrides: Mapping[str, Any]
+) -> Pod:
     """The picker pod one Helm release of the chart renders (Deployment ``<release>-epp``, chart _helpers.tpl)."""
     values = picker_values(chart, charts_root, overrides)
     replicas = int(value_at(values, chart.replicas) or 1)
-    return pod_from_spec(f"{namespace}/{release}-epp", f"chart inferencepool {chart.version} release {release}",
-                         picker_pod_spec(chart, values), replicas)
+    return pod_from_spec(
+        f"{namespace}/{release}-epp",
+        f"chart inferencepool {chart.version} release {release}",
+        picker_pod_spec(chart, values),
+        replicas,
+    )
 
 
 def picker_pods(inventory: Mapping[str, Any], charts_root: Path) -> list[Pod]:
@@ -603,10 +665,19 @@ def picker_pods(inventory: Mapping[str, Any], charts_root: Path) -> list[Pod]:
             continue
         inputs = r["inputs"]
         if inputs.get("chart") != INFERENCEPOOL_CHART:
-            raise ValueError(f"Helm chart resource {r['name']}: chart {inputs.get('chart')!r} is not the "
-                             f"inferencepool chart; its pods are not modelled")
-        pods.append(picker_pod(picker_chart(str(inputs["version"])), charts_root, str(inputs["name"]),
-                               str(inputs.get("namespace") or "default"), inputs.get("values") or {}))
+            raise ValueError(
+                f"Helm chart resource {r['name']}: chart {inputs.get('chart')!r} is not the "
+                f"inferencepool chart; its pods are not modelled"
+            )
+        pods.append(
+            picker_pod(
+                picker_chart(str(inputs["version"])),
+                charts_root,
+                str(inputs["name"]),
+                str(inputs.get("namespace") or "default"),
+                inputs.get("values") or {},
+            )
+        )
     return pods
 
 
@@ -624,6 +695,7 @@ def ignored_picker_values(inventory: Mapping[str, Any]) -> list[str]:
 
 
 # ---- node pools ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class NodePool:
@@ -685,9 +757,13 @@ def pool_gpus(node_config: Mapping[str, Any]) -> int:
 
 def node_pool(name: str, node_config: Mapping[str, Any]) -> NodePool:
     taints = tuple(_taint(t) for t in node_config.get("taints") or [])
-    return NodePool(name=name, machine_type=str(node_config["machineType"]),
-                    labels=tuple(sorted(pool_labels(name, node_config).items())), taints=taints,
-                    allocatable=allocatable(str(node_config["machineType"]), pool_gpus(node_config)))
+    return NodePool(
+        name=name,
+        machine_type=str(node_config["machineType"]),
+        labels=tuple(sorted(pool_labels(name, node_config).items())),
+        taints=taints,
+        allocatable=allocatable(str(node_config["machineType"]), pool_gpus(node_config)),
+    )
 
 
 def node_pools(inventory: Mapping[str, Any]) -> list[NodePool]:
@@ -700,11 +776,15 @@ def node_pools(inventory: Mapping[str, Any]) -> list[NodePool]:
                 raise ValueError(f"cluster {r['name']}: keeps its default node pool, which is not modelled")
             if (inputs.get("clusterAutoscaling") or {}).get("enabled"):
                 raise ValueError(f"cluster {r['name']}: node auto-provisioning creates pools not in the plan")
-    return [node_pool(str(r["inputs"]["name"]), r["inputs"]["nodeConfig"])
-            for r in inventory["resources"] if r["type"] == "gcp:container/nodePool:NodePool"]
+    return [
+        node_pool(str(r["inputs"]["name"]), r["inputs"]["nodeConfig"])
+        for r in inventory["resources"]
+        if r["type"] == "gcp:container/nodePool:NodePool"
+    ]
 
 
 # ---- admission and fit --------------------------------------------------------------------------------------------
+
 
 def admission(pod: Pod, pool: NodePool) -> str | None:
     """Why ``pool`` does not admit ``pod`` (``None`` when it does): an untolerated NoSchedule/NoExecute taint, a
@@ -717,8 +797,10 @@ def admission(pod: Pod, pool: NodePool) -> str | None:
     for key, want in pod.node_selector:
         if labels.get(key) != want:
             have = labels.get(key)
-            reasons.append(f"nodeSelector {key}={want} but nodes have "
-                           + (f"{key}={have}" if have is not None else f"no label {key}"))
+            reasons.append(
+                f"nodeSelector {key}={want} but nodes have "
+                + (f"{key}={have}" if have is not None else f"no label {key}")
+            )
     if pod.required_terms is not None and not any(t.matches(labels) for t in pod.required_terms):
         shown = " OR ".join(f"({t})" for t in pod.required_terms) or "(no terms)"
         reasons.append(f"required node affinity {shown} matches no node label")
@@ -732,8 +814,9 @@ def fits(pod: Pod, pools: Sequence[NodePool], per_node_overhead: Resources | Non
     own pods request on each node. The explanation names the pod, each pool considered and either what excluded it
     (taint, selector) or the numbers (requested vs allocatable)."""
     overhead = per_node_overhead or Resources()
-    head = (f"pod {pod.name} [{pod.source}, {pod.replicas} replica(s)] requests {pod.requests.describe()}"
-            + (f"; per-node overhead {overhead.describe()}" if overhead.amounts else ""))
+    head = f"pod {pod.name} [{pod.source}, {pod.replicas} replica(s)] requests {pod.requests.describe()}" + (
+        f"; per-node overhead {overhead.describe()}" if overhead.amounts else ""
+    )
     lines = [head]
     fitting: list[str] = []
     for pool in pools:
@@ -759,8 +842,11 @@ def fits(pod: Pod, pools: Sequence[NodePool], per_node_overhead: Resources | Non
             fitting.append(pool.name)
     if not pools:
         lines.append("  (no node pools in the plan)")
-    lines.append(f"  => fits pool(s) {', '.join(fitting)}" if fitting
-                 else "  => no pool both admits and fits this pod: it would stay Pending")
+    lines.append(
+        f"  => fits pool(s) {', '.join(fitting)}"
+        if fitting
+        else "  => no pool both admits and fits this pod: it would stay Pending"
+    )
     return bool(fitting), "\n".join(lines)
 
 

@@ -23,12 +23,26 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:{STACK}::{PROJECT}::{type_}::{name}"
 
 
-def resource(type_: str, name: str, inputs: dict[str, Any], *, options: dict[str, Any] | None = None,
-             parent: str | None = None, provider: str = "", dependencies: list[str] | None = None,
-             property_dependencies: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def resource(
+    type_: str,
+    name: str,
+    inputs: dict[str, Any],
+    *,
+    options: dict[str, Any] | None = None,
+    parent: str | None = None,
+    provider: str = "",
+    dependencies: list[str] | None = None,
+    property_dependencies: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     return {
-        "urn": urn(type_, name), "type": type_, "name": name, "custom": True, "parent": parent,
-        "provider": provider, "inputs": inputs, "dependencies": dependencies or [],
+        "urn": urn(type_, name),
+        "type": type_,
+        "name": name,
+        "custom": True,
+        "parent": parent,
+        "provider": provider,
+        "inputs": inputs,
+        "dependencies": dependencies or [],
         "property_dependencies": property_dependencies or {},
         "options": {**DEFAULT_OPTIONS, **(options or {})},
     }
@@ -36,7 +50,8 @@ def resource(type_: str, name: str, inputs: dict[str, Any], *, options: dict[str
 
 def inventory(*resources: dict[str, Any], outputs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "project": PROJECT, "stack": STACK,
+        "project": PROJECT,
+        "stack": STACK,
         "resources": sorted(copy.deepcopy(list(resources)), key=lambda r: r["urn"]),
         "outputs": outputs or {},
     }

@@ -59,11 +59,12 @@ def dashboards(inv: Inventory) -> list[tuple[str, Any]]:
 
 
 def staging_dashboard() -> Any:
-    (_, body), = dashboards(inventory("staging"))
+    ((_, body),) = dashboards(inventory("staging"))
     return body
 
 
 # ---- the tables themselves ---------------------------------------------------------------------------------------
+
 
 def test_every_resource_mapping_names_the_body_its_create_call_takes() -> None:
     """Each row's schema is what the provider's create call sends (directly or at ``body_path``): the mapping
@@ -105,6 +106,7 @@ def test_fields_deliberately_left_unchecked_are_really_no_api_enums() -> None:
 
 # ---- 1. dashboards validate as monitoring.v1 Dashboard ---------------------------------------------------------
 
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_dashboard_json_validates_against_the_dashboards_api(stack: str, dashboards_v1: DiscoveryDocument) -> None:
     found = dashboards(inventory(stack))
@@ -130,6 +132,7 @@ def test_a_broken_dashboard_fails_validation(dashboards_v1: DiscoveryDocument) -
 
 # ---- 2. enum-valued inputs hold values the API lists ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_enum_inputs_hold_values_the_api_lists(stack: str) -> None:
     assert am.enum_problems(stack, inventory(stack)) == []
@@ -139,7 +142,7 @@ def test_a_value_the_api_does_not_list_fails() -> None:
     """The Pulumi docstring of ``Disk.access_mode`` lists ``READ_ONLY_SINGLE``, which compute.v1 does not have;
     Kubernetes' spelling of a taint effect is not GKE's."""
     broken = copy.deepcopy(inventory("staging"))
-    disk, = resources(broken, am.DISK)
+    (disk,) = resources(broken, am.DISK)
     disk["inputs"]["accessMode"] = "READ_ONLY_SINGLE"
     pool = next(r for r in resources(broken, am.NODE_POOL) if "taints" in r["inputs"]["nodeConfig"])
     pool["inputs"]["nodeConfig"]["taints"][0]["effect"] = "NoSchedule"
@@ -161,7 +164,7 @@ def test_no_enum_like_input_escapes_the_table(inventories: dict[str, Inventory])
 
 def test_an_unmapped_enum_like_input_is_reported() -> None:
     broken = copy.deepcopy(inventory("prod"))
-    cluster, = resources(broken, am.CLUSTER)
+    (cluster,) = resources(broken, am.CLUSTER)
     cluster["inputs"]["privateIpv6GoogleAccess"] = "PRIVATE_IPV6_GOOGLE_ACCESS_BIDIRECTIONAL"
     cluster["inputs"]["binaryAuthorization"] = {"evaluationMode": "disabled"}
     assert sorted(am.unmapped_enum_like_inputs(broken)) == [
@@ -173,19 +176,26 @@ def test_an_unmapped_enum_like_input_is_reported() -> None:
 def test_every_mapped_path_the_stacks_use_is_found(inventories: dict[str, Inventory]) -> None:
     """Guards the extraction: a row the shipped stacks exercise must find its values (a typo in a Pulumi path
     would otherwise check nothing). Rows no stack sets today are listed here by name."""
-    unused = {(am.RESERVATION, "shareSettings.shareType"),
-              (am.NODE_POOL, "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy")}
+    unused = {
+        (am.RESERVATION, "shareSettings.shareType"),
+        (am.NODE_POOL, "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy"),
+    }
     found = am.enum_values_found(inventories)
     assert {(f.resource_type, f.input_path) for f, values in found.items() if not values} == unused, (
-        "a row finds no value in any stack (a wrong Pulumi path?), or a listed row is now used (drop it from unused)")
+        "a row finds no value in any stack (a wrong Pulumi path?), or a listed row is now used (drop it from unused)"
+    )
 
 
 #: Config choices the program passes verbatim into an enum-valued input: the config schema's Literal must only
 #: offer values the API lists (this covers values no shipped stack uses, e.g. RAPID, DEFAULT, TIME_SHARING).
 CONFIG_CHOICES: tuple[tuple[type[BaseModel], str, str, str], ...] = (
     (GkeConfig, "release_channel", am.CLUSTER, "releaseChannel.channel"),
-    (GkeConfig, "gpu_driver_version", am.NODE_POOL,
-     "nodeConfig.guestAccelerators[].gpuDriverInstallationConfig.gpuDriverVersion"),
+    (
+        GkeConfig,
+        "gpu_driver_version",
+        am.NODE_POOL,
+        "nodeConfig.guestAccelerators[].gpuDriverInstallationConfig.gpuDriverVersion",
+    ),
     (GpuSharing, "strategy", am.NODE_POOL, "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy"),
 )
 
@@ -216,7 +226,7 @@ def test_config_choices_reach_the_inputs_verbatim(stack: str) -> None:
     """The premise of the config check: the configured value is the input value, unchanged."""
     config, _, inv = planned(stack)
     assert config.gke is not None
-    cluster, = resources(inv, am.CLUSTER)
+    (cluster,) = resources(inv, am.CLUSTER)
     assert cluster["inputs"]["releaseChannel"]["channel"] == config.gke.release_channel
     for pool in resources(inv, am.NODE_POOL):
         for acc in pool["inputs"]["nodeConfig"].get("guestAccelerators", []):
@@ -230,7 +240,8 @@ def test_a_config_choice_the_api_does_not_list_fails() -> None:
     path = "nodeConfig.guestAccelerators[].gpuSharingConfig.gpuSharingStrategy"
     assert config_choice_problems(((Broken, "strategy", am.NODE_POOL, path),)) == [
         "Broken.strategy offers 'EXCLUSIVE', not a value of container.v1 "
-        "NodePool.config.accelerators.gpuSharingConfig.gpuSharingStrategy"]
+        "NodePool.config.accelerators.gpuSharingConfig.gpuSharingStrategy"
+    ]
 
 
 # ---- 3. what the API gives back equals what was rendered --------------------------------------------------------
@@ -243,15 +254,36 @@ def test_the_normaliser_models_proto3_json(dashboards_v1: DiscoveryDocument) -> 
     """Default scalars, empty lists/maps and ``*_UNSPECIFIED`` enums go; messages (even empty), explicit zero
     durations and map entries stay; durations are rewritten canonically."""
     body = {
-        "displayName": "d", "labels": {"team": ""}, "dashboardFilters": [],
-        "mosaicLayout": {"columns": 48, "tiles": [{
-            "xPos": 0, "yPos": 16, "width": 24, "height": 16,
-            "widget": {"title": "", "xyChart": {
-                "timeshiftDuration": "0s",
-                "dataSets": [{"plotType": "PLOT_TYPE_UNSPECIFIED", "minAlignmentPeriod": "60.5s", "breakdowns": [],
-                              "timeSeriesQuery": {"prometheusQuery": "up", "unitOverride": ""}}],
-                "thresholds": [{"value": 0.0, "label": "zero"}],
-                "yAxis": {}}}}]},
+        "displayName": "d",
+        "labels": {"team": ""},
+        "dashboardFilters": [],
+        "mosaicLayout": {
+            "columns": 48,
+            "tiles": [
+                {
+                    "xPos": 0,
+                    "yPos": 16,
+                    "width": 24,
+                    "height": 16,
+                    "widget": {
+                        "title": "",
+                        "xyChart": {
+                            "timeshiftDuration": "0s",
+                            "dataSets": [
+                                {
+                                    "plotType": "PLOT_TYPE_UNSPECIFIED",
+                                    "minAlignmentPeriod": "60.5s",
+                                    "breakdowns": [],
+                                    "timeSeriesQuery": {"prometheusQuery": "up", "unitOverride": ""},
+                                }
+                            ],
+                            "thresholds": [{"value": 0.0, "label": "zero"}],
+                            "yAxis": {},
+                        },
+                    },
+                }
+            ],
+        },
     }
     normalised, changes = am.normalise(dashboards_v1, "Dashboard", body)
     assert changes == [
@@ -261,30 +293,37 @@ def test_the_normaliser_models_proto3_json(dashboards_v1: DiscoveryDocument) -> 
         "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].plotType: 'PLOT_TYPE_UNSPECIFIED' is the field's "
         "default, which the API omits",
         "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].minAlignmentPeriod: '60.5s' comes back as '60.500s'",
-        "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].breakdowns: [] is the field's default, which the API "
-        "omits",
+        "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].breakdowns: [] is the field's default, which the API omits",
         "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].timeSeriesQuery.unitOverride: '' is the field's "
         "default, which the API omits",
-        "$.mosaicLayout.tiles[0].widget.xyChart.thresholds[0].value: 0.0 is the field's default, which the API "
-        "omits",
+        "$.mosaicLayout.tiles[0].widget.xyChart.thresholds[0].value: 0.0 is the field's default, which the API omits",
     ]
     xy = normalised["mosaicLayout"]["tiles"][0]["widget"]["xyChart"]
     assert xy["timeshiftDuration"] == "0s" and xy["yAxis"] == {} and normalised["labels"] == {"team": ""}
     assert am.normalise(dashboards_v1, "Dashboard", normalised) == (normalised, [])
 
 
-@pytest.mark.parametrize(("text", "canonical"), [
-    ("0s", "0s"), ("60s", "60s"), ("060s", "60s"), ("1.5s", "1.500s"), ("0.000001s", "0.000001s"),
-    ("1.0000000s", "1s"), ("2.123456789s", "2.123456789s"), ("1.1234s", "1.123400s"), ("-0s", "0s"),
-    ("-0.5s", "-0.500s"),
-])
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("0s", "0s"),
+        ("60s", "60s"),
+        ("060s", "60s"),
+        ("1.5s", "1.500s"),
+        ("0.000001s", "0.000001s"),
+        ("1.0000000s", "1s"),
+        ("2.123456789s", "2.123456789s"),
+        ("1.1234s", "1.123400s"),
+        ("-0s", "0s"),
+        ("-0.5s", "-0.500s"),
+    ],
+)
 def test_canonical_duration(text: str, canonical: str) -> None:
     assert am.canonical_duration(text) == canonical
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_dashboards_hold_no_api_dropped_field_but_tile_positions(stack: str,
-                                                                 dashboards_v1: DiscoveryDocument) -> None:
+def test_dashboards_hold_no_api_dropped_field_but_tile_positions(stack: str, dashboards_v1: DiscoveryDocument) -> None:
     """Everything except the known zero tile positions (next test) already comes back unchanged."""
     for name, body in dashboards(inventory(stack)):
         _, changes = am.normalise(dashboards_v1, "Dashboard", body)
@@ -310,26 +349,38 @@ def test_a_dashboard_with_an_api_dropped_field_fails(dashboards_v1: DiscoveryDoc
         "$.mosaicLayout.tiles[0].xPos: 0 is the field's default, which the API omits",
     ]
     assert [c for c in changes if not TILE_POSITION.match(c)] == [
-        "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].minAlignmentPeriod: '1.5s' comes back as '1.500s'"]
+        "$.mosaicLayout.tiles[0].widget.xyChart.dataSets[0].minAlignmentPeriod: '1.5s' comes back as '1.500s'"
+    ]
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_alert_policies_validate_against_the_alert_policies_api(stack: str,
-                                                                monitoring_v3: DiscoveryDocument) -> None:
+def test_alert_policies_validate_against_the_alert_policies_api(stack: str, monitoring_v3: DiscoveryDocument) -> None:
     for policy in resources(inventory(stack), am.ALERT_POLICY):
         body = am.alert_policy_body(policy["inputs"])
-        assert monitoring_v3.validate("AlertPolicy", body, required=(
-            "displayName", "combiner", "conditions[].displayName",
-            "conditions[].conditionPrometheusQueryLanguage.query")) == [], policy["name"]
+        assert (
+            monitoring_v3.validate(
+                "AlertPolicy",
+                body,
+                required=(
+                    "displayName",
+                    "combiner",
+                    "conditions[].displayName",
+                    "conditions[].conditionPrometheusQueryLanguage.query",
+                ),
+            )
+            == []
+        ), policy["name"]
 
 
 def promql_duration_problems(monitoring_v3: DiscoveryDocument, name: str, body: Any) -> list[str]:
     """Durations of an alert policy body that would not come back as sent, or break the API's documented rules
     for PromQL conditions: ``duration`` "must be a non-negative duration or missing", ``evaluationInterval`` "a
     positive multiple of 30 seconds or missing" (PrometheusQueryLanguageCondition field descriptions)."""
-    problems = [f"{name} {path}: {value!r} comes back as {am.canonical_duration(value)!r}"
-                for path, value in am.format_paths(monitoring_v3, "AlertPolicy", body, "google-duration")
-                if am.canonical_duration(value) != value]
+    problems = [
+        f"{name} {path}: {value!r} comes back as {am.canonical_duration(value)!r}"
+        for path, value in am.format_paths(monitoring_v3, "AlertPolicy", body, "google-duration")
+        if am.canonical_duration(value) != value
+    ]
     for i, condition in enumerate(body.get("conditions", [])):
         promql = condition.get("conditionPrometheusQueryLanguage")
         if promql is None:
@@ -340,8 +391,10 @@ def promql_duration_problems(monitoring_v3: DiscoveryDocument, name: str, body: 
         if "evaluationInterval" in promql:
             seconds = am.duration_seconds(promql["evaluationInterval"])
             if seconds <= 0 or seconds % 30:
-                problems.append(f"{where}.evaluationInterval: {promql['evaluationInterval']!r} is not a positive "
-                                "multiple of 30 seconds")
+                problems.append(
+                    f"{where}.evaluationInterval: {promql['evaluationInterval']!r} is not a positive "
+                    "multiple of 30 seconds"
+                )
     return problems
 
 
@@ -370,10 +423,12 @@ def test_broken_alert_policy_durations_fail(monitoring_v3: DiscoveryDocument) ->
     body["conditions"][0]["conditionPrometheusQueryLanguage"]["for"] = "5m"
     assert monitoring_v3.validate("AlertPolicy", body) == [
         "$.conditions[0].conditionPrometheusQueryLanguage.for: unknown field (PrometheusQueryLanguageCondition has "
-        "no field 'for')"]
+        "no field 'for')"
+    ]
 
 
 # ---- 4. every chart line is named ---------------------------------------------------------------------------------
+
 
 def unnamed_lines(body: Any) -> list[str]:
     """Chart lines (``xyChart.dataSets[]``) without a legend template, or sharing one within their chart."""
@@ -406,4 +461,6 @@ def test_unnamed_chart_lines_are_reported() -> None:
     data_sets[1]["legendTemplate"] = data_sets[2]["legendTemplate"] = "p9x"
     title = tile["widget"]["title"]
     assert [p for p in unnamed_lines(body) if p.startswith(repr(title))] == [
-        f"{title!r} line 0: no legendTemplate", f"{title!r}: lines share the legendTemplate 'p9x'"]
+        f"{title!r} line 0: no legendTemplate",
+        f"{title!r}: lines share the legendTemplate 'p9x'",
+    ]

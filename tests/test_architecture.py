@@ -20,9 +20,14 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     # A fresh process whose import path starts at ``root``: the copy is analysed, not the installed tree.
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
-                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "COLUMNS": "400"},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +54,23 @@ PURE = "the planning maths is pure (no Pulumi, no rules, no composition)"
 INDEPENDENT = "serving targets are independent of each other"
 
 
-@pytest.mark.parametrize("module,line,contract", [
-    ("infra/config/contract.py", "import infra.targets.gke.config", LAYERS),
-    ("infra/targets/cloud_run/compose.py", "import infra.targets.gke.compose", INDEPENDENT),
-    ("infra/targets/vertex/config/endpoint.py", "import infra.targets.vertex.planning", TARGET_LAYERS),
-    ("components/naming.py", "import infra.resolve", "components never import infra"),
-    ("infra/targets/gke/config/pool.py", "import components.naming", CONFIG),
-    ("infra/targets/cloud_run/planning.py", "import pulumi", PURE),
-    ("infra/program.py", "import infra.offline.cli", "the deployable program never imports the offline toolchain"),
-    ("policies/rules/_common.py", "import infra.config.base",
-     "the policy pack is self-contained: it never imports the program or its components"),
-])
+@pytest.mark.parametrize(
+    "module,line,contract",
+    [
+        ("infra/config/contract.py", "import infra.targets.gke.config", LAYERS),
+        ("infra/targets/cloud_run/compose.py", "import infra.targets.gke.compose", INDEPENDENT),
+        ("infra/targets/vertex/config/endpoint.py", "import infra.targets.vertex.planning", TARGET_LAYERS),
+        ("components/naming.py", "import infra.resolve", "components never import infra"),
+        ("infra/targets/gke/config/pool.py", "import components.naming", CONFIG),
+        ("infra/targets/cloud_run/planning.py", "import pulumi", PURE),
+        ("infra/program.py", "import infra.offline.cli", "the deployable program never imports the offline toolchain"),
+        (
+            "policies/rules/_common.py",
+            "import infra.config.base",
+            "the policy pack is self-contained: it never imports the program or its components",
+        ),
+    ],
+)
 def test_a_violating_import_breaks_its_contract(tree_copy: Path, module: str, line: str, contract: str):
     path = tree_copy / module
     original = path.read_text()
@@ -74,8 +85,9 @@ def test_a_violating_import_breaks_its_contract(tree_copy: Path, module: str, li
     # imports one high in it makes everything below depend on everything above (layers, target independence,
     # purity); the policy pack's contract and the offline toolchain's are never collateral.
     assert contract in broken, result.stdout
-    assert broken <= {contract, LAYERS, TARGET_LAYERS, PURE, CONFIG, INDEPENDENT, "components never import infra"}, \
+    assert broken <= {contract, LAYERS, TARGET_LAYERS, PURE, CONFIG, INDEPENDENT, "components never import infra"}, (
         result.stdout
+    )
 
 
 def test_the_planner_runs_once_per_plan():
@@ -88,28 +100,48 @@ def test_the_planner_runs_once_per_plan():
 
 #: Scripts shipped on their own into pods or into Helm (standard library only, no project imports): they receive
 #: every contract value on their command line, and their docstrings and vLLM's own API paths may spell them.
-STANDALONE = {"components/serving/probe.py", "components/serving/verify_release.py",
-              "components/gateway/chart_filter.py"}
+STANDALONE = {
+    "components/serving/probe.py",
+    "components/serving/verify_release.py",
+    "components/gateway/chart_filter.py",
+}
 
 
 def _sources() -> list[Path]:
-    return [p for base in ("infra", "components") for p in sorted((REPO / base).rglob("*.py"))
-            if str(p.relative_to(REPO)) not in STANDALONE]
+    return [
+        p
+        for base in ("infra", "components")
+        for p in sorted((REPO / base).rglob("*.py"))
+        if str(p.relative_to(REPO)) not in STANDALONE
+    ]
 
 
 #: Values of the naming contract that must be spelled exactly once in infra/ and components/.
 CONTRACT_LITERALS = [
-    '"llm-serving.io/pool"', '"llm-serving.io/release"', '"llm-serving.io/accelerator"', '"nvidia.com/gpu"',
-    '"vllm:num_requests_waiting"', '"vllm:kv_cache_usage_perc"', '"vllm:gpu_cache_usage_perc"',
-    '"compute.googleapis.com/reservation-name"', '"x-gateway-inference-objective"', '"model-server"',
-    'f"vllm-{role}"', '"/health"', '"/metrics"',
+    '"llm-serving.io/pool"',
+    '"llm-serving.io/release"',
+    '"llm-serving.io/accelerator"',
+    '"nvidia.com/gpu"',
+    '"vllm:num_requests_waiting"',
+    '"vllm:kv_cache_usage_perc"',
+    '"vllm:gpu_cache_usage_perc"',
+    '"compute.googleapis.com/reservation-name"',
+    '"x-gateway-inference-objective"',
+    '"model-server"',
+    'f"vllm-{role}"',
+    '"/health"',
+    '"/metrics"',
 ]
 
 
 @pytest.mark.parametrize("literal", CONTRACT_LITERALS)
 def test_naming_contract_values_are_defined_once(literal: str):
-    hits = [(p.relative_to(REPO), i) for p in _sources()
-            for i, text in enumerate(p.read_text().splitlines(), 1) if literal in text]
+    hits = [
+        (p.relative_to(REPO), i)
+        for p in _sources()
+        for i, text in enumerate(p.read_text().splitlines(), 1)
+        if literal in text
+    ]
     assert {str(h[0]) for h in hits} == {"components/naming.py"}, hits
 
 
@@ -122,7 +154,8 @@ def _port_uses(path: Path, number: str) -> list[int]:
     hits = []
     for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
         if (tok.type == tokenize.NUMBER and tok.string == number) or (
-                tok.type == tokenize.STRING and re.search(rf":{number}(?!\d)", tok.string)):
+            tok.type == tokenize.STRING and re.search(rf":{number}(?!\d)", tok.string)
+        ):
             hits.append(tok.start[0])
     return hits
 

@@ -27,8 +27,9 @@ SLO = Slo(ttft_ms=500, itl_ms=50)
 T0 = 1_000_000.0  # an arbitrary unix time; only differences matter
 
 
-def ok(arrival: float, ttft_ms: float, itl_ms: float | None, out: int = 11, prompt: int = 100,
-       delay: float = 0.0) -> RequestObs:
+def ok(
+    arrival: float, ttft_ms: float, itl_ms: float | None, out: int = 11, prompt: int = 100, delay: float = 0.0
+) -> RequestObs:
     """A successful request arriving at T0 + arrival whose tokens stream for (out - 1) * itl after the first."""
     start = T0 + arrival + delay
     first = start + ttft_ms / 1000
@@ -41,6 +42,7 @@ def run(*requests: RequestObs, cls: str = "interactive", start: float = 0.0, end
 
 
 # ---- percentiles ---------------------------------------------------------------------------------------------
+
 
 def test_nearest_rank_by_hand():
     values = list(range(1, 21))  # 1..20
@@ -59,6 +61,7 @@ def test_weighted_nearest_rank_weights_token_gaps():
 
 
 # ---- one rate ------------------------------------------------------------------------------------------------
+
 
 def test_goodput_counts_requests_meeting_both_objectives():
     # 10 arrivals in [1 s, 10 s): 7 conform, 1 misses TTFT, 1 misses ITL, 1 errored -> goodput 7/10.
@@ -123,8 +126,9 @@ def test_runs_that_never_overlap_are_an_error():
 def test_a_lagging_load_generator_invalidates_the_rate():
     reqs = [ok(1 + i, 100, 10, delay=0.5) for i in range(5)]
     p = rate_point(1.0, [run(*reqs)], SLO, warmup_s=1.0)
-    assert p.failures == ("load generator fell behind: mean dispatch delay 0.500 s > 0.2 s (not the offered "
-                          "open loop)",)
+    assert p.failures == (
+        "load generator fell behind: mean dispatch delay 0.500 s > 0.2 s (not the offered open loop)",
+    )
 
 
 def test_class_runs_that_barely_overlap_did_not_measure_the_rate():
@@ -135,9 +139,11 @@ def test_class_runs_that_barely_overlap_did_not_measure_the_rate():
     b = run(cls="batch", start=8.6, end=18.6)
     p = rate_point(1.0, [a, b], SLO, warmup_s=1.0)
     assert p.window_seconds == pytest.approx(0.4) and p.window_too_short and not p.meets_slo
-    assert p.failures == ("not measured: the class runs measured together for 0.4 s, under 50% of the 9.0 s each "
-                          "measured after warm-up (they started too far apart); use a longer --duration-seconds or "
-                          "an idle load generator",)
+    assert p.failures == (
+        "not measured: the class runs measured together for 0.4 s, under 50% of the 9.0 s each "
+        "measured after warm-up (they started too far apart); use a longer --duration-seconds or "
+        "an idle load generator",
+    )
     # 4.5 s of 9 s is enough: batch starting at 4.5 s leaves 5.5-10 s.
     assert not rate_point(1.0, [a, run(cls="batch", start=4.5, end=14.5)], SLO, warmup_s=1.0).window_too_short
 
@@ -152,6 +158,7 @@ def test_an_unmeasured_rate_ends_the_sweep_without_calling_it_the_knee():
 
 # ---- operating point -----------------------------------------------------------------------------------------
 
+
 def point(rate: float, ttft_p95: float, itl_p95: float = 10.0, goodput: float = 1.0, tps: float = 0.0) -> RatePoint:
     failures = []
     if ttft_p95 > SLO.ttft_ms:
@@ -161,8 +168,28 @@ def point(rate: float, ttft_p95: float, itl_p95: float = 10.0, goodput: float = 
     if goodput < SLO.min_goodput_share:
         failures.append("goodput")
     q = lambda v: Quantiles(v / 2, v, v)  # noqa: E731
-    return RatePoint(rate, T0, T0 + 10, 10, 10, 0, 0, 0, q(ttft_p95), q(itl_p95), tps or 10 * rate, 5 * rate, 0.0,
-                     goodput, tps, 0.0, 0.0, None, None, tuple(failures))
+    return RatePoint(
+        rate,
+        T0,
+        T0 + 10,
+        10,
+        10,
+        0,
+        0,
+        0,
+        q(ttft_p95),
+        q(itl_p95),
+        tps or 10 * rate,
+        5 * rate,
+        0.0,
+        goodput,
+        tps,
+        0.0,
+        0.0,
+        None,
+        None,
+        tuple(failures),
+    )
 
 
 def test_operating_point_is_the_last_rate_before_the_first_failure():
@@ -216,7 +243,7 @@ def test_auto_sweep_doubles_until_collapse_then_bisects_the_knee():
     result = sweep(measure, CFG)
     # 1, 2, 4 pass; 8 fails (goodput 0.8); 16 collapses (0.3) -> stop. Bisect 4..8: sqrt(32) = 5.66 fails,
     # then sqrt(4 * 5.66) = 4.76 passes.
-    assert measured == pytest.approx([1, 2, 4, 8, 16, 32 ** 0.5, (4 * 32 ** 0.5) ** 0.5])
+    assert measured == pytest.approx([1, 2, 4, 8, 16, 32**0.5, (4 * 32**0.5) ** 0.5])
     found, _ = operating_point(result.points)
     assert found is not None and found.point.offered_rps == pytest.approx(4.757, abs=1e-3)
 
@@ -263,28 +290,61 @@ def test_parse_samples_filters_name_and_model():
 
 #: One successful and one cancelled request copied from a guidellm 0.8.1 report of a run against the CPU tiny
 #: model (fields the bench does not read removed).
-REAL_SUCCESSFUL = {"time_to_first_token_ms": 21.712064743041992, "inter_token_latency_ms": 2.853878613176017,
-                   "prompt_tokens": 2, "output_tokens": 30, "request_dispatch_delay": 0.060433149337768555,
-                   "info": {"status": "completed", "timings": {
-                       "targeted_start": 1796114151.9148622, "request_start": 1796114151.9752953,
-                       "first_token_iteration": 1796114151.9970074, "last_token_iteration": 1796114152.0797698,
-                       "request_end": 1796114152.081366, "resolve_end": 1796114152.0814812}}}
-REAL_CANCELLED = {"time_to_first_token_ms": None, "inter_token_latency_ms": None, "prompt_tokens": 22,
-                  "output_tokens": None, "request_dispatch_delay": 0.006579160690307617,
-                  "info": {"status": "cancelled", "timings": {
-                      "targeted_start": 1796114165.2786753, "request_start": 1796114165.2852545,
-                      "first_token_iteration": None, "last_token_iteration": None, "request_end": None,
-                      "resolve_end": 1796114165.287476}}}
+REAL_SUCCESSFUL = {
+    "time_to_first_token_ms": 21.712064743041992,
+    "inter_token_latency_ms": 2.853878613176017,
+    "prompt_tokens": 2,
+    "output_tokens": 30,
+    "request_dispatch_delay": 0.060433149337768555,
+    "info": {
+        "status": "completed",
+        "timings": {
+            "targeted_start": 1796114151.9148622,
+            "request_start": 1796114151.9752953,
+            "first_token_iteration": 1796114151.9970074,
+            "last_token_iteration": 1796114152.0797698,
+            "request_end": 1796114152.081366,
+            "resolve_end": 1796114152.0814812,
+        },
+    },
+}
+REAL_CANCELLED = {
+    "time_to_first_token_ms": None,
+    "inter_token_latency_ms": None,
+    "prompt_tokens": 22,
+    "output_tokens": None,
+    "request_dispatch_delay": 0.006579160690307617,
+    "info": {
+        "status": "cancelled",
+        "timings": {
+            "targeted_start": 1796114165.2786753,
+            "request_start": 1796114165.2852545,
+            "first_token_iteration": None,
+            "last_token_iteration": None,
+            "request_end": None,
+            "resolve_end": 1796114165.287476,
+        },
+    },
+}
 
 
 def report_doc(**over) -> dict:
-    doc = {"metadata": {"version": 2, "guidellm_version": "0.8.1"},
-           "benchmarks": [{"config": {"strategy": {"type_": "poisson", "rate": 2.0}},
-                           "scheduler_metrics": {"measure_start_time": 1796114150.8218143,
-                                                 "measure_end_time": 1796114160.8218143},
-                           "requests": {"successful": [REAL_SUCCESSFUL], "errored": [],
-                                        "incomplete": [REAL_CANCELLED], "total": None},
-                           "warnings": [{"message": "p95 root dispatch delay was 0.222s"}]}]}
+    doc = {
+        "metadata": {"version": 2, "guidellm_version": "0.8.1"},
+        "benchmarks": [
+            {
+                "config": {"strategy": {"type_": "poisson", "rate": 2.0}},
+                "scheduler_metrics": {"measure_start_time": 1796114150.8218143, "measure_end_time": 1796114160.8218143},
+                "requests": {
+                    "successful": [REAL_SUCCESSFUL],
+                    "errored": [],
+                    "incomplete": [REAL_CANCELLED],
+                    "total": None,
+                },
+                "warnings": [{"message": "p95 root dispatch delay was 0.222s"}],
+            }
+        ],
+    }
     doc.update(over)
     return doc
 
@@ -302,14 +362,21 @@ def test_read_guidellm_report(tmp_path: Path):
     assert r.warnings == ("p95 root dispatch delay was 0.222s",)
 
 
-@pytest.mark.parametrize("over, message", [
-    ({"metadata": {"version": 3}}, "guidellm report schema version 3, this bench reads 2"),
-    ({"benchmarks": []}, "expected one benchmark per run, found 0"),
-    ({"benchmarks": [{"config": {"strategy": {"type_": "constant", "rate": 1}}}]},
-     "strategy 'constant', expected 'poisson'"),
-    ({"benchmarks": [{"config": {"strategy": {"type_": "poisson", "rate": 1}}}]},
-     "not a guidellm 2 report (missing 'scheduler_metrics')"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"metadata": {"version": 3}}, "guidellm report schema version 3, this bench reads 2"),
+        ({"benchmarks": []}, "expected one benchmark per run, found 0"),
+        (
+            {"benchmarks": [{"config": {"strategy": {"type_": "constant", "rate": 1}}}]},
+            "strategy 'constant', expected 'poisson'",
+        ),
+        (
+            {"benchmarks": [{"config": {"strategy": {"type_": "poisson", "rate": 1}}}]},
+            "not a guidellm 2 report (missing 'scheduler_metrics')",
+        ),
+    ],
+)
 def test_read_guidellm_report_rejects(tmp_path: Path, over, message):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(report_doc(**over)))

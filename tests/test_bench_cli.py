@@ -34,12 +34,37 @@ def run(tmp_path: Path, capsys, *argv: str) -> tuple[int, str]:
 
 
 def test_options_parse(tmp_path: Path):
-    args = parse(tmp_path, "--stack", "prod", "--pool", "canary", "--rates", "0.5,1,2", "--quick",
-                 "--priority-mix", "interactive=0.8,batch=0.2", "--prefix-ratio", "0.3", "--guidellm", "/x",
-                 "--record", "stacks/measurements/m.json", "--out", str(tmp_path), "--url", "http://h:1",
-                 "--duration-seconds", "30")
-    assert (args.stack, args.pool, args.rates, args.quick, args.prefix_ratio) == ("prod", "canary", (0.5, 1.0, 2.0),
-                                                                                True, 0.3)
+    args = parse(
+        tmp_path,
+        "--stack",
+        "prod",
+        "--pool",
+        "canary",
+        "--rates",
+        "0.5,1,2",
+        "--quick",
+        "--priority-mix",
+        "interactive=0.8,batch=0.2",
+        "--prefix-ratio",
+        "0.3",
+        "--guidellm",
+        "/x",
+        "--record",
+        "stacks/measurements/m.json",
+        "--out",
+        str(tmp_path),
+        "--url",
+        "http://h:1",
+        "--duration-seconds",
+        "30",
+    )
+    assert (args.stack, args.pool, args.rates, args.quick, args.prefix_ratio) == (
+        "prod",
+        "canary",
+        (0.5, 1.0, 2.0),
+        True,
+        0.3,
+    )
     assert parse(tmp_path).rates is None and parse(tmp_path, "--rates", "auto").rates is None
 
 
@@ -67,8 +92,9 @@ def test_unreachable_server_is_one_line_exit_2(tmp_path: Path, capsys):
     fake.write_text("#!/bin/sh\necho 'guidellm version: 0.8.1'\n")
     fake.chmod(0o755)
     # Port 9 (discard) on loopback: nothing listens there in the test environment, so the connection is refused.
-    code, err = run(tmp_path, capsys, "--guidellm", str(fake), "--url", "http://127.0.0.1:9",
-                    "--out", str(tmp_path / "o"))
+    code, err = run(
+        tmp_path, capsys, "--guidellm", str(fake), "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "o")
+    )
     assert code == 2
     assert err.startswith("error: http://127.0.0.1:9/health: not reachable (") and err.count("\n") == 1
 
@@ -84,11 +110,11 @@ def test_existing_record_is_refused_before_any_load(tmp_path: Path, capsys):
 def test_missing_tokenizer_directory(tmp_path: Path, capsys):
     code, err = run(tmp_path, capsys, "--tokenizer", str(tmp_path / "no-tokenizer"))
     assert code == 2
-    assert err == (f"error: tokenizer directory {tmp_path / 'no-tokenizer'} does not exist "
-                   "(pass --tokenizer DIR)\n")
+    assert err == (f"error: tokenizer directory {tmp_path / 'no-tokenizer'} does not exist (pass --tokenizer DIR)\n")
 
 
 def test_default_guidellm_location_is_the_vllm_venv():
     from infra.offline.bench.runner import DEFAULT_GUIDELLM, REPO
+
     assert DEFAULT_GUIDELLM == REPO / ".venv-vllm" / "bin" / "guidellm"
     assert os.path.basename(DEFAULT_GUIDELLM) == "guidellm"

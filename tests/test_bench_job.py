@@ -19,8 +19,13 @@ import pytest
 import yaml
 
 from components import naming
-from components.bench_job import (BenchJobArgs, bench_args, record_create_condition, release_read_condition,
-                                  selector_labels)
+from components.bench_job import (
+    BenchJobArgs,
+    bench_args,
+    record_create_condition,
+    release_read_condition,
+    selector_labels,
+)
 from components.identity import namespace_labels
 from infra.config import ConfigError
 from infra.config import bench as bench_config
@@ -31,9 +36,9 @@ from infra.offline.bench import store
 from infra.offline.bench.record import write_measurement
 from infra.offline.planrun import run_plan
 from infra.offline.stackfile import ROOT, STACKS_DIR, available_stacks, read_stack_file
-from infra.targets.gke.planning.bench import BENCH_OVERHEAD_SECONDS, POD_START_SECONDS, bench_deadline
 from infra.resolve import resolve_stack
 from infra.targets.gke.config import GkeConfig
+from infra.targets.gke.planning.bench import BENCH_OVERHEAD_SECONDS, POD_START_SECONDS, bench_deadline
 from infra.targets.gke.rules.bench import bench_pool_is_a_gke_pool
 
 from .conftest import STACKS, one, resources
@@ -56,11 +61,14 @@ WEIGHTS = "acme-llm-prod-weights"
 CANARY_RELEASE = "qwen3-32b-fp8-2026-11-20.1"
 CANARY_FOLDER = "qwen3-32b-fp8/281de45e51aa15309f463357b6f785685134723b/"
 STABLE_RELEASE = "qwen3-32b-fp8-2026-08-23.1"
-PRINCIPAL = ("principal://iam.googleapis.com/projects/<known-after-apply:project-number>/locations/global/"
-             "workloadIdentityPools/acme-llm-prod.svc.id.goog/subject/ns/llm-bench/sa/bench")
+PRINCIPAL = (
+    "principal://iam.googleapis.com/projects/<known-after-apply:project-number>/locations/global/"
+    "workloadIdentityPools/acme-llm-prod.svc.id.goog/subject/ns/llm-bench/sa/bench"
+)
 
 
 # ---- a prod copy with the Job enabled -------------------------------------------------------------------------
+
 
 def prod_with_bench(stacks_dir: Path, bench: dict[str, Any] | None) -> Path:
     """``stacks_dir`` holding the shipped stack files, prod's with ``gke.bench`` set (release files stay the
@@ -85,8 +93,10 @@ def enabled(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory) -> dict[str, Any]:
     """prod with a quick Job on the stable pool, three explicit rates of 30 s."""
-    d = prod_with_bench(tmp_path_factory.mktemp("bench-stable"), {
-        "image": IMAGE, "pool": "stable", "quick": True, "rates": "0.5,1,2", "duration_seconds": 30})
+    d = prod_with_bench(
+        tmp_path_factory.mktemp("bench-stable"),
+        {"image": IMAGE, "pool": "stable", "quick": True, "rates": "0.5,1,2", "duration_seconds": 30},
+    )
     return run_plan("prod", d).inventory.to_dict()
 
 
@@ -99,6 +109,7 @@ def job_pod(inv: dict[str, Any], role: str) -> dict[str, Any]:
 
 
 # ---- off by default -----------------------------------------------------------------------------------------------
+
 
 def test_disabled_in_every_shipped_stack(plans):
     for stack in available_stacks():  # every stack file shipped, planned or not
@@ -115,6 +126,7 @@ def test_disabled_in_every_shipped_stack(plans):
 
 # ---- what the program renders with the Job enabled ------------------------------------------------------------
 
+
 def test_namespace_and_ksa(enabled):
     _, inv = enabled
     ns = inputs(inv, NAMESPACE, "bench-canary-ns")
@@ -129,22 +141,32 @@ def test_grants_are_the_release_folder_and_the_measurements_prefix_only(enabled)
     _, inv = enabled
     reader = inputs(inv, BUCKET_IAM, "bench-canary-release-reader")
     assert reader == {
-        "bucket": WEIGHTS, "role": "roles/storage.objectViewer", "member": PRINCIPAL,
+        "bucket": WEIGHTS,
+        "role": "roles/storage.objectViewer",
+        "member": PRINCIPAL,
         "condition": {
             "title": "bench-canary-release-folder",
             "description": f"Read gs://{WEIGHTS}/{CANARY_FOLDER} only: the tokenizer of {CANARY_RELEASE}",
             # objects of the canary's release folder, or a listing whose prefix is inside it (list requests name
             # the bucket as their resource, so resource.name alone would refuse every listing)
-            "expression": (f'resource.name.startsWith("projects/_/buckets/{WEIGHTS}/objects/{CANARY_FOLDER}") || '
-                           f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith('
-                           f'"{CANARY_FOLDER}")')}}
+            "expression": (
+                f'resource.name.startsWith("projects/_/buckets/{WEIGHTS}/objects/{CANARY_FOLDER}") || '
+                f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith('
+                f'"{CANARY_FOLDER}")'
+            ),
+        },
+    }
     creator = inputs(inv, BUCKET_IAM, "bench-canary-record-creator")
     assert creator == {
-        "bucket": WEIGHTS, "role": "roles/storage.objectCreator", "member": PRINCIPAL,
+        "bucket": WEIGHTS,
+        "role": "roles/storage.objectCreator",
+        "member": PRINCIPAL,
         "condition": {
             "title": "bench-canary-measurements",
             "description": f"Create measurement records under gs://{WEIGHTS}/measurements/ only",
-            "expression": f'resource.name.startsWith("projects/_/buckets/{WEIGHTS}/objects/measurements/")'}}
+            "expression": f'resource.name.startsWith("projects/_/buckets/{WEIGHTS}/objects/measurements/")',
+        },
+    }
     # Nothing else is granted to the bench's principal, and the stable release's folder is not readable.
     granted = [r["name"] for r in inv["resources"] if r["inputs"].get("member") == PRINCIPAL]
     assert sorted(granted) == ["bench-canary-record-creator", "bench-canary-release-reader"]
@@ -155,9 +177,12 @@ def test_grants_are_the_release_folder_and_the_measurements_prefix_only(enabled)
     assert any(d.endswith("::platform-weights-bucket") for d in deps)
     # The system nodes pull the bench image: reader on the stack's repository for their service account only.
     assert inputs(inv, REPO_IAM, "bench-canary-image-reader") == {
-        "project": "acme-llm-prod", "location": "us-central1", "repository": "serving",
+        "project": "acme-llm-prod",
+        "location": "us-central1",
+        "repository": "serving",
         "role": "roles/artifactregistry.reader",
-        "member": "serviceAccount:llm-prod-system@acme-llm-prod.iam.gserviceaccount.com"}
+        "member": "serviceAccount:llm-prod-system@acme-llm-prod.iam.gserviceaccount.com",
+    }
 
 
 def test_service_selects_the_pools_deployment(enabled):
@@ -177,20 +202,40 @@ def test_network_policies_both_ways(enabled):
     assert bench["metadata"]["namespace"] == "llm-bench"
     assert bench["spec"]["podSelector"] == {"matchLabels": selector_labels("canary")}
     assert bench["spec"]["policyTypes"] == ["Ingress", "Egress"] and bench["spec"]["ingress"] == []
-    ns = lambda *names: {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",  # noqa: E731
-                                               "values": list(names)}]}
+
+    def ns(*names: str) -> dict[str, object]:
+        return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(names)}]}
+
     assert bench["spec"]["egress"] == [
         # the pool's pods on the vLLM port (Service traffic is matched after translation to the pod)
-        {"to": [{"namespaceSelector": ns("llm-serving-canary"),
-                 "podSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm",
-                                                 "app.kubernetes.io/instance": "vllm-canary"}}}],
-         "ports": [{"protocol": "TCP", "port": 8000}]},
-        {"to": [{"namespaceSelector": ns("kube-system"),
-                 "podSelector": {"matchExpressions": [{"key": "k8s-app", "operator": "In",
-                                                       "values": ["kube-dns", "node-local-dns"]}]}}],
-         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-        {"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}],
-         "ports": [{"protocol": "TCP", "port": 80}, {"protocol": "TCP", "port": 988}]},
+        {
+            "to": [
+                {
+                    "namespaceSelector": ns("llm-serving-canary"),
+                    "podSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": "vllm-canary"}
+                    },
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8000}],
+        },
+        {
+            "to": [
+                {
+                    "namespaceSelector": ns("kube-system"),
+                    "podSelector": {
+                        "matchExpressions": [
+                            {"key": "k8s-app", "operator": "In", "values": ["kube-dns", "node-local-dns"]}
+                        ]
+                    },
+                }
+            ],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        },
+        {
+            "to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}],
+            "ports": [{"protocol": "TCP", "port": 80}, {"protocol": "TCP", "port": 988}],
+        },
         {"to": [{"ipBlock": {"cidr": "169.254.169.252/32"}}], "ports": [{"protocol": "TCP", "port": 988}]},
         {"to": [{"ipBlock": {"cidr": "199.36.153.8/30"}}], "ports": [{"protocol": "TCP", "port": 443}]},
     ]
@@ -218,50 +263,109 @@ def test_job(enabled):
     assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
     assert template["metadata"]["annotations"]["llm-serving.io/release"] == CANARY_RELEASE
     pod = template["spec"]
-    assert (pod["restartPolicy"], pod["serviceAccountName"], pod["automountServiceAccountToken"],
-            pod["enableServiceLinks"]) == ("Never", "bench", False, False)
+    assert (
+        pod["restartPolicy"],
+        pod["serviceAccountName"],
+        pod["automountServiceAccountToken"],
+        pod["enableServiceLinks"],
+    ) == ("Never", "bench", False, False)
     assert pod["nodeSelector"] == {"llm-serving.io/pool-kind": "system"}
-    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     [c] = pod["containers"]
     assert c["image"] == IMAGE
     assert c["command"] == ["llm-serving"]
     assert c["args"] == [
-        "bench", "--stack", "prod", "--pool", "canary", "--url", "http://vllm-canary-bench.llm-serving-canary.svc:8000",
-        "--tokenizer", "/tokenizer", "--out", "/tmp/bench",
-        "--record-uri", f"gs://{WEIGHTS}/measurements/prod-canary-{CANARY_RELEASE}.json"]
+        "bench",
+        "--stack",
+        "prod",
+        "--pool",
+        "canary",
+        "--url",
+        "http://vllm-canary-bench.llm-serving-canary.svc:8000",
+        "--tokenizer",
+        "/tokenizer",
+        "--out",
+        "/tmp/bench",
+        "--record-uri",
+        f"gs://{WEIGHTS}/measurements/prod-canary-{CANARY_RELEASE}.json",
+    ]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    assert c["resources"] == {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "3Gi"},
-                              "limits": {"memory": "4Gi", "ephemeral-storage": "3Gi"}}
-    assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
-                                 {"name": "tokenizer", "mountPath": "/tokenizer", "readOnly": True}]
+    assert c["resources"] == {
+        "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "3Gi"},
+        "limits": {"memory": "4Gi", "ephemeral-storage": "3Gi"},
+    }
+    assert c["volumeMounts"] == [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "tokenizer", "mountPath": "/tokenizer", "readOnly": True},
+    ]
     assert pod["volumes"] == [
         {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
-        {"name": "tokenizer", "csi": {"driver": "gcsfuse.csi.storage.gke.io", "readOnly": True, "volumeAttributes": {
-            "bucketName": WEIGHTS, "mountOptions": f"implicit-dirs,only-dir={CANARY_FOLDER.rstrip('/')}"}}}]
+        {
+            "name": "tokenizer",
+            "csi": {
+                "driver": "gcsfuse.csi.storage.gke.io",
+                "readOnly": True,
+                "volumeAttributes": {
+                    "bucketName": WEIGHTS,
+                    "mountOptions": f"implicit-dirs,only-dir={CANARY_FOLDER.rstrip('/')}",
+                },
+            },
+        },
+    ]
     env = {e["name"]: e["value"] for e in c["env"]}
     assert env["HOME"].startswith("/tmp/") and env["HF_HUB_OFFLINE"] == "1"
     # Load starts only after the measured pool's rollout, the grants, the Service and both NetworkPolicies.
     deps = one(inv, JOB, "bench-canary-job")["dependencies"]
-    for needed in ("::vllm-canary-deployment", "::vllm-canary-netpol", "::bench-canary-netpol",
-                   "::bench-canary-service", "::bench-canary-release-reader", "::bench-canary-record-creator",
-                   "::bench-canary-image-reader"):
+    for needed in (
+        "::vllm-canary-deployment",
+        "::vllm-canary-netpol",
+        "::bench-canary-netpol",
+        "::bench-canary-service",
+        "::bench-canary-release-reader",
+        "::bench-canary-record-creator",
+        "::bench-canary-image-reader",
+    ):
         assert any(d.endswith(needed) for d in deps), needed
     assert not any(d.endswith("::vllm-stable-deployment") for d in deps)
-    assert inv["outputs"]["bench"] == {"job": "bench-canary",
-                                       "record_uri": f"gs://{WEIGHTS}/measurements/prod-canary-{CANARY_RELEASE}.json"}
+    assert inv["outputs"]["bench"] == {
+        "job": "bench-canary",
+        "record_uri": f"gs://{WEIGHTS}/measurements/prod-canary-{CANARY_RELEASE}.json",
+    }
 
 
 def test_quick_job_with_rates_and_duration(quick):
     pod = job_pod(quick, "stable")
     assert pod["containers"][0]["args"] == [
-        "bench", "--stack", "prod", "--pool", "stable", "--url", "http://vllm-stable-bench.llm-serving-stable.svc:8000",
-        "--tokenizer", "/tokenizer", "--quick", "--rates", "0.5,1,2", "--duration-seconds", "30",
-        "--out", "/tmp/bench", "--record-uri", f"gs://{WEIGHTS}/measurements/prod-stable-{STABLE_RELEASE}.json"]
+        "bench",
+        "--stack",
+        "prod",
+        "--pool",
+        "stable",
+        "--url",
+        "http://vllm-stable-bench.llm-serving-stable.svc:8000",
+        "--tokenizer",
+        "/tokenizer",
+        "--quick",
+        "--rates",
+        "0.5,1,2",
+        "--duration-seconds",
+        "30",
+        "--out",
+        "/tmp/bench",
+        "--record-uri",
+        f"gs://{WEIGHTS}/measurements/prod-stable-{STABLE_RELEASE}.json",
+    ]
     # 3 explicit rates x (240 + 30 + 120) = 1170 s, + 600 + 900 = 2670 s.
-    assert inputs(quick, JOB, "bench-stable-job")["spec"]["activeDeadlineSeconds"] == 3 * (240 + 30 + 120) + 1500 == 2670
+    assert (
+        inputs(quick, JOB, "bench-stable-job")["spec"]["activeDeadlineSeconds"] == 3 * (240 + 30 + 120) + 1500 == 2670
+    )
     assert inputs(quick, SERVICE, "bench-stable-service")["metadata"]["namespace"] == "llm-serving-stable"
     assert "llm-bench" in json.dumps(inputs(quick, NETPOL, "vllm-stable-netpol")["spec"]["ingress"])
     assert "llm-bench" not in json.dumps(inputs(quick, NETPOL, "vllm-canary-netpol")["spec"]["ingress"])
@@ -280,8 +384,9 @@ def test_deadline_arithmetic_and_its_sources():
     assert bench_runner.STARTUP_ALLOWANCE_S == bench_config.RUN_STARTUP_ALLOWANCE_S == 240
     assert bench_runner.DRAIN_ALLOWANCE_S == bench_config.RUN_DRAIN_ALLOWANCE_S == 120
     assert bench_cli.QUICK_DURATION_S == bench_config.QUICK_DURATION_S
-    assert BENCH_OVERHEAD_SECONDS >= (bench_runner.VERSION_TIMEOUT_S + bench_cli.HEALTH_TIMEOUT_S
-                                      + bench_runner.EXPORT_TIMEOUT_S)
+    assert BENCH_OVERHEAD_SECONDS >= (
+        bench_runner.VERSION_TIMEOUT_S + bench_cli.HEALTH_TIMEOUT_S + bench_runner.EXPORT_TIMEOUT_S
+    )
     assert POD_START_SECONDS == 900
 
 
@@ -289,10 +394,13 @@ def test_manifests_validate_with_kubernetes_validate(enabled):
     kv = pytest.importorskip("kubernetes_validate")
     d, inv = enabled
     minor = read_stack_file("prod", d).values["llm-serving:gke"]["min_version"]  # "1.34": the API validated against
-    objs = [r["inputs"] for r in inv["resources"] if r["parent"] and r["parent"].endswith("::bench-canary")
-            and r["type"].startswith("kubernetes:")]
+    objs = [
+        r["inputs"]
+        for r in inv["resources"]
+        if r["parent"] and r["parent"].endswith("::bench-canary") and r["type"].startswith("kubernetes:")
+    ]
     assert sorted(o["kind"] for o in objs) == ["Job", "Namespace", "NetworkPolicy", "Service", "ServiceAccount"]
-    for obj in objs + [inputs(inv, NETPOL, "vllm-canary-netpol")]:
+    for obj in [*objs, inputs(inv, NETPOL, "vllm-canary-netpol")]:
         kv.validate(obj, minor, strict=True)
 
 
@@ -309,10 +417,13 @@ def test_policies_see_the_bench_objects(enabled, plans):
     _, inv = enabled
     rs = copy.deepcopy(inv["resources"])
     assert evaluate("serving-images-pinned-by-digest", rs, {}) == []
-    find(rs, ":Job", "bench-canary-job")["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = "x/bench:latest"
+    find(rs, ":Job", "bench-canary-job")["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = (
+        "x/bench:latest"
+    )
     assert evaluate("serving-images-pinned-by-digest", rs, {}) == [
         "bench-canary-job: container 'bench' image 'x/bench:latest' uses the mutable :latest tag: use a released "
-        "version tag or, better, <repository>@sha256:<digest>"]
+        "version tag or, better, <repository>@sha256:<digest>"
+    ]
     rs = copy.deepcopy(inv["resources"])
     assert evaluate("create-after-dependencies", rs, {}) == []
     grant = find(rs, ":BucketIAMMember", "bench-canary-record-creator")
@@ -324,10 +435,12 @@ def test_policies_see_the_bench_objects(enabled, plans):
         "the grant is rejected",
         f"bench-canary-record-creator: {typ} is created through storage.googleapis.com, which this stack enables, but "
         "does not depend on its enablement (platform-services-storage): on a fresh project it can be created before "
-        "the API is on"]
+        "the API is on",
+    ]
 
 
 # ---- config errors ------------------------------------------------------------------------------------------------
+
 
 def _errors(bench: dict[str, Any], **serving: Any) -> dict[str, str]:
     v = json.loads(json.dumps(read_stack_file("prod").values))
@@ -342,65 +455,124 @@ def _errors(bench: dict[str, Any], **serving: Any) -> dict[str, str]:
     return {i.path: i.message for i in exc.value.issues}
 
 
-@pytest.mark.parametrize("bench, path, message", [
-    ({"image": "us-central1-docker.pkg.dev/acme-llm-prod/serving/bench:v1", "pool": "canary"}, "image",
-     "must be pinned by digest as <repository>@sha256:<64 hex>, got "
-     "'us-central1-docker.pkg.dev/acme-llm-prod/serving/bench:v1'"),
-    ({"image": "ghcr.io/acme/bench@sha256:" + "ab" * 32, "pool": "canary"}, "image",
-     "the bench image must come from the stack's Artifact Registry repository "
-     "us-central1-docker.pkg.dev/acme-llm-prod/serving/..., got ghcr.io/acme/bench@sha256:" + "ab" * 32),
-    ({"pool": "canary"}, "image", "required key is missing"),
-    ({"image": IMAGE, "pool": "nightly"}, "pool", "Input should be 'stable' or 'canary' (got 'nightly')"),
-    ({"image": IMAGE, "pool": "canary", "rates": "1,-2"}, "rates", "rates must be distinct positive numbers, got '1,-2'"),
-    ({"image": IMAGE, "pool": "canary", "rates": "1,1"}, "rates", "rates must be distinct positive numbers, got '1,1'"),
-    ({"image": IMAGE, "pool": "canary", "rates": "fast"}, "rates",
-     "expected 'auto' or comma-separated req/s, got 'fast'"),
-    ({"image": IMAGE, "pool": "canary", "rates": ",".join(str(i) for i in range(1, 26))}, "rates",
-     "at most 24 rates, got 25"),
-    ({"image": IMAGE, "pool": "canary", "rates": "1,20000"}, "rates", "each rate must be at most 10000 req/s, got 20000"),
-    ({"image": IMAGE, "pool": "canary", "duration_seconds": 5}, "duration_seconds",
-     "Input should be greater than or equal to 10 (got 5)"),
-    ({"image": IMAGE, "pool": "canary", "duration_seconds": 3600}, "duration_seconds",
-     "Input should be less than or equal to 1800 (got 3600)"),
-    ({"image": IMAGE, "pool": "canary", "quick": "yes"}, "quick", "Input should be a valid boolean (got 'yes')"),
-    ({"image": IMAGE, "pool": "canary", "nodes": 2}, "nodes", "unknown key (not part of the schema)"),
-])
+@pytest.mark.parametrize(
+    "bench, path, message",
+    [
+        (
+            {"image": "us-central1-docker.pkg.dev/acme-llm-prod/serving/bench:v1", "pool": "canary"},
+            "image",
+            "must be pinned by digest as <repository>@sha256:<64 hex>, got "
+            "'us-central1-docker.pkg.dev/acme-llm-prod/serving/bench:v1'",
+        ),
+        (
+            {"image": "ghcr.io/acme/bench@sha256:" + "ab" * 32, "pool": "canary"},
+            "image",
+            "the bench image must come from the stack's Artifact Registry repository "
+            "us-central1-docker.pkg.dev/acme-llm-prod/serving/..., got ghcr.io/acme/bench@sha256:" + "ab" * 32,
+        ),
+        ({"pool": "canary"}, "image", "required key is missing"),
+        ({"image": IMAGE, "pool": "nightly"}, "pool", "Input should be 'stable' or 'canary' (got 'nightly')"),
+        (
+            {"image": IMAGE, "pool": "canary", "rates": "1,-2"},
+            "rates",
+            "rates must be distinct positive numbers, got '1,-2'",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "rates": "1,1"},
+            "rates",
+            "rates must be distinct positive numbers, got '1,1'",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "rates": "fast"},
+            "rates",
+            "expected 'auto' or comma-separated req/s, got 'fast'",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "rates": ",".join(str(i) for i in range(1, 26))},
+            "rates",
+            "at most 24 rates, got 25",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "rates": "1,20000"},
+            "rates",
+            "each rate must be at most 10000 req/s, got 20000",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "duration_seconds": 5},
+            "duration_seconds",
+            "Input should be greater than or equal to 10 (got 5)",
+        ),
+        (
+            {"image": IMAGE, "pool": "canary", "duration_seconds": 3600},
+            "duration_seconds",
+            "Input should be less than or equal to 1800 (got 3600)",
+        ),
+        ({"image": IMAGE, "pool": "canary", "quick": "yes"}, "quick", "Input should be a valid boolean (got 'yes')"),
+        ({"image": IMAGE, "pool": "canary", "nodes": 2}, "nodes", "unknown key (not part of the schema)"),
+    ],
+)
 def test_config_errors_name_the_key(bench, path, message):
     assert _errors(bench) == {f"llm-serving:gke.bench.{path}": message}
 
 
 def test_the_benchmarked_pool_must_exist_and_run_on_gke():
-    no_canary = _errors({"image": IMAGE, "pool": "canary"}, canary=None,
-                        stable={**read_stack_file("prod").values["llm-serving:serving"]["stable"], "weight": 100})
+    no_canary = _errors(
+        {"image": IMAGE, "pool": "canary"},
+        canary=None,
+        stable={**read_stack_file("prod").values["llm-serving:serving"]["stable"], "weight": 100},
+    )
     assert no_canary == {"llm-serving:gke.bench.pool": "no 'canary' pool to benchmark: serving has stable"}
     # A pool of another target (a Cloud Run pool has no Deployment in the cluster to send load to):
     bench = bench_config.BenchConfig(image=IMAGE, pool="canary")
-    cfg = SimpleNamespace(gke=GkeConfig.model_construct(bench=bench),
-                          pools=lambda: [("stable", SimpleNamespace(target="gke")),
-                                         ("canary", SimpleNamespace(target="cloud_run"))])
-    assert list(bench_pool_is_a_gke_pool(cfg)) == [(("gke", "bench", "pool"), (
-        "serving.canary targets cloud_run; the benchmark Job runs in the GKE cluster and measures a gke pool"))]
+    cfg = SimpleNamespace(
+        gke=GkeConfig.model_construct(bench=bench),
+        pools=lambda: [("stable", SimpleNamespace(target="gke")), ("canary", SimpleNamespace(target="cloud_run"))],
+    )
+    assert list(bench_pool_is_a_gke_pool(cfg)) == [
+        (
+            ("gke", "bench", "pool"),
+            ("serving.canary targets cloud_run; the benchmark Job runs in the GKE cluster and measures a gke pool"),
+        )
+    ]
     assert list(bench_pool_is_a_gke_pool(SimpleNamespace(gke=GkeConfig.model_construct(bench=None), pools=list))) == []
 
 
 def test_component_args_refuse_what_config_refuses():
     plan_release = resolve_stack(json.loads(json.dumps(read_stack_file("prod").values)), "prod", ROOT)
     rel = plan_release.plan.pools["canary"].release
-    ok = dict(stack="prod", role="canary", release=rel, image=IMAGE, quick=False, rates=None, duration_seconds=None,
-              active_deadline_seconds=60, pool_namespace="llm-serving-canary", pool_selector={"a": "b"},
-              project="p", region="r", project_number="1", workload_pool="p.svc.id.goog", weights_bucket=WEIGHTS,
-              image_repository="serving", system_node_member="serviceAccount:s@p.iam.gserviceaccount.com")
+    ok = dict(
+        stack="prod",
+        role="canary",
+        release=rel,
+        image=IMAGE,
+        quick=False,
+        rates=None,
+        duration_seconds=None,
+        active_deadline_seconds=60,
+        pool_namespace="llm-serving-canary",
+        pool_selector={"a": "b"},
+        project="p",
+        region="r",
+        project_number="1",
+        workload_pool="p.svc.id.goog",
+        weights_bucket=WEIGHTS,
+        image_repository="serving",
+        system_node_member="serviceAccount:s@p.iam.gserviceaccount.com",
+    )
     assert bench_args(BenchJobArgs(**ok))[-1] == f"gs://{WEIGHTS}/measurements/prod-canary-{CANARY_RELEASE}.json"
     assert release_read_condition(BenchJobArgs(**ok)).title == "bench-canary-release-folder"
     assert record_create_condition(BenchJobArgs(**ok)).title == "bench-canary-measurements"
-    for key, value, message in (("image", "x/bench:v1", "BenchJobArgs.image: must be pinned by digest"),
-                                ("active_deadline_seconds", 0, "BenchJobArgs.active_deadline_seconds: must be >= 1"),
-                                ("pool_selector", {}, "BenchJobArgs.pool_selector: the pool's Deployment selector")):
+    for key, value, message in (
+        ("image", "x/bench:v1", "BenchJobArgs.image: must be pinned by digest"),
+        ("active_deadline_seconds", 0, "BenchJobArgs.active_deadline_seconds: must be >= 1"),
+        ("pool_selector", {}, "BenchJobArgs.pool_selector: the pool's Deployment selector"),
+    ):
         with pytest.raises(ValueError, match=message.replace("(", r"\(")):
             BenchJobArgs(**{**ok, key: value})
 
 
 # ---- the record in Cloud Storage: upload create-only, fetch validated ---------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def gcs_module() -> Iterator[Gcs]:
@@ -444,8 +616,10 @@ def test_upload_is_create_only_and_never_overwrites(gcs: Gcs, tmp_path: Path):
     assert other != first
     with pytest.raises(store.RecordStoreError) as exc:
         store.upload_record(client, BUCKET, NAME, other)
-    assert str(exc.value) == (f"{URI}: already exists; a measurement record is written once and never overwritten "
-                              "(measure again under a new name, or retire the old object deliberately)")
+    assert str(exc.value) == (
+        f"{URI}: already exists; a measurement record is written once and never overwritten "
+        "(measure again under a new name, or retire the old object deliberately)"
+    )
     assert stored(gcs) == first  # never overwritten
 
 
@@ -456,12 +630,15 @@ def test_fetch_round_trip(gcs: Gcs, tmp_path: Path, capsys):
     assert cli.main(["bench", "fetch", URI, "--to", str(to)]) == 0
     assert to.read_bytes() == data  # byte for byte as stored
     err = capsys.readouterr().err
-    assert err.startswith(f"wrote {to}: release {record(CURVE).release} on a3-highgpu-2g (TP 2), measured "
-                          "2026-08-24T09:30:15Z; operating point 4 req/s: θ_o 1400.0, θ_i 7200.0 tokens/s per replica.")
+    assert err.startswith(
+        f"wrote {to}: release {record(CURVE).release} on a3-highgpu-2g (TP 2), measured "
+        "2026-08-24T09:30:15Z; operating point 4 req/s: θ_o 1400.0, θ_i 7200.0 tokens/s per replica."
+    )
     assert f"measured: stacks/measurements/{to.name}" in err
     assert sorted(p.name for p in to.parent.iterdir()) == [to.name]  # no temporary file left behind
     # The file is a record a pool can cite: the stack loader reads it back identical.
     from infra.config.measurement import load_measurement_file
+
     assert load_measurement_file(f"stacks/measurements/{to.name}", tmp_path) == record(CURVE)
     # Fetching again over it is refused and leaves it alone.
     assert cli.main(["bench", "fetch", URI, "--to", str(to)]) == 2
@@ -473,17 +650,28 @@ def _put(gcs: Gcs, data: bytes, name: str = NAME) -> None:
     Gcs.client(gcs.emulator_url).bucket(gcs.bucket).blob(name).upload_from_string(data)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.pop("curve"), f"error: {URI}: not a valid measurement record, 1 problem(s): curve: Field required\n"),
-    (lambda d: d.update(operating_point=None),
-     f"error: {URI}: not a valid measurement record, 1 problem(s): operating_point: exactly one of "
-     "operating_point and no_operating_point_reason is set\n"),
-    (lambda d: d["curve"][0].update(arrivals=-1),
-     f"error: {URI}: not a valid measurement record, 1 problem(s): curve.0.arrivals: Input should be greater than or "
-     "equal to 0\n"),
-])
-def test_fetched_record_that_fails_the_schema_is_refused_and_nothing_is_written(gcs: Gcs, tmp_path: Path, capsys,
-                                                                                 mutate, message):
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda d: d.pop("curve"),
+            f"error: {URI}: not a valid measurement record, 1 problem(s): curve: Field required\n",
+        ),
+        (
+            lambda d: d.update(operating_point=None),
+            f"error: {URI}: not a valid measurement record, 1 problem(s): operating_point: exactly one of "
+            "operating_point and no_operating_point_reason is set\n",
+        ),
+        (
+            lambda d: d["curve"][0].update(arrivals=-1),
+            f"error: {URI}: not a valid measurement record, 1 problem(s): curve.0.arrivals: Input should be greater than or "
+            "equal to 0\n",
+        ),
+    ],
+)
+def test_fetched_record_that_fails_the_schema_is_refused_and_nothing_is_written(
+    gcs: Gcs, tmp_path: Path, capsys, mutate, message
+):
     doc = json.loads(record_bytes(tmp_path))
     mutate(doc)
     _put(gcs, json.dumps(doc).encode())
@@ -494,13 +682,18 @@ def test_fetched_record_that_fails_the_schema_is_refused_and_nothing_is_written(
     assert list(out.iterdir()) == []
 
 
-@pytest.mark.parametrize("data, message", [
-    (b'{"a": 1, "a": 2}', f"error: {URI}: a: duplicate key 'a': JSON parsers keep only the last one, silently\n"),
-    (b"not json", f"error: {URI}:1:1: not valid JSON: Expecting value\n"),
-    (b"{}" + b" " * store.MAX_RECORD_BYTES,
-     f"error: {URI}: {store.MAX_RECORD_BYTES + 2} bytes, more than the {store.MAX_RECORD_BYTES} a stack reads a record "
-     "under (MAX_JSON_BYTES); refused\n"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b'{"a": 1, "a": 2}', f"error: {URI}: a: duplicate key 'a': JSON parsers keep only the last one, silently\n"),
+        (b"not json", f"error: {URI}:1:1: not valid JSON: Expecting value\n"),
+        (
+            b"{}" + b" " * store.MAX_RECORD_BYTES,
+            f"error: {URI}: {store.MAX_RECORD_BYTES + 2} bytes, more than the {store.MAX_RECORD_BYTES} a stack reads a record "
+            "under (MAX_JSON_BYTES); refused\n",
+        ),
+    ],
+)
 def test_fetched_bytes_that_are_not_a_record_are_refused(gcs: Gcs, tmp_path: Path, capsys, data, message):
     _put(gcs, data)
     assert cli.main(["bench", "fetch", URI, "--to", str(tmp_path / "m.json")]) == 2
@@ -508,19 +701,30 @@ def test_fetched_bytes_that_are_not_a_record_are_refused(gcs: Gcs, tmp_path: Pat
     assert not (tmp_path / "m.json").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["gs://llm-weights-test/measurements/none.json", "--to", "{t}/m.json"],
-     "error: gs://llm-weights-test/measurements/none.json: no such object\n"),
-    (["gs://Bad_Bucket/m.json", "--to", "{t}/m.json"],
-     "error: bench fetch 'gs://Bad_Bucket/m.json': expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
-     "path: segments of A-Z a-z 0-9 . _ -)\n"),
-    (["gs://llm-weights-test/../m.json", "--to", "{t}/m.json"],
-     "error: bench fetch 'gs://llm-weights-test/../m.json': expected gs://<bucket>/<path>.json (bucket: 3-63 of "
-     "a-z 0-9 - _; path: segments of A-Z a-z 0-9 . _ -)\n"),
-    ([URI, "--to", "{t}/m.yaml"],
-     "error: --to {t}/m.yaml: the file name must be <name>.json of A-Z a-z 0-9 . _ - (what serving.<role>.measured "
-     "cites as stacks/measurements/<name>.json)\n"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["gs://llm-weights-test/measurements/none.json", "--to", "{t}/m.json"],
+            "error: gs://llm-weights-test/measurements/none.json: no such object\n",
+        ),
+        (
+            ["gs://Bad_Bucket/m.json", "--to", "{t}/m.json"],
+            "error: bench fetch 'gs://Bad_Bucket/m.json': expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
+            "path: segments of A-Z a-z 0-9 . _ -)\n",
+        ),
+        (
+            ["gs://llm-weights-test/../m.json", "--to", "{t}/m.json"],
+            "error: bench fetch 'gs://llm-weights-test/../m.json': expected gs://<bucket>/<path>.json (bucket: 3-63 of "
+            "a-z 0-9 - _; path: segments of A-Z a-z 0-9 . _ -)\n",
+        ),
+        (
+            [URI, "--to", "{t}/m.yaml"],
+            "error: --to {t}/m.yaml: the file name must be <name>.json of A-Z a-z 0-9 . _ - (what serving.<role>.measured "
+            "cites as stacks/measurements/<name>.json)\n",
+        ),
+    ],
+)
 def test_fetch_misuse_is_one_line(gcs: Gcs, tmp_path: Path, capsys, argv, message):
     assert cli.main(["bench", "fetch", *[a.format(t=tmp_path) for a in argv]]) == 2
     assert capsys.readouterr().err == message.format(t=tmp_path)
@@ -531,11 +735,13 @@ def test_fetch_needs_to(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "fetch", URI])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == ("llm-serving bench fetch: error: the following arguments are required: --to "
-                                       "(see --help)\n")
+    assert capsys.readouterr().err == (
+        "llm-serving bench fetch: error: the following arguments are required: --to (see --help)\n"
+    )
 
 
 # ---- bench --record-uri: the run uploads its record, create-only ---------------------------------------------------
+
 
 def _bench(tmp_path: Path, monkeypatch, *argv: str) -> int:
     """``llm-serving bench`` with everything that needs guidellm and a server replaced: the sweep measures CURVE."""
@@ -543,11 +749,11 @@ def _bench(tmp_path: Path, monkeypatch, *argv: str) -> int:
     monkeypatch.setattr(bench_cli, "resolve_guidellm", lambda explicit: Path("/bin/true"))
     monkeypatch.setattr(bench_cli, "guidellm_version", lambda exe: "0.8.1")
     monkeypatch.setattr(bench_cli, "_check_health", lambda url: None)
-    monkeypatch.setattr(bench_cli, "measure_rate_fn",
-                        lambda *a, **k: (lambda rate, index: (points[rate], ())))
+    monkeypatch.setattr(bench_cli, "measure_rate_fn", lambda *a, **k: lambda rate, index: (points[rate], ()))
     p = argparse.ArgumentParser(prog="llm-serving")
-    bench_cli.register(p.add_subparsers(dest="command", required=True),
-                       lambda args: target(tokenizer_path=str(tmp_path)))
+    bench_cli.register(
+        p.add_subparsers(dest="command", required=True), lambda args: target(tokenizer_path=str(tmp_path))
+    )
     args = p.parse_args(["bench", "--rates", "1,2,4,8", "--no-metrics", *argv])
     return args.fn(args)
 
@@ -566,7 +772,8 @@ def test_bench_never_overwrites_an_existing_record(gcs: Gcs, tmp_path: Path, mon
     captured = capsys.readouterr()
     assert captured.err.splitlines()[-1] == (
         f"error: {URI}: already exists; a measurement record is written once and never overwritten (measure again "
-        f"under a new name, or retire the old object deliberately); the record is on stdout and in {out}/measurement.json")
+        f"under a new name, or retire the old object deliberately); the record is on stdout and in {out}/measurement.json"
+    )
     assert captured.out == (out / "measurement.json").read_text()  # recoverable from the Job's log
     assert stored(gcs) == b'{"earlier": "record"}'
 
@@ -577,6 +784,8 @@ def test_bad_record_uri_is_refused_before_any_load(tmp_path: Path, monkeypatch, 
 
     monkeypatch.setattr(bench_cli, "sweep", no_load)
     assert _bench(tmp_path, monkeypatch, "--out", str(tmp_path / "run"), "--record-uri", "s3://b/m.json") == 2
-    assert capsys.readouterr().err == ("error: --record-uri 's3://b/m.json': expected gs://<bucket>/<path>.json "
-                                       "(bucket: 3-63 of a-z 0-9 - _; path: segments of A-Z a-z 0-9 . _ -)\n")
+    assert capsys.readouterr().err == (
+        "error: --record-uri 's3://b/m.json': expected gs://<bucket>/<path>.json "
+        "(bucket: 3-63 of a-z 0-9 - _; path: segments of A-Z a-z 0-9 . _ -)\n"
+    )
     assert not (tmp_path / "run").exists()

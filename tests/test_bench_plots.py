@@ -59,4 +59,4 @@ def test_the_readme_picture_is_the_latency_plot_of_its_stored_record(tmp_path: P
     assert latency_plot(rec, tmp_path / "latency.png").read_bytes() == README_PICTURE.read_bytes()
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert f"]({README_PICTURE.relative_to(Path(__file__).parent.parent)})" in readme
-    assert "tiny" in readme[readme.index(README_PICTURE.name) - 600:readme.index(README_PICTURE.name)]
+    assert "tiny" in readme[readme.index(README_PICTURE.name) - 600 : readme.index(README_PICTURE.name)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,18 +26,33 @@ from infra.offline.bench.target import BenchTarget, TargetError, args_sha256
 from infra.offline.bench.workload import parse_priority_mix, plan_workload
 
 ARGS = ("--model", "/models/qwen3-32b", "--tensor-parallel-size", "2", "--max-model-len", "16384")
-WHEN = datetime(2026, 8, 24, 9, 30, 15, tzinfo=timezone.utc)
+WHEN = datetime(2026, 8, 24, 9, 30, 15, tzinfo=UTC)
 
 
 def target(**over) -> BenchTarget:
     fields = dict(
-        base_url="http://127.0.0.1:8000", served_model_name="qwen3-32b-fp8-2026-08-23.1",
-        release="qwen3-32b-fp8-2026-08-23.1", image_digest="sha256:" + "ab" * 32, vllm_version="0.32.0",
-        machine_type="a3-highgpu-2g", gpu_type="nvidia-h100-80gb", gpus_per_node=2, tensor_parallel_size=2,
-        vllm_args=ARGS, vllm_args_sha256=args_sha256(ARGS), ttft_p95_ms=1500, itl_p95_ms=50,
-        max_input_tokens=12000, max_output_tokens=4096, prompt_mean_tokens=1800, prompt_p95_tokens=8000,
-        output_mean_tokens=350, output_p95_tokens=1500, priority_classes=(("interactive", 100), ("batch", 0)),
-        tokenizer_path="/models/qwen3-32b")
+        base_url="http://127.0.0.1:8000",
+        served_model_name="qwen3-32b-fp8-2026-08-23.1",
+        release="qwen3-32b-fp8-2026-08-23.1",
+        image_digest="sha256:" + "ab" * 32,
+        vllm_version="0.32.0",
+        machine_type="a3-highgpu-2g",
+        gpu_type="nvidia-h100-80gb",
+        gpus_per_node=2,
+        tensor_parallel_size=2,
+        vllm_args=ARGS,
+        vllm_args_sha256=args_sha256(ARGS),
+        ttft_p95_ms=1500,
+        itl_p95_ms=50,
+        max_input_tokens=12000,
+        max_output_tokens=4096,
+        prompt_mean_tokens=1800,
+        prompt_p95_tokens=8000,
+        output_mean_tokens=350,
+        output_p95_tokens=1500,
+        priority_classes=(("interactive", 100), ("batch", 0)),
+        tokenizer_path="/models/qwen3-32b",
+    )
     fields.update(over)
     return BenchTarget(**fields)
 
@@ -45,25 +60,56 @@ def target(**over) -> BenchTarget:
 def rp(rate: float, ttft_p95: float, goodput: float) -> RatePoint:
     failures = tuple(f for f, bad in (("TTFT", ttft_p95 > 1500), ("goodput", goodput < 0.95)) if bad)
     return RatePoint(
-        offered_rps=rate, window_start=0.0, window_end=108.0, arrivals=int(rate * 108), successful=int(rate * 108),
-        errored=0, cut_off_late=0, cut_off_undetermined=0, ttft_ms=Quantiles(ttft_p95 / 3, ttft_p95, ttft_p95 * 1.2),
-        itl_ms=Quantiles(20, 35, 40), output_tokens_per_s=350 * rate, input_tokens_per_s=1800 * rate,
-        error_rate=0.0, goodput_share=goodput, goodput_output_tokens_per_s=350 * rate * goodput,
-        dispatch_delay_mean_s=0.004, dispatch_delay_p95_s=0.01, queue_waiting=GaugeSummary(rate / 2, rate, 200),
-        kv_cache_usage=GaugeSummary(0.1 * rate, 0.12 * rate, 200), failures=failures,
-        prompt_tokens_sent=(1900, 2000, 8100), output_tokens_sent=(300, 360, 1490))
+        offered_rps=rate,
+        window_start=0.0,
+        window_end=108.0,
+        arrivals=int(rate * 108),
+        successful=int(rate * 108),
+        errored=0,
+        cut_off_late=0,
+        cut_off_undetermined=0,
+        ttft_ms=Quantiles(ttft_p95 / 3, ttft_p95, ttft_p95 * 1.2),
+        itl_ms=Quantiles(20, 35, 40),
+        output_tokens_per_s=350 * rate,
+        input_tokens_per_s=1800 * rate,
+        error_rate=0.0,
+        goodput_share=goodput,
+        goodput_output_tokens_per_s=350 * rate * goodput,
+        dispatch_delay_mean_s=0.004,
+        dispatch_delay_p95_s=0.01,
+        queue_waiting=GaugeSummary(rate / 2, rate, 200),
+        kv_cache_usage=GaugeSummary(0.1 * rate, 0.12 * rate, 200),
+        failures=failures,
+        prompt_tokens_sent=(1900, 2000, 8100),
+        output_tokens_sent=(300, 360, 1490),
+    )
 
 
 def record(points: list[RatePoint], t: BenchTarget | None = None) -> Measurement:
     t = t or target()
-    plan = plan_workload(prompt_mean=t.prompt_mean_tokens, prompt_p95=t.prompt_p95_tokens,
-                         max_input=t.max_input_tokens, output_mean=t.output_mean_tokens,
-                         output_p95=t.output_p95_tokens, max_output=t.max_output_tokens, prefix_ratio=0.25,
-                         mix=parse_priority_mix("interactive=0.8,batch=0.2", t.priority_classes))
+    plan = plan_workload(
+        prompt_mean=t.prompt_mean_tokens,
+        prompt_p95=t.prompt_p95_tokens,
+        max_input=t.max_input_tokens,
+        output_mean=t.output_mean_tokens,
+        output_p95=t.output_p95_tokens,
+        max_output=t.max_output_tokens,
+        prefix_ratio=0.25,
+        mix=parse_priority_mix("interactive=0.8,batch=0.2", t.priority_classes),
+    )
     found, reason = operating_point(points)
     cfg = SweepConfig(rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=120, warmup_s=12)
-    return build_measurement(target=t, plan=plan, slo=Slo(1500, 50), sweep_cfg=cfg, points=points, found=found,
-                             no_point_reason=reason, guidellm_version="0.8.1", measured_at=WHEN)
+    return build_measurement(
+        target=t,
+        plan=plan,
+        slo=Slo(1500, 50),
+        sweep_cfg=cfg,
+        points=points,
+        found=found,
+        no_point_reason=reason,
+        guidellm_version="0.8.1",
+        measured_at=WHEN,
+    )
 
 
 CURVE = [rp(1, 400, 1.0), rp(2, 700, 0.99), rp(4, 1400, 0.96), rp(8, 4000, 0.5)]
@@ -76,9 +122,15 @@ def test_record_round_trip(tmp_path: Path):
     assert load_measurement(path) == rec
     doc = json.loads(path.read_text())
     assert doc["measured_at"] == "2026-08-24T09:30:15Z"
-    assert doc["operating_point"] == {"offered_rps": 4.0, "output_tokens_per_s": 1400.0,
-                                      "input_tokens_per_s": 7200.0, "ttft_p95_ms": 1400.0, "itl_p95_ms": 35.0,
-                                      "goodput_share": 0.96, "limit": "slo"}
+    assert doc["operating_point"] == {
+        "offered_rps": 4.0,
+        "output_tokens_per_s": 1400.0,
+        "input_tokens_per_s": 7200.0,
+        "ttft_p95_ms": 1400.0,
+        "itl_p95_ms": 35.0,
+        "goodput_share": 0.96,
+        "limit": "slo",
+    }
     assert doc["no_operating_point_reason"] is None
     w = doc["workload"]
     assert (w["shared_prefix_tokens"], w["priority_header"]) == (450, "x-gateway-inference-objective")
@@ -95,8 +147,7 @@ def test_record_round_trip(tmp_path: Path):
 def test_no_operating_point_is_recorded_with_its_reason(tmp_path: Path):
     rec = record([rp(1, 2000, 0.9), rp(2, 3000, 0.6)])
     assert rec.operating_point is None
-    assert rec.no_operating_point_reason == ("no offered rate met the SLO: the lowest, 1 req/s, failed "
-                                             "(TTFT; goodput)")
+    assert rec.no_operating_point_reason == ("no offered rate met the SLO: the lowest, 1 req/s, failed (TTFT; goodput)")
     path = tmp_path / "none.json"
     write_measurement(rec, path)
     assert load_measurement(path).operating_point is None
@@ -123,32 +174,41 @@ def _bad(tmp_path: Path, mutate) -> str:
 def test_rejects_an_invented_operating_point(tmp_path: Path):
     def mutate(d):
         d["operating_point"]["offered_rps"] = 8.0
-    assert _bad(tmp_path, mutate) == ("1 problem(s): operating_point.offered_rps: the curve point at 8.0 does not "
-                                      "meet the SLO")
+
+    assert _bad(tmp_path, mutate) == (
+        "1 problem(s): operating_point.offered_rps: the curve point at 8.0 does not meet the SLO"
+    )
 
 
 def test_rejects_non_finite_and_out_of_range_numbers(tmp_path: Path):
     def mutate(d):
         d["curve"][0]["output_tokens_per_s"] = -1
         d["curve"][1]["goodput_share"] = 1.5
+
     assert _bad(tmp_path, mutate) == (
         "2 problem(s): curve.0.output_tokens_per_s: Input should be greater than or equal to 0; "
-        "curve.1.goodput_share: Input should be less than or equal to 1")
+        "curve.1.goodput_share: Input should be less than or equal to 1"
+    )
 
 
 def test_rejects_unknown_fields_and_wrong_types(tmp_path: Path):
     def mutate(d):
         d["theta"] = 1
         d["accelerator"]["tensor_parallel_size"] = "2"
-    assert _bad(tmp_path, mutate) == ("2 problem(s): accelerator.tensor_parallel_size: Input should be a valid "
-                                      "integer; theta: Extra inputs are not permitted")
+
+    assert _bad(tmp_path, mutate) == (
+        "2 problem(s): accelerator.tensor_parallel_size: Input should be a valid "
+        "integer; theta: Extra inputs are not permitted"
+    )
 
 
 def test_rejects_both_or_neither_operating_point_and_reason(tmp_path: Path):
     def mutate(d):
         d["no_operating_point_reason"] = "because"
-    assert _bad(tmp_path, mutate) == ("1 problem(s): operating_point: exactly one of operating_point and "
-                                      "no_operating_point_reason is set")
+
+    assert _bad(tmp_path, mutate) == (
+        "1 problem(s): operating_point: exactly one of operating_point and no_operating_point_reason is set"
+    )
 
 
 def test_load_errors_name_the_file(tmp_path: Path):
@@ -157,7 +217,7 @@ def test_load_errors_name_the_file(tmp_path: Path):
         load_measurement(missing)
     assert str(err.value) == f"{missing}: no such measurement record"
     broken = tmp_path / "broken.json"
-    broken.write_text("{\n  \"release\": ,\n}")
+    broken.write_text('{\n  "release": ,\n}')
     with pytest.raises(MeasurementError) as err:
         load_measurement(broken)
     assert str(err.value) == f"{broken}: not JSON: Expecting value at line 2 column 14"
@@ -168,9 +228,14 @@ def test_identity_differences_empty_for_the_same_pool():
 
 
 def test_identity_differences_name_each_field_with_both_values():
-    other_args = ARGS[:-1] + ("8192",)
-    expected = target(release="qwen3-32b-fp8-2026-09-01.1", machine_type="a3-highgpu-4g", gpus_per_node=4,
-                      vllm_args=other_args, vllm_args_sha256=args_sha256(other_args))
+    other_args = (*ARGS[:-1], "8192")
+    expected = target(
+        release="qwen3-32b-fp8-2026-09-01.1",
+        machine_type="a3-highgpu-4g",
+        gpus_per_node=4,
+        vllm_args=other_args,
+        vllm_args_sha256=args_sha256(other_args),
+    )
     assert identity_differences(record(CURVE), expected) == [
         "release: record 'qwen3-32b-fp8-2026-08-23.1', expected 'qwen3-32b-fp8-2026-09-01.1'",
         "accelerator.machine_type: record 'a3-highgpu-2g', expected 'a3-highgpu-4g'",
@@ -181,20 +246,22 @@ def test_identity_differences_name_each_field_with_both_values():
 
 
 def test_identity_differences_flag_a_server_that_ran_other_args():
-    served = ARGS[:2] + ("--device", "cpu")
+    served = (*ARGS[:2], "--device", "cpu")
     t = target(served_args=served, served_args_reason="CPU build: no GPU flags")
     rec = record(CURVE, t)
     assert rec.engine_args.served_sha256 == args_sha256(served)
     assert identity_differences(rec, target()) == [
-        "engine_args.served: the measured server ran other arguments than the rendered ones "
-        "(CPU build: no GPU flags)"]
+        "engine_args.served: the measured server ran other arguments than the rendered ones (CPU build: no GPU flags)"
+    ]
 
 
 def test_target_checks_its_own_facts():
     with pytest.raises(TargetError) as err:
         target(vllm_args_sha256="0" * 64, image_digest="latest")
-    assert str(err.value) == ("image_digest: must be sha256:<64 hex>, got 'latest'; vllm_args_sha256: "
-                              f"{'0' * 64} is not the SHA-256 of vllm_args ({args_sha256(ARGS)})")
+    assert str(err.value) == (
+        "image_digest: must be sha256:<64 hex>, got 'latest'; vllm_args_sha256: "
+        f"{'0' * 64} is not the SHA-256 of vllm_args ({args_sha256(ARGS)})"
+    )
     with pytest.raises(TargetError, match="served_args_reason: must be given exactly when served_args is"):
         target(served_args=("--x",))
 

@@ -32,8 +32,12 @@ def test_fit_without_clipping_is_the_plain_normal():
     assert f.fitted_mean == pytest.approx(500.0, abs=1e-3)
     assert f.fitted_p95 == pytest.approx(664.49, abs=0.01)
     assert f.exact and f.distribution == "censored_normal"
-    assert f.guidellm_fields("prompt") == {"prompt_tokens": 500, "prompt_tokens_stdev": 100,
-                                           "prompt_tokens_min": 2, "prompt_tokens_max": 2000}
+    assert f.guidellm_fields("prompt") == {
+        "prompt_tokens": 500,
+        "prompt_tokens_stdev": 100,
+        "prompt_tokens_min": 2,
+        "prompt_tokens_max": 2000,
+    }
 
 
 def test_censored_mean_formula_by_hand():
@@ -76,10 +80,13 @@ def test_p95_equal_to_mean_is_a_constant():
     assert f.guidellm_fields("output") == {"output_tokens": 64, "output_tokens_min": 64, "output_tokens_max": 64}
 
 
-@pytest.mark.parametrize("args, message", [
-    ((100, 50, 200), "lengths must satisfy 1 <= lower (1) <= mean (100) <= p95 (50) <= max (200)"),
-    ((100, 300, 200), "lengths must satisfy 1 <= lower (1) <= mean (100) <= p95 (300) <= max (200)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((100, 50, 200), "lengths must satisfy 1 <= lower (1) <= mean (100) <= p95 (50) <= max (200)"),
+        ((100, 300, 200), "lengths must satisfy 1 <= lower (1) <= mean (100) <= p95 (300) <= max (200)"),
+    ],
+)
 def test_fit_rejects_inconsistent_lengths(args, message):
     with pytest.raises(WorkloadError) as err:
         fit_lengths(*args)
@@ -92,18 +99,23 @@ def test_priority_mix_default_is_equal_shares_in_contract_order():
 
 def test_priority_mix_parses_shares_and_keeps_contract_order():
     assert parse_priority_mix("batch=0.2, interactive=0.8", CLASSES) == (
-        ClassShare("interactive", 100, 0.8), ClassShare("batch", 0, 0.2))
+        ClassShare("interactive", 100, 0.8),
+        ClassShare("batch", 0, 0.2),
+    )
     assert parse_priority_mix("interactive=1", CLASSES) == (ClassShare("interactive", 100, 1.0),)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("interactive=0.8,batch=0.3", "--priority-mix: shares must sum to 1, got 1.1"),
-    ("chat=1", "--priority-mix: unknown class 'chat' (contract classes: interactive, batch)"),
-    ("interactive", "--priority-mix: expected NAME=SHARE, got 'interactive'"),
-    ("interactive=x", "--priority-mix: share of 'interactive' is not a number: 'x'"),
-    ("interactive=0,batch=1", "--priority-mix: share of 'interactive' must be > 0, got 0"),
-    ("batch=0.5,batch=0.5", "--priority-mix: class 'batch' given twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("interactive=0.8,batch=0.3", "--priority-mix: shares must sum to 1, got 1.1"),
+        ("chat=1", "--priority-mix: unknown class 'chat' (contract classes: interactive, batch)"),
+        ("interactive", "--priority-mix: expected NAME=SHARE, got 'interactive'"),
+        ("interactive=x", "--priority-mix: share of 'interactive' is not a number: 'x'"),
+        ("interactive=0,batch=1", "--priority-mix: share of 'interactive' must be > 0, got 0"),
+        ("batch=0.5,batch=0.5", "--priority-mix: class 'batch' given twice"),
+    ],
+)
 def test_priority_mix_errors(text, message):
     with pytest.raises(WorkloadError) as err:
         parse_priority_mix(text, CLASSES)
@@ -111,8 +123,16 @@ def test_priority_mix_errors(text, message):
 
 
 def _plan(**kw):
-    args = dict(prompt_mean=40, prompt_p95=100, max_input=128, output_mean=20, output_p95=50, max_output=64,
-                prefix_ratio=0.0, mix=parse_priority_mix(None, CLASSES))
+    args = dict(
+        prompt_mean=40,
+        prompt_p95=100,
+        max_input=128,
+        output_mean=20,
+        output_p95=50,
+        max_output=64,
+        prefix_ratio=0.0,
+        mix=parse_priority_mix(None, CLASSES),
+    )
     args.update(kw)
     return plan_workload(**args)
 
@@ -132,13 +152,19 @@ def test_no_prefix_sends_no_prefix_fields():
     assert "prefix_tokens" not in _plan().synthetic_data()
 
 
-@pytest.mark.parametrize("ratio, message", [
-    (1.0, "--prefix-ratio must be in [0, 1), got 1.0"),
-    (-0.1, "--prefix-ratio must be in [0, 1), got -0.1"),
-    (0.02, "--prefix-ratio 0.02 gives a 1-token prefix, which guidellm would send empty; use 0 or a ratio "
-           "giving >= 2 tokens"),
-    (0.97, "--prefix-ratio 0.97 leaves no prompt after a 39-token prefix (mean prompt 40)"),
-])
+@pytest.mark.parametrize(
+    "ratio, message",
+    [
+        (1.0, "--prefix-ratio must be in [0, 1), got 1.0"),
+        (-0.1, "--prefix-ratio must be in [0, 1), got -0.1"),
+        (
+            0.02,
+            "--prefix-ratio 0.02 gives a 1-token prefix, which guidellm would send empty; use 0 or a ratio "
+            "giving >= 2 tokens",
+        ),
+        (0.97, "--prefix-ratio 0.97 leaves no prompt after a 39-token prefix (mean prompt 40)"),
+    ],
+)
 def test_prefix_ratio_errors(ratio, message):
     with pytest.raises(WorkloadError) as err:
         _plan(prefix_ratio=ratio)

@@ -9,18 +9,35 @@ import pytest
 from infra.planning import capacity as c
 from infra.planning.capacity import GIB, MIB, Geometry, PlanningError, PoolInputs
 
-QWEN3_32B_FP8 = Geometry(parameters=32_800_000_000, layers=64, kv_heads=8, head_dim=128,
-                         bytes_per_weight=1.0, bytes_per_kv_element=2.0)
+QWEN3_32B_FP8 = Geometry(
+    parameters=32_800_000_000, layers=64, kv_heads=8, head_dim=128, bytes_per_weight=1.0, bytes_per_kv_element=2.0
+)
 
 
 def inputs(**over) -> PoolInputs:
     base = dict(
-        role="stable", release="r1", accelerator="h100", geometry=QWEN3_32B_FP8, tensor_parallel_size=2,
-        max_model_len=16384, gpu_memory_gib=80.0, gpus_per_node=2, node_hourly_usd=22.06,
-        gpu_memory_utilization=0.9, runtime_overhead_gib=2.0, arrival_rps=8.0, mean_prompt_tokens=1800,
-        mean_output_tokens=350, target_utilization=0.7, load_throughput_mib_s=1000, engine_init_seconds=150,
+        role="stable",
+        release="r1",
+        accelerator="h100",
+        geometry=QWEN3_32B_FP8,
+        tensor_parallel_size=2,
+        max_model_len=16384,
+        gpu_memory_gib=80.0,
+        gpus_per_node=2,
+        node_hourly_usd=22.06,
+        gpu_memory_utilization=0.9,
+        runtime_overhead_gib=2.0,
+        arrival_rps=8.0,
+        mean_prompt_tokens=1800,
+        mean_output_tokens=350,
+        target_utilization=0.7,
+        load_throughput_mib_s=1000,
+        engine_init_seconds=150,
         verify_read_mib_s=None,
-        theta_o=None, theta_i=None, min_replicas=2, max_replicas=4,
+        theta_o=None,
+        theta_i=None,
+        min_replicas=2,
+        max_replicas=4,
     )
     base.update(over)
     return PoolInputs(**base)
@@ -36,8 +53,9 @@ def test_weights_and_kv_bytes_per_token():
 
 
 def test_tp_greater_than_kv_heads_replicates_one_head_per_device():
-    g = Geometry(parameters=1_000_000_000, layers=10, kv_heads=2, head_dim=64,
-                 bytes_per_weight=2.0, bytes_per_kv_element=2.0)
+    g = Geometry(
+        parameters=1_000_000_000, layers=10, kv_heads=2, head_dim=64, bytes_per_weight=2.0, bytes_per_kv_element=2.0
+    )
     # TP 4 > 2 KV heads: each rank keeps one (replicated) head -> 2 * 10 * 1 * 64 * 2 = 2,560 B/token
     assert c.kv_heads_per_device(2, 4) == 1
     assert c.kv_bytes_per_token_per_device(g, 4) == 2_560
@@ -45,10 +63,13 @@ def test_tp_greater_than_kv_heads_replicates_one_head_per_device():
     assert c.kv_bytes_per_token(g) / 4 == 1_280
 
 
-@pytest.mark.parametrize("kv_heads,tp,message", [
-    (8, 3, "8 KV heads cannot be split evenly across tensor_parallel_size 3"),
-    (3, 4, "tensor_parallel_size 4 is not a multiple of the 3 KV heads"),
-])
+@pytest.mark.parametrize(
+    "kv_heads,tp,message",
+    [
+        (8, 3, "8 KV heads cannot be split evenly across tensor_parallel_size 3"),
+        (3, 4, "tensor_parallel_size 4 is not a multiple of the 3 KV heads"),
+    ],
+)
 def test_uneven_head_split_is_an_error(kv_heads, tp, message):
     with pytest.raises(PlanningError, match=message):
         c.kv_heads_per_device(kv_heads, tp)
@@ -115,8 +136,9 @@ def test_cost_formula_directly():
 
 
 def test_model_that_does_not_fit():
-    g70 = Geometry(parameters=70_600_000_000, layers=80, kv_heads=8, head_dim=128,
-                   bytes_per_weight=2.0, bytes_per_kv_element=2.0)
+    g70 = Geometry(
+        parameters=70_600_000_000, layers=80, kv_heads=8, head_dim=128, bytes_per_weight=2.0, bytes_per_kv_element=2.0
+    )
     # W = 141.2e9 B = 131.5 GiB on one 80 GiB GPU: 80 * 0.9 = 72 GiB usable < 131.5 + 2
     with pytest.raises(PlanningError, match=r"weights do not fit: 131\.5 GiB / TP 1 = 131\.5 GiB per GPU"):
         c.plan_pool(inputs(geometry=g70, tensor_parallel_size=1, gpus_per_node=1))
@@ -125,8 +147,9 @@ def test_model_that_does_not_fit():
 def test_max_model_len_with_zero_concurrency():
     # Llama-70B BF16 on TP 2 x 80 GiB: B = 72 GiB - 65.76 GiB - 2 GiB = 4.24 GiB per GPU;
     # k_dev = 2*80*4*128*2 = 163,840 B/token; 131072 tokens need 20 GiB -> zero sequences
-    g70 = Geometry(parameters=70_600_000_000, layers=80, kv_heads=8, head_dim=128,
-                   bytes_per_weight=2.0, bytes_per_kv_element=2.0)
+    g70 = Geometry(
+        parameters=70_600_000_000, layers=80, kv_heads=8, head_dim=128, bytes_per_weight=2.0, bytes_per_kv_element=2.0
+    )
     with pytest.raises(PlanningError, match="max_model_len 131072 leaves zero concurrency"):
         c.plan_pool(inputs(geometry=g70, max_model_len=131072))
 
@@ -146,9 +169,9 @@ def test_accelerator_plan_counts_surge():
     a8 = c.plan_pool(inputs(gpus_per_node=8, node_hourly_usd=88.24))
     assert a8.replicas_per_node == 4
     assert a8.replica_hourly_usd == pytest.approx(88.24 / 4)
-    assert c.plan_accelerator("h100x8", [a8, c.plan_pool(inputs(role="canary", gpus_per_node=8, max_replicas=2))],
-                              None).nodes_for_max_plus_surge == math.ceil((4 + 2 + 2) / 4)
-
+    assert c.plan_accelerator(
+        "h100x8", [a8, c.plan_pool(inputs(role="canary", gpus_per_node=8, max_replicas=2))], None
+    ).nodes_for_max_plus_surge == math.ceil((4 + 2 + 2) / 4)
 
 
 def test_a_mounted_copy_is_hashed_at_the_slower_of_disk_and_threads():

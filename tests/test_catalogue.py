@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from infra.planning import capacity
 from infra.config.catalogue import CATALOGUE
+from infra.planning import capacity
 
 # name: (num_hidden_layers, num_key_value_heads, head_dim, KV bytes/token at BF16 = 2*L*H*d*2)
 PUBLISHED = {
-    "qwen3-32b": (64, 8, 128, 2 * 64 * 8 * 128 * 2),        # 262,144
-    "qwen3-8b": (36, 8, 128, 2 * 36 * 8 * 128 * 2),         # 147,456
-    "llama-3.1-8b": (32, 8, 4096 // 32, 131_072),           # hidden 4096 / 32 heads
-    "llama-3.1-70b": (80, 8, 8192 // 64, 327_680),          # hidden 8192 / 64 heads
+    "qwen3-32b": (64, 8, 128, 2 * 64 * 8 * 128 * 2),  # 262,144
+    "qwen3-8b": (36, 8, 128, 2 * 36 * 8 * 128 * 2),  # 147,456
+    "llama-3.1-8b": (32, 8, 4096 // 32, 131_072),  # hidden 4096 / 32 heads
+    "llama-3.1-70b": (80, 8, 8192 // 64, 327_680),  # hidden 8192 / 64 heads
     "mistral-7b-v0.3": (32, 8, 128, 131_072),
 }
 

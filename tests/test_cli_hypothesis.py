@@ -31,9 +31,10 @@ import resource
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -54,8 +55,13 @@ SEED = int(os.environ.get("CLI_HYPOTHESIS_SEED", "20260825"))
 #: the machine) and Hypothesis' wall-clock deadline, which also catches a hang but is set wide because a CPU-starved
 #: CI machine has been seen to stretch a 0.5 s plan past 30 s of wall time.
 MAX_CPU_SECONDS = 20
-SETTINGS = settings(max_examples=40, deadline=timedelta(seconds=90), database=None, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=timedelta(seconds=90),
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 #: Longest stderr line allowed: messages cut user values to 60 characters (MAX_SHOWN_CHARS); paths and the
 #: fixed text around them stay well under this.
@@ -87,18 +93,65 @@ def _print_seed(request: pytest.FixtureRequest) -> None:
 
 HOSTILE_INTS = [0, -1, 1, 2**31 - 1, 2**53 - 1, 2**53 + 1, 10**20, -(10**20), 10**400]
 HOSTILE_FLOATS = [0.0, -0.0, 5e-324, 1e-300, 0.5, 1.5, 1e308, -1e308, math.inf, -math.inf, math.nan]
-HOSTILE_STRINGS = ["", " ", "x" * 10_000, "é漢字🙂", "a\n", "value\n", "\t", "null", "true", "yes", "1e3", "0x1F",
-                   "3:00", "~", "*a", "!!binary aGk=", "{", "stacks/releases/../../etc/passwd",
-                   "stacks/releases/dev/missing.json", "gke", "dev", "us-central1-a", "nvidia-l4", "stable"]
+HOSTILE_STRINGS = [
+    "",
+    " ",
+    "x" * 10_000,
+    "é漢字🙂",
+    "a\n",
+    "value\n",
+    "\t",
+    "null",
+    "true",
+    "yes",
+    "1e3",
+    "0x1F",
+    "3:00",
+    "~",
+    "*a",
+    "!!binary aGk=",
+    "{",
+    "stacks/releases/../../etc/passwd",
+    "stacks/releases/dev/missing.json",
+    "gke",
+    "dev",
+    "us-central1-a",
+    "nvidia-l4",
+    "stable",
+]
 NUDGES = [1, 1.1, 0.9, 2, 0.5, 10, 0, 1000, 10**6]  # the first is what Hypothesis draws most
-UNKNOWN_KEYS = ["unknown", "Max_Replicas", "", "k" * 200, "é", "secure", "1", "llm-serving:bogus", "gcp:zone",
-                "nocolon", "a:b:c"]
+UNKNOWN_KEYS = [
+    "unknown",
+    "Max_Replicas",
+    "",
+    "k" * 200,
+    "é",
+    "secure",
+    "1",
+    "llm-serving:bogus",
+    "gcp:zone",
+    "nocolon",
+    "a:b:c",
+]
 
-leaves = st.one_of(st.sampled_from(HOSTILE_INTS), st.integers(), st.sampled_from(HOSTILE_FLOATS), st.floats(),
-                   st.sampled_from(HOSTILE_STRINGS), st.text(max_size=30), st.none(), st.booleans())
-values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(st.sampled_from(UNKNOWN_KEYS) | st.text(max_size=8), inner, max_size=3),
-                      max_leaves=6)
+leaves = st.one_of(
+    st.sampled_from(HOSTILE_INTS),
+    st.integers(),
+    st.sampled_from(HOSTILE_FLOATS),
+    st.floats(),
+    st.sampled_from(HOSTILE_STRINGS),
+    st.text(max_size=30),
+    st.none(),
+    st.booleans(),
+)
+values = st.recursive(
+    leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(UNKNOWN_KEYS) | st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 Path_ = tuple[Any, ...]
 
@@ -165,8 +218,12 @@ def mutated_stacks(draw: st.DrawFn) -> tuple[str, list[tuple[Any, ...]]]:
             mutation = ("set", path, round(new) if isinstance(old, int) else float(new))
         elif kind == "add":
             dicts = [()] + [p for p in every if isinstance(get(config, p), dict)]
-            mutation: tuple[Any, ...] = ("add", draw(st.sampled_from(dicts)), draw(st.sampled_from(UNKNOWN_KEYS)),
-                                         draw(values))
+            mutation: tuple[Any, ...] = (
+                "add",
+                draw(st.sampled_from(dicts)),
+                draw(st.sampled_from(UNKNOWN_KEYS)),
+                draw(values),
+            )
         elif kind == "duplicate":
             items = [p for p in every if isinstance(get(config, p[:-1]), list)]
             if not items:
@@ -186,6 +243,7 @@ def mutated_stacks(draw: st.DrawFn) -> tuple[str, list[tuple[Any, ...]]]:
 
 
 # ---- outcome checks -------------------------------------------------------------------------------------------
+
 
 def _reject_constant(name: str) -> Any:
     raise AssertionError(f"{name} in a plan file")
@@ -284,21 +342,26 @@ def test_a_mutated_stack_plans_or_fails_cleanly(case: tuple[str, list[tuple[Any,
     try:
         stacks = tmp / "stacks"
         stacks.mkdir()
-        (stacks / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False),
-                                                    encoding="utf-8")
+        (stacks / f"Pulumi.{stack}.yaml").write_text(
+            yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8"
+        )
         out = tmp / "out"
         before = repository_state()
         cpu = time.process_time()
         stdout, stderr = io.StringIO(), io.StringIO()
-        with recorded_registrations() as registered, contextlib.redirect_stdout(stdout), \
-                contextlib.redirect_stderr(stderr):
-            code = cli.main(["plan", "--stack", stack, "--stacks-dir", str(stacks), "--out", str(out),
-                             "--skip-policy"])
+        with (
+            recorded_registrations() as registered,
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            code = cli.main(["plan", "--stack", stack, "--stacks-dir", str(stacks), "--out", str(out), "--skip-policy"])
         cpu = time.process_time() - cpu
         err = stderr.getvalue()
         note(f"exit {code} after {cpu:.2f} s of CPU; stderr {err[:3000]!r}")
-        event(f"exit {code}" + ("" if code == 0 else " config errors" if "configuration error(s)" in err else
-                                " one error line"))
+        event(
+            f"exit {code}"
+            + ("" if code == 0 else " config errors" if "configuration error(s)" in err else " one error line")
+        )
         assert cpu < MAX_CPU_SECONDS, f"{cpu:.1f} s of CPU for one plan"
         assert "Traceback" not in err
         assert all(len(line) <= MAX_LINE_CHARS for line in err.splitlines()), "a message line is not cut"

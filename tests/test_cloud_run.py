@@ -9,7 +9,6 @@ against Google's run.v2 discovery document, and the release verifier wrapping is
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -22,19 +21,19 @@ from typing import Any
 import pytest
 
 from components.cloud_run import service as svc
-from components.cloud_run.component import CloudRunServingArgs, ServingPool
+from components.cloud_run.component import CloudRunServingArgs
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB
 from components.observability.dashboard import dashboard_queries
 from components.serving import verify_release as vr
 from infra.config import ConfigError
-from infra.targets.cloud_run.config import GPU_SHAPES
 from infra.offline import cli
 from infra.offline.capacity_table import render_table
 from infra.offline.stackfile import ROOT, _as_engine_string, read_stack_file
 from infra.planning import capacity
-from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from infra.resolve import resolve_stack
 from infra.targets.cloud_run import compose as target
+from infra.targets.cloud_run.config import GPU_SHAPES
+from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from tests import api_mapping as am
 from tests.discovery import document
 
@@ -49,6 +48,7 @@ CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------------
+
 
 def values(stack: str = CLOUD_RUN_STACK) -> dict[str, Any]:
     """Decoded stack-file values (a deep copy: tests mutate them)."""
@@ -72,8 +72,13 @@ def plan_values(v: dict[str, Any], stack: str) -> tuple[Any, dict[str, Any]]:
     from infra.offline.runner import run_offline
 
     seen: list[Any] = []
-    run = run_offline(lambda: program_main(on_resolved=seen.append), project="llm-serving", stack=stack,
-                      config={k: _as_engine_string(x) for k, x in v.items()}, secret_keys=[])
+    run = run_offline(
+        lambda: program_main(on_resolved=seen.append),
+        project="llm-serving",
+        stack=stack,
+        config={k: _as_engine_string(x) for k, x in v.items()},
+        secret_keys=[],
+    )
     return seen[0], run.inventory().to_dict()
 
 
@@ -95,7 +100,7 @@ def serve_args(container: dict[str, Any]) -> list[str]:
     argv = container["commands"] + container["args"]
     i = argv.index("vllm")
     assert argv[i + 1] == "serve"
-    return argv[i + 2:]
+    return argv[i + 2 :]
 
 
 def flag(args: list[str], name: str) -> str:
@@ -104,6 +109,7 @@ def flag(args: list[str], name: str) -> str:
 
 
 # ---- the shipped stack plans without any GKE section --------------------------------------------------------------
+
 
 def test_dev_cloudrun_has_no_gke_sections_and_plans_with_zero_violations(tmp_path: Path, capsys) -> None:
     v = values()
@@ -117,30 +123,50 @@ def test_dev_cloudrun_has_no_gke_sections_and_plans_with_zero_violations(tmp_pat
 
 def test_only_the_cloud_run_apis_are_enabled() -> None:
     enabled = sorted(r["inputs"]["service"] for r in resources(inv(), "gcp:projects/service:Service"))
-    assert enabled == sorted(target.SERVICES) == [
-        "artifactregistry.googleapis.com", "iam.googleapis.com", "logging.googleapis.com", "monitoring.googleapis.com",
-        "run.googleapis.com", "secretmanager.googleapis.com", "storage.googleapis.com"]
+    assert (
+        enabled
+        == sorted(target.SERVICES)
+        == [
+            "artifactregistry.googleapis.com",
+            "iam.googleapis.com",
+            "logging.googleapis.com",
+            "monitoring.googleapis.com",
+            "run.googleapis.com",
+            "secretmanager.googleapis.com",
+            "storage.googleapis.com",
+        ]
+    )
 
 
 # ---- derived values (hand arithmetic) ------------------------------------------------------------------------------
 
+
 def test_startup_failure_count_follows_from_the_cold_load_estimate() -> None:
     # Streamed from the Cloud Storage volume at the stated 400 MiB/s: the verifier hashes the mount at
     # min(400, 800 MiB/s x 6 threads) = 400 MiB/s, then vLLM reads it again at 400 MiB/s, then 90 s of init.
-    read = W / (400 * MiB)                       # 19.55 s
-    cold = read + read + 90                      # 129.10 s
-    required = cold * 1.5                        # margin 0.5: 193.65 s
-    failures = math.ceil((required - 10) / 5)    # 10 s initial delay, 5 s period: ceil(36.73) = 37
+    read = W / (400 * MiB)  # 19.55 s
+    cold = read + read + 90  # 129.10 s
+    required = cold * 1.5  # margin 0.5: 193.65 s
+    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(36.73) = 37
     assert (round(read, 2), round(cold, 2), failures) == (19.55, 129.1, 37)
     run = plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"]
     assert isinstance(run, CloudRunPoolPlan)
     assert run.capacity.cold_load_seconds == pytest.approx(cold)
     assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 37 == 195
     c = vllm_container(service(inv()))
-    assert c["startupProbe"] == {"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 10,
-                                 "periodSeconds": 5, "timeoutSeconds": 4, "failureThreshold": failures}
-    assert c["livenessProbe"] == {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 10,
-                                  "timeoutSeconds": 4, "failureThreshold": 3}
+    assert c["startupProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "initialDelaySeconds": 10,
+        "periodSeconds": 5,
+        "timeoutSeconds": 4,
+        "failureThreshold": failures,
+    }
+    assert c["livenessProbe"] == {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 10,
+        "timeoutSeconds": 4,
+        "failureThreshold": 3,
+    }
     assert service(inv())["template"]["annotations"]["llm-serving.io/cold-load-seconds"] == f"{round(cold, 3):g}"
 
 
@@ -148,7 +174,7 @@ def test_staged_cold_load_copies_verifies_in_memory_then_reads_the_copy() -> Non
     # Fixture: RTX PRO 6000, 20 vCPU, volume at 800 MiB/s, staged. Copy W at 800 MiB/s; hash the copy at
     # 800 MiB/s x 20 threads; vLLM reads the copy at the stated 2,000 MiB/s; 120 s init.
     copy_s, verify_s, read_s = W / (800 * MiB), W / (800 * 20 * MiB), W / (2000 * MiB)
-    cold = copy_s + verify_s + read_s + 120      # 9.78 + 0.49 + 3.91 + 120 = 134.17 s
+    cold = copy_s + verify_s + read_s + 120  # 9.78 + 0.49 + 3.91 + 120 = 134.17 s
     failures = math.ceil((cold * 1.5 - 10) / 5)  # ceil(38.25) = 39
     p = plan_run(CLOUD_RUN_FIXTURE).resolved.plan.pools["stable"]
     assert isinstance(p, CloudRunPoolPlan)
@@ -206,8 +232,10 @@ def test_instance_price_and_cold_start_cost() -> None:
 def test_vllm_args_come_from_the_one_renderer() -> None:
     args = serve_args(vllm_container(service(inv())))
     assert args == list(plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"].vllm_args)
-    assert args[args.index("--served-model-name") + 1: args.index("--served-model-name") + 3] == [
-        "qwen3-8b-fp8-2026-11-02.1", "qwen3-8b"]
+    assert args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3] == [
+        "qwen3-8b-fp8-2026-11-02.1",
+        "qwen3-8b",
+    ]
     assert flag(args, "--port") == "8080"
     assert flag(args, "--model") == f"/weights/qwen3-8b-fp8/{DEV_REVISION}"
     assert json.loads(flag(args, "--override-generation-config")) == {"max_new_tokens": 1024}
@@ -217,20 +245,34 @@ def test_vllm_args_come_from_the_one_renderer() -> None:
 def test_shape_and_volume_of_the_revision() -> None:
     t = service(inv())["template"]
     c = vllm_container(service(inv()))
-    assert c["resources"] == {"cpuIdle": False, "startupCpuBoost": False,
-                              "limits": {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "1"}}
+    assert c["resources"] == {
+        "cpuIdle": False,
+        "startupCpuBoost": False,
+        "limits": {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "1"},
+    }
     assert t["nodeSelector"] == {"accelerator": "nvidia-l4"} and t["gpuZonalRedundancyDisabled"] is True
     assert t["scaling"] == {"minInstanceCount": 0, "maxInstanceCount": 1}
-    assert t["volumes"] == [{"name": "weights", "gcs": {
-        "bucket": "acme-llm-dev-weights", "readOnly": True,
-        "mountOptions": [f"only-dir=qwen3-8b-fp8/{DEV_REVISION}", "implicit-dirs", "enable-buffered-read"]}}]
+    assert t["volumes"] == [
+        {
+            "name": "weights",
+            "gcs": {
+                "bucket": "acme-llm-dev-weights",
+                "readOnly": True,
+                "mountOptions": [f"only-dir=qwen3-8b-fp8/{DEV_REVISION}", "implicit-dirs", "enable-buffered-read"],
+            },
+        }
+    ]
     assert c["volumeMounts"] == [{"name": "weights", "mountPath": f"/weights/qwen3-8b-fp8/{DEV_REVISION}"}]
-    assert {e["name"]: e.get("value") for e in c["envs"]} == {"DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-                                                             "VLLM_NO_USAGE_STATS": "1"}
+    assert {e["name"]: e.get("value") for e in c["envs"]} == {
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+    }
     (collector,) = [x for x in t["containers"] if x["name"] == "collector"]
     assert collector["dependsOns"] == ["vllm"]
-    assert collector["image"].startswith("us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/"
-                                         "cloud-run-gmp-sidecar@sha256:")
+    assert collector["image"].startswith(
+        "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar@sha256:"
+    )
     assert service(inv())["launchStage"] == "GA"
     assert service(inv(CLOUD_RUN_FIXTURE))["launchStage"] == "BETA"  # RTX PRO 6000 is a Preview GPU
 
@@ -239,12 +281,17 @@ def test_staged_revision_has_an_in_memory_volume_of_the_stated_size() -> None:
     t = service(inv(CLOUD_RUN_FIXTURE))["template"]
     assert t["volumes"][1] == {"name": "staged-weights", "emptyDir": {"medium": "MEMORY", "sizeLimit": "10Gi"}}
     assert vllm_container(service(inv(CLOUD_RUN_FIXTURE)))["volumeMounts"][1] == {
-        "name": "staged-weights", "mountPath": "/staged-weights"}
-    assert t["vpcAccess"] == {"egress": "ALL_TRAFFIC", "networkInterfaces": [
-        {"network": "llm-prod", "subnetwork": "llm-prod-run", "tags": ["llm-serving"]}]}
+        "name": "staged-weights",
+        "mountPath": "/staged-weights",
+    }
+    assert t["vpcAccess"] == {
+        "egress": "ALL_TRAFFIC",
+        "networkInterfaces": [{"network": "llm-prod", "subnetwork": "llm-prod-run", "tags": ["llm-serving"]}],
+    }
 
 
 # ---- identity and access --------------------------------------------------------------------------------------------
+
 
 def test_the_serving_account_reads_the_weights_bucket_only() -> None:
     i = inv()
@@ -257,8 +304,11 @@ def test_the_serving_account_reads_the_weights_bucket_only() -> None:
     assert project["inputs"] == {"project": "acme-llm-dev", "role": "roles/monitoring.metricWriter", "member": sa}
     assert resources(i, "gcp:secretmanager/secretIamMember:SecretIamMember") == []  # no hub token configured
     grants = [r for r in i["resources"] if r["type"].endswith(("IAMMember", "IamMember", "IAMBinding", "IamBinding"))]
-    assert sorted(r["name"] for r in grants) == ["cloud-run-invoker-0", "cloud-run-metric-writer",
-                                                 "cloud-run-weights-reader-acme-llm-dev-weights"]
+    assert sorted(r["name"] for r in grants) == [
+        "cloud-run-invoker-0",
+        "cloud-run-metric-writer",
+        "cloud-run-weights-reader-acme-llm-dev-weights",
+    ]
     # The service waits for the grants: a revision started before them cannot mount the bucket.
     deps = next(r for r in i["resources"] if r["type"] == SERVICE)["dependencies"]
     assert bucket["urn"] in deps and project["urn"] in deps
@@ -267,21 +317,30 @@ def test_the_serving_account_reads_the_weights_bucket_only() -> None:
 def test_hub_token_accessor_on_the_one_secret_when_configured() -> None:
     i = inv(CLOUD_RUN_FIXTURE)
     (secret,) = resources(i, "gcp:secretmanager/secretIamMember:SecretIamMember")
-    assert secret["inputs"] == {"project": "acme-llm-prod", "secretId": "hf-hub-token",
-                                "role": "roles/secretmanager.secretAccessor",
-                                "member": "serviceAccount:llm-prod-run@acme-llm-prod.iam.gserviceaccount.com"}
+    assert secret["inputs"] == {
+        "project": "acme-llm-prod",
+        "secretId": "hf-hub-token",
+        "role": "roles/secretmanager.secretAccessor",
+        "member": "serviceAccount:llm-prod-run@acme-llm-prod.iam.gserviceaccount.com",
+    }
     env = {e["name"]: e for e in vllm_container(service(i))["envs"]}
-    assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueSource": {"secretKeyRef": {"secret": "hf-hub-token",
-                                                                                    "version": "3"}}}
+    assert env["HF_TOKEN"] == {
+        "name": "HF_TOKEN",
+        "valueSource": {"secretKeyRef": {"secret": "hf-hub-token", "version": "3"}},
+    }
     assert env["HF_HUB_OFFLINE"]["value"] == "1"
 
 
 def test_invokers_are_the_configured_members_only() -> None:
     i = inv(CLOUD_RUN_FIXTURE)
-    invokers = sorted((r["inputs"]["role"], r["inputs"]["member"]) for r in
-                      resources(i, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"))
-    assert invokers == [("roles/run.invoker", "group:llm-clients@acme.example"),
-                        ("roles/run.invoker", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com")]
+    invokers = sorted(
+        (r["inputs"]["role"], r["inputs"]["member"])
+        for r in resources(i, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
+    )
+    assert invokers == [
+        ("roles/run.invoker", "group:llm-clients@acme.example"),
+        ("roles/run.invoker", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com"),
+    ]
     s = service(i)
     assert s["invokerIamDisabled"] is False and s["ingress"] == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
 
@@ -293,6 +352,7 @@ def test_component_refuses_a_public_invoker_even_past_the_config() -> None:
 
 
 # ---- rollout: tagged revisions ---------------------------------------------------------------------------------------
+
 
 def test_traffic_split_by_revision_name_and_tag() -> None:
     cfg, plan = plan_run(CLOUD_RUN_FIXTURE).resolved.config, plan_run(CLOUD_RUN_FIXTURE).resolved.plan
@@ -323,8 +383,9 @@ def test_weights_move_traffic_only() -> None:
 def test_revision_names_survive_a_promotion() -> None:
     """A stable-only stack's template names the revision the canary stack's traffic calls stable; after the promotion
     (stable takes the canary's settings, the canary is removed) the template is the canary's revision unchanged."""
-    names = target.serving_args(plan_run(CLOUD_RUN_FIXTURE).resolved.config,
-                                plan_run(CLOUD_RUN_FIXTURE).resolved.plan).revision_names()
+    names = target.serving_args(
+        plan_run(CLOUD_RUN_FIXTURE).resolved.config, plan_run(CLOUD_RUN_FIXTURE).resolved.plan
+    ).revision_names()
     before = values(CLOUD_RUN_FIXTURE)
     del before["llm-serving:serving"]["canary"]
     _, alone = plan_values(before, CLOUD_RUN_FIXTURE)
@@ -334,8 +395,14 @@ def test_revision_names_survive_a_promotion() -> None:
     serving["stable"] = {**serving.pop("canary"), "weight": 100}
     _, promoted = plan_values(after, CLOUD_RUN_FIXTURE)
     assert service(promoted)["template"]["revision"] == names["canary"]
-    assert service(promoted)["traffics"] == [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION",
-                                              "revision": names["canary"], "percent": 100, "tag": "stable"}]
+    assert service(promoted)["traffics"] == [
+        {
+            "type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION",
+            "revision": names["canary"],
+            "percent": 100,
+            "tag": "stable",
+        }
+    ]
 
 
 def test_any_rendered_change_names_a_new_revision() -> None:
@@ -344,13 +411,19 @@ def test_any_rendered_change_names_a_new_revision() -> None:
     spec = args.pools[0].revision
     name = svc.revision_name(args.service_name, spec, args.context)
     import dataclasses
-    for change in ({"min_instances": 1}, {"concurrency": 95}, {"timeout_seconds": 85},
-                   {"mount_options": spec.mount_options[:-1]}):
+
+    for change in (
+        {"min_instances": 1},
+        {"concurrency": 95},
+        {"timeout_seconds": 85},
+        {"mount_options": spec.mount_options[:-1]},
+    ):
         assert svc.revision_name(args.service_name, dataclasses.replace(spec, **change), args.context) != name, change
     assert svc.revision_name(args.service_name, spec, args.context) == name
 
 
 # ---- the verifier runs before vLLM, for real ------------------------------------------------------------------------
+
 
 def _release(folder: Path, revision: str) -> None:
     """A staged release folder: two files and their manifest, built with verify_release's own functions."""
@@ -363,19 +436,24 @@ def _release(folder: Path, revision: str) -> None:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         size, sha, crc = hash_file(path)
         files.append(vr.ManifestFile(path.relative_to(folder).as_posix(), size, sha, crc))
-    (folder / vr.MANIFEST_NAME).write_bytes(vr.render_manifest(vr.build_manifest("qwen3-8b-fp8", revision, revision,
-                                                                                 files)))
+    (folder / vr.MANIFEST_NAME).write_bytes(
+        vr.render_manifest(vr.build_manifest("qwen3-8b-fp8", revision, revision, files))
+    )
 
 
 def _fake_vllm(bin_dir: Path, record: Path) -> None:
     """A ``vllm`` executable on PATH that records the argv it was exec'ed with."""
     bin_dir.mkdir()
     exe = bin_dir / "vllm"
-    exe.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    exe.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
 
 
-def _run_rendered(container: dict[str, Any], replace: dict[str, str], tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def _run_rendered(
+    container: dict[str, Any], replace: dict[str, str], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, Path]:
     argv = [replace.get(a, a) for a in container["commands"] + container["args"]]
     argv[0] = sys.executable if argv[0] == "python3" else argv[0]
     argv = [sys.executable if a == "python3" else a for a in argv]
@@ -390,8 +468,17 @@ def test_the_verifier_wraps_vllm_and_execs_it_after_a_match(tmp_path: Path) -> N
     mount = f"/weights/qwen3-8b-fp8/{DEV_REVISION}"
     assert c["commands"] == ["python3"]
     assert c["args"][:2] == ["-c", svc.VERIFY_SCRIPT.read_text(encoding="utf-8")]  # the very same verifier code
-    assert c["args"][2:11] == ["dir", "--path", mount, "--workers", "6", "--expect-revision", DEV_REVISION,
-                               "--exec", "--"]
+    assert c["args"][2:11] == [
+        "dir",
+        "--path",
+        mount,
+        "--workers",
+        "6",
+        "--expect-revision",
+        DEV_REVISION,
+        "--exec",
+        "--",
+    ]
     assert len(c["args"][1].encode()) < svc.MAX_ARG_BYTES  # one execve argument (MAX_ARG_STRLEN)
     local = tmp_path / "mount"
     _release(local, DEV_REVISION)
@@ -424,18 +511,25 @@ def test_staging_copies_then_verifies_the_copy_then_execs_vllm(tmp_path: Path) -
     proc, record = _run_rendered(c, {mount: str(local_mount), staged: str(local_staged)}, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stage_weights: copied 3 files" in proc.stdout and "verify_release: verified 2 files" in proc.stdout
-    assert (local_staged / "sub" / "model.safetensors").read_bytes() == (local_mount / "sub" / "model.safetensors").read_bytes()
+    assert (local_staged / "sub" / "model.safetensors").read_bytes() == (
+        local_mount / "sub" / "model.safetensors"
+    ).read_bytes()
     assert json.loads(record.read_text())[:3] == ["serve", "--model", str(local_staged)]
 
 
 # ---- the Service body against Google's run.v2 discovery document ------------------------------------------------------
 
+
 @pytest.mark.parametrize("stack", [CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE])
 def test_service_body_validates_against_run_v2(stack: str) -> None:
     doc = document("run", "v2")
     body = am.cloud_run_service_body(service(inv(stack)))
-    assert doc.validate("GoogleCloudRunV2Service", body, required=(
-        "template", "template.containers[].image", "traffic[].type")) == []
+    assert (
+        doc.validate(
+            "GoogleCloudRunV2Service", body, required=("template", "template.containers[].image", "traffic[].type")
+        )
+        == []
+    )
     assert am.enum_problems(stack, inv(stack)) == []
     assert am.unmapped_enum_like_inputs(inv(stack)) == set()
 
@@ -458,39 +552,61 @@ def test_config_choices_are_values_the_api_lists() -> None:
     import typing
 
     from infra.targets.cloud_run.config import CloudRunPool, DirectVpcEgress
+
     doc = document("run", "v2")
     assert set(typing.get_args(CloudRunPool.model_fields["ingress"].annotation)) <= set(
-        doc.enum_values("GoogleCloudRunV2Service", "ingress"))
+        doc.enum_values("GoogleCloudRunV2Service", "ingress")
+    )
     assert set(typing.get_args(DirectVpcEgress.model_fields["egress"].annotation)) <= set(
-        doc.enum_values("GoogleCloudRunV2VpcAccess", "egress"))
+        doc.enum_values("GoogleCloudRunV2VpcAccess", "egress")
+    )
 
 
 # ---- observability ----------------------------------------------------------------------------------------------------
+
 
 def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
     i = inv(CLOUD_RUN_FIXTURE)
     (dash,) = resources(i, "gcp:monitoring/dashboard:Dashboard")
     assert document("monitoring", "v1").validate("Dashboard", json.loads(dash["inputs"]["dashboardJson"])) == []
-    names = target.serving_args(plan_run(CLOUD_RUN_FIXTURE).resolved.config,
-                                plan_run(CLOUD_RUN_FIXTURE).resolved.plan).revision_names()
+    names = target.serving_args(
+        plan_run(CLOUD_RUN_FIXTURE).resolved.config, plan_run(CLOUD_RUN_FIXTURE).resolved.plan
+    ).revision_names()
     queries = dashboard_queries(dash["inputs"]["dashboardJson"])
     assert queries and all('cluster="__run__",namespace="llm-prod"' in q for q in queries)
     assert any(f'revision_name="{names["canary"]}"' in q for q in queries)
-    legends = {ds["legendTemplate"] for t in json.loads(dash["inputs"]["dashboardJson"])["mosaicLayout"]["tiles"]
-               for ds in t["widget"].get("xyChart", {}).get("dataSets", [])}
+    legends = {
+        ds["legendTemplate"]
+        for t in json.loads(dash["inputs"]["dashboardJson"])["mosaicLayout"]["tiles"]
+        for ds in t["widget"].get("xyChart", {}).get("dataSets", [])
+    }
     assert "p95 ${revision_name} ${model_name}" in legends
-    alerts = {(r["inputs"]["userLabels"]["pool"], r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["alertRule"]): r
-              for r in resources(i, "gcp:monitoring/alertPolicy:AlertPolicy")}
-    assert sorted(alerts) == sorted([(role, a) for role in ("stable", "canary") for a in (
-        "TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "ConcurrencyCapAtMaxInstances")]
-        + [("stable", "NoTrafficOnServingPool")])  # the 0 % canary gets no traffic alert, no canary comparison
-    q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    alerts = {
+        (
+            r["inputs"]["userLabels"]["pool"],
+            r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["alertRule"],
+        ): r
+        for r in resources(i, "gcp:monitoring/alertPolicy:AlertPolicy")
+    }
+    assert sorted(alerts) == sorted(
+        [
+            (role, a)
+            for role in ("stable", "canary")
+            for a in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "ConcurrencyCapAtMaxInstances")
+        ]
+        + [("stable", "NoTrafficOnServingPool")]
+    )  # the 0 % canary gets no traffic alert, no canary comparison
+    q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
+        "conditionPrometheusQueryLanguage"
+    ]["query"]
     assert f'revision_name="{names["canary"]}"' in q and ">= 644" in q and ">= 2" in q  # concurrency, max instances
 
 
 def test_a_scale_to_zero_pool_has_no_no_traffic_alert() -> None:
-    rules = {r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["alertRule"]
-             for r in resources(inv(), "gcp:monitoring/alertPolicy:AlertPolicy")}
+    rules = {
+        r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["alertRule"]
+        for r in resources(inv(), "gcp:monitoring/alertPolicy:AlertPolicy")
+    }
     assert rules == {"TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "ConcurrencyCapAtMaxInstances"}
 
 
@@ -507,6 +623,7 @@ def test_emitted_promql_parses(tmp_path: Path) -> None:
 
 # ---- determinism --------------------------------------------------------------------------------------------------
 
+
 def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
     for out in ("a", "b"):
         assert cli.main(["plan", "--stack", CLOUD_RUN_STACK, "--out", str(tmp_path / out)]) == 0
@@ -515,6 +632,7 @@ def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
 
 
 # ---- every validation rule, with a failing config --------------------------------------------------------------------
+
 
 def _stable(v: dict[str, Any]) -> dict[str, Any]:
     return v["llm-serving:serving"]["stable"]
@@ -537,7 +655,8 @@ def test_gpu_shape_rules() -> None:
     _stable(v).update(gpu_zonal_redundancy_disabled=False)
     assert issues(v, CLOUD_RUN_FIXTURE) == [
         "llm-serving:serving.stable.gpu_zonal_redundancy_disabled: nvidia-rtx-pro-6000 is offered only with GPU "
-        "zonal redundancy turned off: set it to true"]
+        "zonal redundancy turned off: set it to true"
+    ]
     assert GPU_SHAPES["nvidia-rtx-pro-6000"].requires_zonal_redundancy_disabled
     assert not GPU_SHAPES["nvidia-l4"].requires_zonal_redundancy_disabled
 
@@ -552,11 +671,13 @@ def test_instance_bounds_and_invokers() -> None:
         "llm-serving:serving.stable.invoker_members[0]: allUsers would let anyone call the service and spend its "
         "GPUs: name principals (user:, group:, serviceAccount:, domain:, principal:, principalSet:)",
         "llm-serving:serving.stable.invoker_members[1]: 'alice@acme.example' is not an IAM member: <type>:<id> with "
-        "type user, group, serviceAccount, domain, principal or principalSet"]
+        "type user, group, serviceAccount, domain, principal or principalSet",
+    ]
     v = values()
     _stable(v).update(invoker_members=[])
-    assert issues(v) == ["llm-serving:serving.stable.invoker_members: List should have at least 1 item after "
-                         "validation, not 0"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.invoker_members: List should have at least 1 item after validation, not 0"
+    ]
 
 
 def test_mount_option_rules() -> None:
@@ -565,7 +686,8 @@ def test_mount_option_rules() -> None:
     assert issues(v) == [
         "llm-serving:serving.stable.loading.extra_mount_options[0]: 'only-dir' is set by the program (only-dir = the "
         "release folder, implicit-dirs, enable-buffered-read from buffered_read); remove it",
-        "llm-serving:serving.stable.loading.extra_mount_options[2]: 'max-conns-per-host' is given twice"]
+        "llm-serving:serving.stable.loading.extra_mount_options[2]: 'max-conns-per-host' is given twice",
+    ]
     v = values()
     _stable(v)["loading"]["extra_mount_options"] = ["--implicit-dirs"]
     (issue,) = issues(v)
@@ -575,11 +697,14 @@ def test_mount_option_rules() -> None:
 def test_cloud_run_section_is_required_and_the_collector_pinned() -> None:
     v = values()
     del v["llm-serving:cloud_run"]
-    assert issues(v) == ["llm-serving:cloud_run: required when a pool targets cloud_run (stable): the service name, "
-                         "image repository and metrics collector image"]
+    assert issues(v) == [
+        "llm-serving:cloud_run: required when a pool targets cloud_run (stable): the service name, "
+        "image repository and metrics collector image"
+    ]
     v = values()
     v["llm-serving:cloud_run"]["collector_image"] = (
-        "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:latest")
+        "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar:latest"
+    )
     (issue,) = issues(v)
     assert issue.startswith("llm-serving:cloud_run.collector_image: String should match pattern '^us-docker")
 
@@ -588,8 +713,10 @@ def test_release_must_fit_one_gpu() -> None:
     v = values(CLOUD_RUN_FIXTURE)
     v["llm-serving:releases"][0]["tensor_parallel_size"] = 2
     found = issues(v, CLOUD_RUN_FIXTURE)
-    assert ("llm-serving:serving.stable.release: release 'qwen3-8b-fp8-2026-11-02.1' runs on tensor_parallel_size 2 "
-            "GPUs; a Cloud Run instance attaches 1 (gpu_count): serve it on gke, or release it for one GPU") in found
+    assert (
+        "llm-serving:serving.stable.release: release 'qwen3-8b-fp8-2026-11-02.1' runs on tensor_parallel_size 2 "
+        "GPUs; a Cloud Run instance attaches 1 (gpu_count): serve it on gke, or release it for one GPU"
+    ) in found
 
 
 def test_service_wide_settings_must_agree() -> None:
@@ -600,7 +727,8 @@ def test_service_wide_settings_must_agree() -> None:
         "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER: both pools are revisions of one Cloud Run service, whose ingress "
         "setting is service-wide",
         "llm-serving:serving.canary.invoker_members: differ from stable's: both pools are revisions of one Cloud Run "
-        "service, whose invoker IAM is service-wide; list the same members"]
+        "service, whose invoker IAM is service-wide; list the same members",
+    ]
 
 
 def test_a_canary_equal_to_stable_is_refused() -> None:
@@ -609,16 +737,18 @@ def test_a_canary_equal_to_stable_is_refused() -> None:
     serving["canary"] = {**serving["stable"], "weight": 0}
     assert issues(v, CLOUD_RUN_FIXTURE) == [
         "llm-serving:serving.canary: renders the same revision as stable (same release and settings): after a "
-        "promotion, remove the canary pool; the stable tag then points at the revision the canary tested"]
+        "promotion, remove the canary pool; the stable tag then points at the revision the canary tested"
+    ]
 
 
 def test_a_split_across_targets_is_refused() -> None:
     v = json.loads(json.dumps(read_stack_file("dev").values))
     v["llm-serving:serving"]["canary"] = {**_stable(values()), "weight": 0}
     v["llm-serving:cloud_run"] = values()["llm-serving:cloud_run"]
-    assert ("llm-serving:serving.canary.target: stable targets gke and canary cloud_run: a traffic split works within "
-            "one target (the Inference Gateway's route or one Cloud Run service's revisions); put both pools on one"
-            ) in issues(v, "dev")
+    assert (
+        "llm-serving:serving.canary.target: stable targets gke and canary cloud_run: a traffic split works within "
+        "one target (the Inference Gateway's route or one Cloud Run service's revisions); put both pools on one"
+    ) in issues(v, "dev")
 
 
 def test_prod_rules() -> None:
@@ -628,7 +758,8 @@ def test_prod_rules() -> None:
     assert issues(v, CLOUD_RUN_FIXTURE) == [
         "llm-serving:cloud_run.protect: prod must protect the Cloud Run service from deletion",
         "llm-serving:serving.stable.min_instances: prod keeps at least 1 warm instance per Cloud Run pool, got 0: "
-        "from zero the first request waits a whole cold load"]
+        "from zero the first request waits a whole cold load",
+    ]
 
 
 def test_images_come_from_the_stack_registry() -> None:
@@ -636,7 +767,8 @@ def test_images_come_from_the_stack_registry() -> None:
     v["llm-serving:releases"][0]["image"] = "docker.io/vllm/vllm-openai@sha256:" + "1" * 64
     assert issues(v, CLOUD_RUN_FIXTURE) == [
         "llm-serving:releases[0].image: Cloud Run pools pull from the stack's Artifact Registry repository "
-        "us-central1-docker.pkg.dev/acme-llm-prod/serving/..., got docker.io/vllm/vllm-openai@sha256:" + "1" * 64]
+        "us-central1-docker.pkg.dev/acme-llm-prod/serving/..., got docker.io/vllm/vllm-openai@sha256:" + "1" * 64
+    ]
 
 
 def test_staging_memory_rule() -> None:
@@ -648,12 +780,14 @@ def test_staging_memory_rule() -> None:
         "llm-serving:serving.stable.loading.staging: the staged copy does not fit the instance: 10 GiB copy + 16 GiB "
         "server + 1 GiB gcsfuse = 27 GiB > memory_gib 24 GiB; read the weights from the volume instead (remove "
         "loading.staging) or choose a shape with more memory (nvidia-l4: up to 32 GiB, nvidia-rtx-pro-6000: up to "
-        "80 GiB)"]
+        "80 GiB)"
+    ]
     v = values(CLOUD_RUN_FIXTURE)
     _stable(v)["loading"]["staging"]["size_gib"] = 7
     assert issues(v, CLOUD_RUN_FIXTURE) == [
         "llm-serving:serving.stable.loading.staging.size_gib: 7 GiB cannot hold the release's weights (7.6 GiB = P x "
-        "b_w, so at least 8 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"]
+        "b_w, so at least 8 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
+    ]
 
 
 def test_an_uncoverable_cold_load_is_an_error() -> None:
@@ -667,7 +801,8 @@ def test_an_uncoverable_cold_load_is_an_error() -> None:
         f"llm-serving:serving.stable.loading: the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 "
         f"+ margin 0.5) = {cold * 1.5:.0f} s needs 10 s + {n} x 5 s, but Cloud Run allows failureThreshold x "
         f"periodSeconds of at most 1800 s for GPU services ({n} x 5 s = {n * 5} s); load faster "
-        "(loading.throughput_mib_s, loading.staging) or lower startup_margin knowingly"]
+        "(loading.throughput_mib_s, loading.staging) or lower startup_margin knowingly"
+    ]
 
 
 def test_a_stream_longer_than_cloud_runs_timeout_is_an_error() -> None:
@@ -676,14 +811,16 @@ def test_a_stream_longer_than_cloud_runs_timeout_is_an_error() -> None:
     assert issues(v) == [
         "llm-serving:serving.stable.target: the longest allowed stream (4098 s = TTFT objective + max_output_tokens x "
         "ITL objective) exceeds Cloud Run's request timeout of at most 3600 s: Cloud Run would cut the longest "
-        "legitimate streams; lower contract.max_output_tokens or serve this pool on gke"]
+        "legitimate streams; lower contract.max_output_tokens or serve this pool on gke"
+    ]
 
 
 def test_an_unknown_target_names_the_known_ones() -> None:
     v = values()
     _stable(v)["target"] = "cloudrun"
-    assert issues(v) == ["llm-serving:serving.stable.target: unknown serving target 'cloudrun'; known: gke, cloud_run, "
-                         "vertex"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.target: unknown serving target 'cloudrun'; known: gke, cloud_run, vertex"
+    ]
 
 
 def test_gke_keys_are_not_cloud_run_keys() -> None:

@@ -20,16 +20,30 @@ import pytest
 from infra.offline import cli
 from infra.offline import policy as pack
 from infra.offline.analyzer import COMPUTED_MARKER
-from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from infra.resolve import ResolvedStack
+from infra.targets.cloud_run.planning import CloudRunPoolPlan
 
 from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, plan_run
-from .test_policies import (BY_NAME, CONFIG_DIR, EXPECTED_LEVEL, Mutation, _findings, _unknown_everywhere, evaluate,
-                            find, policy_config)
+from .test_policies import (
+    BY_NAME,
+    CONFIG_DIR,
+    EXPECTED_LEVEL,
+    Mutation,
+    _findings,
+    _unknown_everywhere,
+    evaluate,
+    find,
+    policy_config,
+)
 
-CLOUD_RUN_POLICIES = ("cloudrun-images-pinned-by-digest", "cloudrun-min-instances", "cloudrun-no-hub-download",
-                      "cloudrun-no-prompt-logging", "cloudrun-no-public-invoker",
-                      "cloudrun-startup-window-covers-cold-load")
+CLOUD_RUN_POLICIES = (
+    "cloudrun-images-pinned-by-digest",
+    "cloudrun-min-instances",
+    "cloudrun-no-hub-download",
+    "cloudrun-no-prompt-logging",
+    "cloudrun-no-public-invoker",
+    "cloudrun-startup-window-covers-cold-load",
+)
 SERVICE = "gcp:cloudrunv2/service:Service"
 IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
 IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
@@ -45,6 +59,7 @@ COLD = "134.174"
 
 
 # ---- baseline and helpers ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cloud_run() -> tuple[ResolvedStack, list[dict[str, Any]]]:
@@ -85,13 +100,27 @@ def _set_env(rs: list[dict[str, Any]], name: str, value: str | None) -> None:
 def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) -> None:
     """A new resource of the fixture's stack, depending on what invoker-0 depends on (the service, the APIs)."""
     deps = list(find(rs, IAM_MEMBER, "cloud-run-invoker-0")["dependencies"])
-    rs.append({"type": typ, "name": name, "urn": f"urn:pulumi:{CLOUD_RUN_FIXTURE}::llm-serving::{typ}::{name}",
-               "inputs": inputs, "options": {"protect": False}, "custom": True, "dependencies": deps})
+    rs.append(
+        {
+            "type": typ,
+            "name": name,
+            "urn": f"urn:pulumi:{CLOUD_RUN_FIXTURE}::llm-serving::{typ}::{name}",
+            "inputs": inputs,
+            "options": {"protect": False},
+            "custom": True,
+            "dependencies": deps,
+        }
+    )
 
 
 def _invoker_inputs(**extra: Any) -> dict[str, Any]:
-    return {"location": "us-central1", "name": "llm-prod", "project": "acme-llm-prod", "role": "roles/run.invoker",
-            **extra}
+    return {
+        "location": "us-central1",
+        "name": "llm-prod",
+        "project": "acme-llm-prod",
+        "role": "roles/run.invoker",
+        **extra,
+    }
 
 
 def _startup(rs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -108,8 +137,11 @@ def test_the_template_states_the_planners_cold_load(cloud_run: tuple[ResolvedSta
     resolved, rs = cloud_run
     pool = resolved.plan.pools["canary"]
     assert isinstance(pool, CloudRunPoolPlan)
-    assert _service(rs)["template"]["annotations"]["llm-serving.io/cold-load-seconds"] == COLD == (
-        f"{round(pool.capacity.cold_load_seconds, 3):g}")
+    assert (
+        _service(rs)["template"]["annotations"]["llm-serving.io/cold-load-seconds"]
+        == COLD
+        == (f"{round(pool.capacity.cold_load_seconds, 3):g}")
+    )
 
 
 @pytest.mark.parametrize("name", CLOUD_RUN_POLICIES)
@@ -121,137 +153,283 @@ def test_prod_cloud_run_baseline_passes(name: str, cloud_run: tuple[ResolvedStac
 
 # ---- one change -> the exact messages --------------------------------------------------------------------------
 
-NOT_PINNED = ("is not pinned by digest: a tag can move to another image between two instance starts; use "
-              "<repository>@sha256:<64 hex>")
-NOT_MOUNTED = ("not a folder of a volume this container mounts: vLLM would fetch it from a model hub (or a bucket) at "
-               "every start; mount the release folder and serve from it")
+NOT_PINNED = (
+    "is not pinned by digest: a tag can move to another image between two instance starts; use "
+    "<repository>@sha256:<64 hex>"
+)
+NOT_MOUNTED = (
+    "not a folder of a volume this container mounts: vLLM would fetch it from a model hub (or a bucket) at "
+    "every start; mount the release folder and serve from it"
+)
 PUBLIC = "the service would answer anyone, spending its GPUs; grant it to named principals only"
 LOGGED = "prompts and completions would reach Cloud Logging with the container's output; remove it"
 
 # (policy, case id, mutation, expected messages)
 CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
-    ("cloudrun-images-pinned-by-digest", "vllm-tag",
-     lambda rs: _container(rs).update(image=f"{IMAGE}:v0.32.0"),
-     [f"cloud-run-service: container 'vllm' image '{IMAGE}:v0.32.0' {NOT_PINNED}"]),
-    ("cloudrun-images-pinned-by-digest", "collector-latest",
-     lambda rs: _container(rs, "collector").update(image=f"{COLLECTOR}:latest"),
-     [f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"]),
-    ("cloudrun-images-pinned-by-digest", "short-digest",
-     lambda rs: _container(rs).update(image=f"{IMAGE}@sha256:3333"),
-     [f"cloud-run-service: container 'vllm' image '{IMAGE}@sha256:3333' {NOT_PINNED}"]),
-    ("cloudrun-min-instances", "scale-to-zero",
-     lambda rs: _service(rs)["template"]["scaling"].update(minInstanceCount=0),
-     ["cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-      "instance loads its weights for minutes before it answers"]),
-    ("cloudrun-min-instances", "unset-is-zero",
-     lambda rs: _service(rs)["template"]["scaling"].pop("minInstanceCount"),
-     ["cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-      "instance loads its weights for minutes before it answers"]),
-    ("cloudrun-no-hub-download", "hub-offline-off",
-     lambda rs: _set_env(rs, "HF_HUB_OFFLINE", "0"),
-     ["cloud-run-service: HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at "
-      "start"]),
-    ("cloudrun-no-hub-download", "hub-offline-unset",
-     lambda rs: _set_env(rs, "HF_HUB_OFFLINE", None),
-     ["cloud-run-service: HF_HUB_OFFLINE is None: set it to '1' so no library behind vLLM reaches a model hub at "
-      "start"]),
-    ("cloudrun-no-hub-download", "hub-model-id",
-     lambda rs: _set_flag(rs, "--model", "Qwen/Qwen3-8B"),
-     [f"cloud-run-service: --model is 'Qwen/Qwen3-8B', {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "bucket-uri",
-     lambda rs: _set_flag(rs, "--model", f"gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/"),
-     [f"cloud-run-service: --model is 'gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/', {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "unmounted-folder",
-     lambda rs: _set_flag(rs, "--model", f"/models/qwen3-8b-fp8/{CANARY_REVISION}"),
-     [f"cloud-run-service: --model is '/models/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "sibling-of-a-mount",
-     lambda rs: _set_flag(rs, "--model", f"/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}"),
-     [f"cloud-run-service: --model is '/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "staging-mount-removed",
-     lambda rs: _container(rs).update(volumeMounts=_container(rs)["volumeMounts"][:1]),
-     [f"cloud-run-service: --model is '{STAGED_MODEL}', {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "positional-model-wins",
-     lambda rs: _insert_arg(rs, "serve", "Qwen/Qwen3-8B"),
-     [f"cloud-run-service: the model vllm serve loads is 'Qwen/Qwen3-8B' (the positional model tag, which overrides "
-      f"--model), {NOT_MOUNTED}"]),
-    ("cloudrun-no-hub-download", "no-vllm-serve",
-     lambda rs: _replace_arg(rs, "serve", "run-batch"),
-     ["cloud-run-service: the vLLM container runs no `vllm serve`: its model source cannot be checked"]),
-    ("cloudrun-no-prompt-logging", "enable-log-requests",
-     lambda rs: _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests"),
-     [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"]),
-    ("cloudrun-no-prompt-logging", "enable-log-outputs",
-     lambda rs: _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs"),
-     [f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"]),
-    ("cloudrun-no-prompt-logging", "re-enabled-after-the-no-flag",  # argparse keeps the last of the pair
-     lambda rs: _container(rs)["args"].append("--enable-log-requests"),
-     [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"]),
-    ("cloudrun-no-prompt-logging", "debug-response-env",
-     lambda rs: _set_env(rs, "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "True"),
-     ["cloud-run-service: the vLLM container sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
-      "reach Cloud Logging; remove it"]),
-    ("cloudrun-no-public-invoker", "member-all-users",
-     lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"].update(member="allUsers"),
-     [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"]),
-    ("cloudrun-no-public-invoker", "member-all-authenticated-users",
-     lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-1")["inputs"].update(member="allAuthenticatedUsers"),
-     [f"cloud-run-invoker-1: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"]),
-    ("cloudrun-no-public-invoker", "binding-all-users",
-     lambda rs: _add(rs, IAM_BINDING, "cloud-run-invokers", _invoker_inputs(
-         members=["group:llm-clients@acme.example", "allUsers"])),
-     [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"]),
-    ("cloudrun-no-public-invoker", "policy-all-authenticated-users",
-     lambda rs: _add(rs, IAM_POLICY, "cloud-run-iam-policy", {
-         "location": "us-central1", "name": "llm-prod", "project": "acme-llm-prod", "policyData": json.dumps(
-             {"bindings": [{"role": "roles/run.invoker", "members": ["allAuthenticatedUsers"]}]})}),
-     [f"cloud-run-iam-policy: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"]),
-    ("cloudrun-no-public-invoker", "v1-iam-member-all-users",
-     lambda rs: _add(rs, "gcp:cloudrun/iamMember:IamMember", "cloud-run-public-access", {
-         "location": "us-central1", "project": "acme-llm-prod", "service": "llm-prod", "role": "roles/run.invoker",
-         "member": "allUsers"}),
-     [f"cloud-run-public-access: roles/run.invoker is granted to allUsers: {PUBLIC}"]),
-    ("cloudrun-no-public-invoker", "invoker-iam-disabled",
-     lambda rs: _service(rs).update(invokerIamDisabled=True),
-     ["cloud-run-service: invokerIamDisabled is true: the service answers anyone who reaches its URL; set it to false "
-      "and grant roles/run.invoker to named principals"]),
-    ("cloudrun-startup-window-covers-cold-load", "window-too-short",
-     lambda rs: _startup(rs).update(failureThreshold=20),
-     [f"cloud-run-service: startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-      f"20), below the cold-load estimate of {COLD} s: set failureThreshold to at least 25"]),
-    ("cloudrun-startup-window-covers-cold-load", "run-v2-defaults",
-     lambda rs: _container(rs).update(startupProbe={"httpGet": {"path": "/health", "port": 8080}}),
-     [f"cloud-run-service: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x failureThreshold "
-      f"3), below the cold-load estimate of {COLD} s: set failureThreshold to at least 14"]),
-    ("cloudrun-startup-window-covers-cold-load", "estimate-from-the-template",
-     lambda rs: _service(rs)["template"]["annotations"].update({"llm-serving.io/cold-load-seconds": "300"}),
-     ["cloud-run-service: startupProbe window is 205 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-      "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"]),
-    ("cloudrun-startup-window-covers-cold-load", "no-startup-probe",
-     lambda rs: _container(rs).pop("startupProbe"),
-     ["cloud-run-service: container 'vllm' has no startupProbe: Cloud Run's default TCP probe gives up long before a "
-      "GPU cold load ends; add an HTTP probe on /health whose window covers it"]),
-    ("cloudrun-startup-window-covers-cold-load", "above-cloud-run-gpu-limit",
-     lambda rs: _startup(rs).update(periodSeconds=60, failureThreshold=31),
-     ["cloud-run-service: startupProbe periodSeconds 60 x failureThreshold 31 = 1860 s exceeds the 1800 s Cloud Run "
-      "accepts for GPU services: the revision would be refused"]),
-    ("cloudrun-startup-window-covers-cold-load", "no-estimate",
-     lambda rs: _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds"),
-     ["cloud-run-service: the cold-load estimate is unknown: render annotation llm-serving.io/cold-load-seconds "
-      "(seconds) on the revision template or set this policy's coldLoadSeconds for the service"]),
+    (
+        "cloudrun-images-pinned-by-digest",
+        "vllm-tag",
+        lambda rs: _container(rs).update(image=f"{IMAGE}:v0.32.0"),
+        [f"cloud-run-service: container 'vllm' image '{IMAGE}:v0.32.0' {NOT_PINNED}"],
+    ),
+    (
+        "cloudrun-images-pinned-by-digest",
+        "collector-latest",
+        lambda rs: _container(rs, "collector").update(image=f"{COLLECTOR}:latest"),
+        [f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"],
+    ),
+    (
+        "cloudrun-images-pinned-by-digest",
+        "short-digest",
+        lambda rs: _container(rs).update(image=f"{IMAGE}@sha256:3333"),
+        [f"cloud-run-service: container 'vllm' image '{IMAGE}@sha256:3333' {NOT_PINNED}"],
+    ),
+    (
+        "cloudrun-min-instances",
+        "scale-to-zero",
+        lambda rs: _service(rs)["template"]["scaling"].update(minInstanceCount=0),
+        [
+            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
+            "instance loads its weights for minutes before it answers"
+        ],
+    ),
+    (
+        "cloudrun-min-instances",
+        "unset-is-zero",
+        lambda rs: _service(rs)["template"]["scaling"].pop("minInstanceCount"),
+        [
+            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
+            "instance loads its weights for minutes before it answers"
+        ],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "hub-offline-off",
+        lambda rs: _set_env(rs, "HF_HUB_OFFLINE", "0"),
+        [
+            "cloud-run-service: HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at "
+            "start"
+        ],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "hub-offline-unset",
+        lambda rs: _set_env(rs, "HF_HUB_OFFLINE", None),
+        [
+            "cloud-run-service: HF_HUB_OFFLINE is None: set it to '1' so no library behind vLLM reaches a model hub at "
+            "start"
+        ],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "hub-model-id",
+        lambda rs: _set_flag(rs, "--model", "Qwen/Qwen3-8B"),
+        [f"cloud-run-service: --model is 'Qwen/Qwen3-8B', {NOT_MOUNTED}"],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "bucket-uri",
+        lambda rs: _set_flag(rs, "--model", f"gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/"),
+        [f"cloud-run-service: --model is 'gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/', {NOT_MOUNTED}"],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "unmounted-folder",
+        lambda rs: _set_flag(rs, "--model", f"/models/qwen3-8b-fp8/{CANARY_REVISION}"),
+        [f"cloud-run-service: --model is '/models/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "sibling-of-a-mount",
+        lambda rs: _set_flag(rs, "--model", f"/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}"),
+        [f"cloud-run-service: --model is '/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "staging-mount-removed",
+        lambda rs: _container(rs).update(volumeMounts=_container(rs)["volumeMounts"][:1]),
+        [f"cloud-run-service: --model is '{STAGED_MODEL}', {NOT_MOUNTED}"],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "positional-model-wins",
+        lambda rs: _insert_arg(rs, "serve", "Qwen/Qwen3-8B"),
+        [
+            f"cloud-run-service: the model vllm serve loads is 'Qwen/Qwen3-8B' (the positional model tag, which overrides "
+            f"--model), {NOT_MOUNTED}"
+        ],
+    ),
+    (
+        "cloudrun-no-hub-download",
+        "no-vllm-serve",
+        lambda rs: _replace_arg(rs, "serve", "run-batch"),
+        ["cloud-run-service: the vLLM container runs no `vllm serve`: its model source cannot be checked"],
+    ),
+    (
+        "cloudrun-no-prompt-logging",
+        "enable-log-requests",
+        lambda rs: _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests"),
+        [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"],
+    ),
+    (
+        "cloudrun-no-prompt-logging",
+        "enable-log-outputs",
+        lambda rs: _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs"),
+        [f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"],
+    ),
+    (
+        "cloudrun-no-prompt-logging",
+        "re-enabled-after-the-no-flag",  # argparse keeps the last of the pair
+        lambda rs: _container(rs)["args"].append("--enable-log-requests"),
+        [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"],
+    ),
+    (
+        "cloudrun-no-prompt-logging",
+        "debug-response-env",
+        lambda rs: _set_env(rs, "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "True"),
+        [
+            "cloud-run-service: the vLLM container sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
+            "reach Cloud Logging; remove it"
+        ],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "member-all-users",
+        lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"].update(member="allUsers"),
+        [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "member-all-authenticated-users",
+        lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-1")["inputs"].update(member="allAuthenticatedUsers"),
+        [f"cloud-run-invoker-1: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "binding-all-users",
+        lambda rs: _add(
+            rs,
+            IAM_BINDING,
+            "cloud-run-invokers",
+            _invoker_inputs(members=["group:llm-clients@acme.example", "allUsers"]),
+        ),
+        [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "policy-all-authenticated-users",
+        lambda rs: _add(
+            rs,
+            IAM_POLICY,
+            "cloud-run-iam-policy",
+            {
+                "location": "us-central1",
+                "name": "llm-prod",
+                "project": "acme-llm-prod",
+                "policyData": json.dumps(
+                    {"bindings": [{"role": "roles/run.invoker", "members": ["allAuthenticatedUsers"]}]}
+                ),
+            },
+        ),
+        [f"cloud-run-iam-policy: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "v1-iam-member-all-users",
+        lambda rs: _add(
+            rs,
+            "gcp:cloudrun/iamMember:IamMember",
+            "cloud-run-public-access",
+            {
+                "location": "us-central1",
+                "project": "acme-llm-prod",
+                "service": "llm-prod",
+                "role": "roles/run.invoker",
+                "member": "allUsers",
+            },
+        ),
+        [f"cloud-run-public-access: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+    ),
+    (
+        "cloudrun-no-public-invoker",
+        "invoker-iam-disabled",
+        lambda rs: _service(rs).update(invokerIamDisabled=True),
+        [
+            "cloud-run-service: invokerIamDisabled is true: the service answers anyone who reaches its URL; set it to false "
+            "and grant roles/run.invoker to named principals"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "window-too-short",
+        lambda rs: _startup(rs).update(failureThreshold=20),
+        [
+            f"cloud-run-service: startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
+            f"20), below the cold-load estimate of {COLD} s: set failureThreshold to at least 25"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "run-v2-defaults",
+        lambda rs: _container(rs).update(startupProbe={"httpGet": {"path": "/health", "port": 8080}}),
+        [
+            f"cloud-run-service: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x failureThreshold "
+            f"3), below the cold-load estimate of {COLD} s: set failureThreshold to at least 14"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "estimate-from-the-template",
+        lambda rs: _service(rs)["template"]["annotations"].update({"llm-serving.io/cold-load-seconds": "300"}),
+        [
+            "cloud-run-service: startupProbe window is 205 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
+            "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "no-startup-probe",
+        lambda rs: _container(rs).pop("startupProbe"),
+        [
+            "cloud-run-service: container 'vllm' has no startupProbe: Cloud Run's default TCP probe gives up long before a "
+            "GPU cold load ends; add an HTTP probe on /health whose window covers it"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "above-cloud-run-gpu-limit",
+        lambda rs: _startup(rs).update(periodSeconds=60, failureThreshold=31),
+        [
+            "cloud-run-service: startupProbe periodSeconds 60 x failureThreshold 31 = 1860 s exceeds the 1800 s Cloud Run "
+            "accepts for GPU services: the revision would be refused"
+        ],
+    ),
+    (
+        "cloudrun-startup-window-covers-cold-load",
+        "no-estimate",
+        lambda rs: _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds"),
+        [
+            "cloud-run-service: the cold-load estimate is unknown: render annotation llm-serving.io/cold-load-seconds "
+            "(seconds) on the revision template or set this policy's coldLoadSeconds for the service"
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "case", "mutate", "expected"), CLOUD_RUN_CASES,
-                         ids=[f"{c[0]}:{c[1]}" for c in CLOUD_RUN_CASES])
-def test_one_change_one_violation(name: str, case: str, mutate: Mutation, expected: list[str],
-                                  cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+@pytest.mark.parametrize(
+    ("name", "case", "mutate", "expected"), CLOUD_RUN_CASES, ids=[f"{c[0]}:{c[1]}" for c in CLOUD_RUN_CASES]
+)
+def test_one_change_one_violation(
+    name: str, case: str, mutate: Mutation, expected: list[str], cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
     mutate(rs)
     assert evaluate(name, rs, policy_config(name, resolved)) == sorted(expected)
     # One change breaks one policy: the other Cloud Run policies still pass.
-    assert {other: evaluate(other, rs, policy_config(other, resolved)) for other in CLOUD_RUN_POLICIES
-            if other != name} == {other: [] for other in CLOUD_RUN_POLICIES if other != name}
+    assert {
+        other: evaluate(other, rs, policy_config(other, resolved)) for other in CLOUD_RUN_POLICIES if other != name
+    } == {other: [] for other in CLOUD_RUN_POLICIES if other != name}
 
 
 def test_every_cloud_run_policy_has_cases() -> None:
@@ -268,7 +446,8 @@ def test_the_hub_token_alone_is_no_hub_download(cloud_run: tuple[ResolvedStack, 
 
 
 def test_cold_load_fact_by_service_name_without_the_annotation(
-        cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+    cloud_run: tuple[ResolvedStack, list[dict[str, Any]]],
+) -> None:
     """A revision without the annotation is judged by the policy's coldLoadSeconds, keyed by the service name."""
     resolved, resources = cloud_run
     name = "cloudrun-startup-window-covers-cold-load"
@@ -278,26 +457,36 @@ def test_cold_load_fact_by_service_name_without_the_annotation(
     assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {"llm-prod": float(COLD)}}) == []
     assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {"llm-prod": 300}}) == [
         "cloud-run-service: startupProbe window is 205 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-        "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"]
+        "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"
+    ]
     # The annotation, when rendered, wins over a stale fact.
     assert evaluate(name, copy.deepcopy(resources), {**cfg, "coldLoadSeconds": {"llm-prod": 300}}) == []
 
 
 # ---- environments: dev may scale to zero and be public, staging and prod may not ------------------------------------
 
-@pytest.mark.parametrize(("env", "scale_to_zero", "public"), [("dev", True, True), ("staging", True, False),
-                                                                ("prod", False, False)])
+
+@pytest.mark.parametrize(
+    ("env", "scale_to_zero", "public"), [("dev", True, True), ("staging", True, False), ("prod", False, False)]
+)
 def test_environment_files_decide_scale_to_zero_and_public_invokers(
-        env: str, scale_to_zero: bool, public: bool, cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+    env: str, scale_to_zero: bool, public: bool, cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
     _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
     find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"]["member"] = "allUsers"
     assert evaluate("cloudrun-min-instances", rs, policy_config("cloudrun-min-instances", resolved, env)) == (
-        [] if scale_to_zero else ["cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm "
-                                  "instance(s); a cold GPU instance loads its weights for minutes before it answers"])
+        []
+        if scale_to_zero
+        else [
+            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm "
+            "instance(s); a cold GPU instance loads its weights for minutes before it answers"
+        ]
+    )
     assert evaluate("cloudrun-no-public-invoker", rs, policy_config("cloudrun-no-public-invoker", resolved, env)) == (
-        [] if public else [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"])
+        [] if public else [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"]
+    )
 
 
 def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
@@ -308,7 +497,8 @@ def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "dev")) == []
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "prod")) == [
         "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-        "instance loads its weights for minutes before it answers"]
+        "instance loads its weights for minutes before it answers"
+    ]
     for other in CLOUD_RUN_POLICIES:
         assert evaluate(other, copy.deepcopy(rs), policy_config(other, run.resolved, "dev")) == [], other
 
@@ -318,20 +508,40 @@ def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
 #: Properties the program could compute from other resources' outputs. Not names (of containers, env vars): the
 #: program always writes those as literals.
 CLOUD_RUN_UNKNOWN_KEYS = [
-    {"image"}, {"args"}, {"commands"}, {"envs"}, {"value"}, {"valueSource"}, {"volumeMounts"}, {"mountPath"},
-    {"startupProbe"}, {"failureThreshold"}, {"periodSeconds", "initialDelaySeconds"}, {"annotations"},
-    {"llm-serving.io/cold-load-seconds"}, {"scaling"}, {"minInstanceCount"}, {"resources"}, {"limits"},
-    {"containers"}, {"template"}, {"invokerIamDisabled"}, {"member"}, {"role"},
+    {"image"},
+    {"args"},
+    {"commands"},
+    {"envs"},
+    {"value"},
+    {"valueSource"},
+    {"volumeMounts"},
+    {"mountPath"},
+    {"startupProbe"},
+    {"failureThreshold"},
+    {"periodSeconds", "initialDelaySeconds"},
+    {"annotations"},
+    {"llm-serving.io/cold-load-seconds"},
+    {"scaling"},
+    {"minInstanceCount"},
+    {"resources"},
+    {"limits"},
+    {"containers"},
+    {"template"},
+    {"invokerIamDisabled"},
+    {"member"},
+    {"role"},
 ]
 
 
 @pytest.mark.parametrize("keys", CLOUD_RUN_UNKNOWN_KEYS, ids=lambda k: ",".join(sorted(k)))
-def test_unknown_values_never_crash_or_invent_violations(keys: set[str],
-                                                         cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+def test_unknown_values_never_crash_or_invent_violations(
+    keys: set[str], cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
     resolved, resources = cloud_run
     rs = _unknown_everywhere(resources, keys)
     assert {n: evaluate(n, rs, policy_config(n, resolved)) for n in CLOUD_RUN_POLICIES} == {
-        n: [] for n in CLOUD_RUN_POLICIES}
+        n: [] for n in CLOUD_RUN_POLICIES
+    }
 
 
 def test_unknown_list_items_and_iam_documents(cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
@@ -343,31 +553,41 @@ def test_unknown_list_items_and_iam_documents(cloud_run: tuple[ResolvedStack, li
     _container(rs)["volumeMounts"][0]["mountPath"] = COMPUTED_MARKER
     _container(rs)["args"][_container(rs)["args"].index("--no-enable-log-requests")] = COMPUTED_MARKER
     _add(rs, IAM_BINDING, "cloud-run-invokers-unknown", _invoker_inputs(members=COMPUTED_MARKER))
-    _add(rs, IAM_POLICY, "cloud-run-iam-policy", {"location": "us-central1", "name": "llm-prod",
-                                                  "project": "acme-llm-prod", "policyData": COMPUTED_MARKER})
+    _add(
+        rs,
+        IAM_POLICY,
+        "cloud-run-iam-policy",
+        {"location": "us-central1", "name": "llm-prod", "project": "acme-llm-prod", "policyData": COMPUTED_MARKER},
+    )
     _add(rs, IAM_BINDING, "cloud-run-invokers", _invoker_inputs(members=[COMPUTED_MARKER, "allUsers"]))
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in CLOUD_RUN_POLICIES}
-    assert found == {**{n: [] for n in CLOUD_RUN_POLICIES}, "cloudrun-no-public-invoker": [
-        f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"]}
+    assert found == {
+        **{n: [] for n in CLOUD_RUN_POLICIES},
+        "cloudrun-no-public-invoker": [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+    }
 
 
 def test_unknown_value_is_skipped_but_the_rest_still_checked(
-        cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+    cloud_run: tuple[ResolvedStack, list[dict[str, Any]]],
+) -> None:
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
-    _container(rs)["envs"] = COMPUTED_MARKER           # offline switch and logging env unknown at preview ...
+    _container(rs)["envs"] = COMPUTED_MARKER  # offline switch and logging env unknown at preview ...
     _container(rs)["startupProbe"]["failureThreshold"] = COMPUTED_MARKER
     _container(rs, "collector")["image"] = f"{COLLECTOR}:latest"  # ... a tag is still a tag
     _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs")
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in CLOUD_RUN_POLICIES}
-    assert found == {**{n: [] for n in CLOUD_RUN_POLICIES},
-                     "cloudrun-images-pinned-by-digest": [
-                         f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"],
-                     "cloudrun-no-prompt-logging": [
-                         f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"]}
+    assert found == {
+        **{n: [] for n in CLOUD_RUN_POLICIES},
+        "cloudrun-images-pinned-by-digest": [
+            f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"
+        ],
+        "cloudrun-no-prompt-logging": [f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"],
+    }
 
 
 # ---- through the Analyzer gRPC protocol ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("stack", [CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE])
 def test_cloud_run_stack_passes_with_its_enforcement(stack: str) -> None:
@@ -398,23 +618,61 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
     path = tmp_path / "inventory.json"
     path.write_text(json.dumps(inv))
     out = tmp_path / "report"
-    assert cli.main(["policy", "--stack", CLOUD_RUN_FIXTURE, "--stacks-dir", str(CLOUD_RUN_FIXTURES),
-                     "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
+    assert (
+        cli.main(
+            [
+                "policy",
+                "--stack",
+                CLOUD_RUN_FIXTURE,
+                "--stacks-dir",
+                str(CLOUD_RUN_FIXTURES),
+                "--inventory",
+                str(path),
+                "--out",
+                str(out),
+            ]
+        )
+        == cli.EXIT_POLICY
+    )
     assert _findings(out) == [
-        ("cloudrun-images-pinned-by-digest", "mandatory", "cloud-run-service",
-         f"container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"),
-        ("cloudrun-min-instances", "mandatory", "cloud-run-service",
-         "template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU instance loads its "
-         "weights for minutes before it answers"),
-        ("cloudrun-no-hub-download", "mandatory", "cloud-run-service",
-         "HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at start"),
-        ("cloudrun-no-prompt-logging", "mandatory", "cloud-run-service",
-         f"vllm serve sets --enable-log-requests: {LOGGED}"),
-        ("cloudrun-no-public-invoker", "mandatory", "cloud-run-invoker-1",
-         f"roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"),
-        ("cloudrun-startup-window-covers-cold-load", "mandatory", "cloud-run-service",
-         f"startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold 20), below the "
-         f"cold-load estimate of {COLD} s: set failureThreshold to at least 25"),
+        (
+            "cloudrun-images-pinned-by-digest",
+            "mandatory",
+            "cloud-run-service",
+            f"container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}",
+        ),
+        (
+            "cloudrun-min-instances",
+            "mandatory",
+            "cloud-run-service",
+            "template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU instance loads its "
+            "weights for minutes before it answers",
+        ),
+        (
+            "cloudrun-no-hub-download",
+            "mandatory",
+            "cloud-run-service",
+            "HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at start",
+        ),
+        (
+            "cloudrun-no-prompt-logging",
+            "mandatory",
+            "cloud-run-service",
+            f"vllm serve sets --enable-log-requests: {LOGGED}",
+        ),
+        (
+            "cloudrun-no-public-invoker",
+            "mandatory",
+            "cloud-run-invoker-1",
+            f"roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}",
+        ),
+        (
+            "cloudrun-startup-window-covers-cold-load",
+            "mandatory",
+            "cloud-run-service",
+            f"startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold 20), below the "
+            f"cold-load estimate of {COLD} s: set failureThreshold to at least 25",
+        ),
     ]
 
 
@@ -426,4 +684,5 @@ def test_prompt_logging_the_last_switch_wins() -> None:
     assert prompt_logging_flags(["--enable-log-requests", "--no-enable-log-requests"]) == []
     assert prompt_logging_flags(["--no-enable-log-outputs", "--enable-log-outputs"]) == ["--enable-log-outputs"]
     assert prompt_logging_flags(["--enable-log-requests=false", "--enable-log-outputs", "--port", "8080"]) == [
-        "--enable-log-outputs"]
+        "--enable-log-outputs"
+    ]

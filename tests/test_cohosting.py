@@ -14,7 +14,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from infra.targets.vertex.planning import vertex_part
 import pytest
 
 from components.vertex import provider as pv
@@ -23,8 +22,8 @@ from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.targets.vertex.planning import CoHostedGroupPlan
 from infra.resolve import resolve_stack
+from infra.targets.vertex.planning import CoHostedGroupPlan, vertex_part
 from tests.discovery import DiscoveryDocument, document
 from tests.test_vertex_requests import FakeClock, FakeVertex, floats
 
@@ -80,13 +79,16 @@ def deployed(name: str) -> dict[str, Any]:
 
 # ---- the shipped stack -------------------------------------------------------------------------------------------
 
+
 def test_dev_cohost_plans_with_zero_violations_and_no_gke(tmp_path: Path, capsys) -> None:
     assert not {"llm-serving:gke", "llm-serving:gateway", "llm-serving:cloud_run"} & set(values())
     assert cli.main(["plan", "--stack", STACK, "--out", str(tmp_path / "plan")]) == 0
     out = capsys.readouterr().out
     assert "policy: 0 violation(s): 0 mandatory, 0 advisory, " in out
-    assert ("co-hosted group pair (vertex) on a3-highgpu-1g (1 x nvidia-h100-80gb), 1..1 machine(s): partitions per "
-            "GPU 0.8 (at most 1 - transient reserve 0.1 = 0.9)") in out
+    assert (
+        "co-hosted group pair (vertex) on a3-highgpu-1g (1 x nvidia-h100-80gb), 1..1 machine(s): partitions per "
+        "GPU 0.8 (at most 1 - transient reserve 0.1 = 0.9)"
+    ) in out
     types = [r["type"] for r in json.loads((tmp_path / "plan" / "inventory.json").read_text())["resources"]]
     assert not [t for t in types if t.startswith(("kubernetes:", "gcp:container", "gcp:compute"))]
     assert (types.count(POOL), types.count(DEPLOYED), types.count("gcp:vertex/aiEndpoint:AiEndpoint")) == (1, 3, 3)
@@ -103,10 +105,11 @@ def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
 
 # ---- the planner's arithmetic ------------------------------------------------------------------------------------
 
+
 def test_partitions_and_per_model_concurrency_by_hand() -> None:
     # Partition 0.4 of 79.6 GiB = 31.84 GiB per GPU, less the weights (TP 1) and 2 GiB overhead, is the KV budget.
     part = M * 0.4
-    llama_budget = part * GiB - W_LLAMA - 2 * GiB     # 22.36 GiB
+    llama_budget = part * GiB - W_LLAMA - 2 * GiB  # 22.36 GiB
     mistral_budget = part * GiB - W_MISTRAL - 2 * GiB  # 23.09 GiB
     assert (round(llama_budget / GiB, 2), round(mistral_budget / GiB, 2)) == (22.36, 23.09)
     # Sequences at max_model_len 4096 (256 whole blocks): floor(B / (131,072 B x 4096)) = floor(B / 0.5 GiB).
@@ -122,7 +125,7 @@ def test_partitions_and_per_model_concurrency_by_hand() -> None:
     assert (llama.max_seqs_at_mean_context, mistral.max_seqs_at_mean_context) == (228, 236)
     assert (llama.max_num_seqs, mistral.max_num_seqs) == (228, 236)
     assert (llama.gpus, mistral.gpus) == (((0,),), ((0,),))  # both on the machine's one GPU
-    assert g.layout.partition_sum_per_gpu == (0.8,)           # 0.4 + 0.4 <= 1 - 0.1
+    assert g.layout.partition_sum_per_gpu == (0.8,)  # 0.4 + 0.4 <= 1 - 0.1
 
 
 def test_layout_on_eight_gpus() -> None:
@@ -153,11 +156,13 @@ def test_layout_on_eight_gpus() -> None:
 
 def test_vllm_args_take_the_partition_and_the_models_public_name() -> None:
     g = group_plan()
-    for m, release, name, seqs in ((g.models[0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 228),
-                                   (g.models[1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 236)):
+    for m, release, name, seqs in (
+        (g.models[0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 228),
+        (g.models[1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 236),
+    ):
         args = list(m.vllm_args)
         assert args[args.index("--gpu-memory-utilization") + 1] == "0.4"
-        assert args[args.index("--served-model-name") + 1: args.index("--served-model-name") + 3] == [release, name]
+        assert args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3] == [release, name]
         assert args[args.index("--max-num-seqs") + 1] == str(seqs)
         assert args[args.index("--port") + 1] == "8000"  # each deployed model is its own container
         container = deployed(f"vertex-{m.endpoint_id}-model")["upload_model_request"]["model"]["containerSpec"]
@@ -166,13 +171,17 @@ def test_vllm_args_take_the_partition_and_the_models_public_name() -> None:
 
 # ---- the Vertex rendering ---------------------------------------------------------------------------------------
 
+
 def test_models_share_one_resource_pool_each_behind_its_own_endpoint() -> None:
     (pool,) = resources(inv(), POOL)
     name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{pool['inputs']['pool_id']}"
     assert pool["inputs"]["pool_id"].startswith("pair-")
     d = pool["inputs"]["resource_pool"]["dedicatedResources"]
-    assert d["machineSpec"] == {"machineType": "a3-highgpu-1g", "acceleratorType": "NVIDIA_H100_80GB",
-                                "acceleratorCount": 1}
+    assert d["machineSpec"] == {
+        "machineType": "a3-highgpu-1g",
+        "acceleratorType": "NVIDIA_H100_80GB",
+        "acceleratorCount": 1,
+    }
     assert (d["minReplicaCount"], d["maxReplicaCount"]) == (1, 1)
     assert pool["inputs"]["resource_pool"]["serviceAccount"] == f"llm-dev-llama-vtx@{PROJECT}.iam.gserviceaccount.com"
     for endpoint in ("llm-dev-llama", "llm-dev-mistral"):
@@ -181,12 +190,17 @@ def test_models_share_one_resource_pool_each_behind_its_own_endpoint() -> None:
         assert "dedicatedResources" not in dm["deployed_model"]
         assert dm["endpoint"] == f"projects/{PROJECT}/locations/{REGION}/endpoints/{endpoint}"
     weights = sorted((t["name"], t["inputs"]["weights"]) for t in resources(inv(), TRAFFIC))
-    assert weights == [("vertex-llm-dev-llama-traffic", {"model": 100}),
-                       ("vertex-llm-dev-mistral-traffic", {"model": 100}), ("vertex-traffic", {"stable": 100})]
+    assert weights == [
+        ("vertex-llm-dev-llama-traffic", {"model": 100}),
+        ("vertex-llm-dev-mistral-traffic", {"model": 100}),
+        ("vertex-traffic", {"stable": 100}),
+    ]
     # The pool's containers run as the owner's (llama's) account: it reads both release folders; mistral's own
     # account (which uploads its model) reads mistral's folder only.
-    readers = {r["inputs"]["member"]: r["inputs"]["condition"]["expression"]
-               for r in resources(inv(), "gcp:storage/bucketIAMMember:BucketIAMMember")}
+    readers = {
+        r["inputs"]["member"]: r["inputs"]["condition"]["expression"]
+        for r in resources(inv(), "gcp:storage/bucketIAMMember:BucketIAMMember")
+    }
     llama_folder = "llama-3.1-8b-fp8/0e9e39f249a16976918f6564b8830bc894c89659/"
     mistral_folder = "mistral-7b-v0.3-fp8/e0bc86c23ce5aae1db576c8cca6f06f1f73af2db/"
     owner = readers[f"serviceAccount:llm-dev-llama-vtx@{PROJECT}.iam.gserviceaccount.com"]
@@ -216,15 +230,27 @@ def test_every_cohosting_request_body_validates() -> None:
     assert vertex.methods().count("projects.locations.deploymentResourcePools.create") == 1
     assert vertex.methods().count("projects.locations.endpoints.deployModel") == 2
     (create,) = vertex.bodies("projects.locations.deploymentResourcePools.create")
-    assert ai.validate("GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest", create,
-                       required=("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec")
-                       ) == []
+    assert (
+        ai.validate(
+            "GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest",
+            create,
+            required=("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec"),
+        )
+        == []
+    )
     for body in vertex.bodies("projects.locations.endpoints.deployModel"):
-        assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body,
-                           required=("deployedModel.model", "deployedModel.sharedResources")) == []
+        assert (
+            ai.validate(
+                "GoogleCloudAiplatformV1DeployModelRequest",
+                body,
+                required=("deployedModel.model", "deployedModel.sharedResources"),
+            )
+            == []
+        )
 
 
 # ---- every refusal, with a failing config ---------------------------------------------------------------------------
+
 
 def test_weights_must_fit_the_partition() -> None:
     # 0.1 x 79.6 = 7.96 GiB < 7.48 GiB of Llama weights + 2 GiB overhead.
@@ -232,7 +258,8 @@ def test_weights_must_fit_the_partition() -> None:
     _model(v, 0)["gpu_memory_partition"] = 0.1
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[0].gpu_memory_partition: llama-3.1-8b: the weights do not fit the "
-        "partition: 7.48 GiB / TP 1 = 7.48 GiB per GPU + 2 GiB overhead > 79.6 GiB x 0.1 = 7.96 GiB"]
+        "partition: 7.48 GiB / TP 1 = 7.48 GiB per GPU + 2 GiB overhead > 79.6 GiB x 0.1 = 7.96 GiB"
+    ]
 
 
 def test_the_useful_concurrency_must_fit_the_partition() -> None:
@@ -243,7 +270,8 @@ def test_the_useful_concurrency_must_fit_the_partition() -> None:
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[0].gpu_memory_partition: llama-3.1-8b: weights + KV for 300 sequences of "
         "800 tokens do not fit the partition: 7.48 GiB weights + 29.30 GiB KV + 2 GiB overhead > 79.6 GiB x 0.4 = "
-        "31.84 GiB per GPU (it holds 228); raise the partition or lower useful_concurrency"]
+        "31.84 GiB per GPU (it holds 228); raise the partition or lower useful_concurrency"
+    ]
 
 
 def test_partitions_leave_the_transient_reserve() -> None:
@@ -252,7 +280,8 @@ def test_partitions_leave_the_transient_reserve() -> None:
     _model(v, 1)["gpu_memory_partition"] = 0.45
     assert issues(v) == [
         "llm-serving:cohosting.pair.models: the partitions on GPU 0 sum to 0.95 (llama-3.1-8b 0.5 + mistral-7b 0.45), "
-        "above 1 - transient_reserve 0.1 = 0.9: lower the partitions or place fewer instances"]
+        "above 1 - transient_reserve 0.1 = 0.9: lower the partitions or place fewer instances"
+    ]
     _group(v)["transient_reserve"] = 0.05  # 0.95 <= 1 - 0.05: accepted
     assert group_plan(v).layout.partition_sum_per_gpu == (0.95,)
 
@@ -262,14 +291,14 @@ def test_group_schema_rules() -> None:
     _model(v, 1)["instances"] = 2
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].instances: a Vertex deployed model is one container, one vLLM server "
-        "per replica: 1, got 2 (more instances need a GKE pod)"]
+        "per replica: 1, got 2 (more instances need a GKE pod)"
+    ]
     v = values()
     _model(v, 1)["model_name"] = "llama-3.1-8b"
     assert issues(v) == ["llm-serving:cohosting.pair.models[1].model_name: 'llama-3.1-8b' is given twice"]
     v = values()
     _group(v)["models"] = _group(v)["models"][:1]
-    assert issues(v) == ["llm-serving:cohosting.pair.models: List should have at least 2 items after validation, "
-                         "not 1"]
+    assert issues(v) == ["llm-serving:cohosting.pair.models: List should have at least 2 items after validation, not 1"]
     v = values()
     _group(v)["target"] = "gcs"
     assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: gke, vertex"]
@@ -278,8 +307,9 @@ def test_group_schema_rules() -> None:
     assert issues(v) == ["llm-serving:cohosting.pair.shm_gib: unknown key (not part of the schema)"]
     v = values()
     del _model(v, 1)["endpoint_id"]
-    assert issues(v) == ["llm-serving:cohosting.pair.models[1].endpoint_id: required on vertex: one endpoint per "
-                         "co-hosted model"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[1].endpoint_id: required on vertex: one endpoint per co-hosted model"
+    ]
     v = values()
     v["llm-serving:cohosting"] = {"Pair": _group(v)}
     (msg,) = issues(v)
@@ -289,17 +319,22 @@ def test_group_schema_rules() -> None:
 def test_names_are_the_stacks_only_ones() -> None:
     v = values()
     _model(v, 0)["model_name"] = "qwen3-8b"
-    assert issues(v) == ["llm-serving:cohosting.pair.models[0].model_name: 'qwen3-8b' is already serving.model_name: "
-                         "each public name reaches one model"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[0].model_name: 'qwen3-8b' is already serving.model_name: "
+        "each public name reaches one model"
+    ]
     v = values()
     _model(v, 1)["endpoint_id"] = "llm-dev"
-    assert issues(v) == ["llm-serving:cohosting.pair.models[1].endpoint_id: 'llm-dev' is already vertex.endpoint_id: "
-                         "one endpoint per model"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[1].endpoint_id: 'llm-dev' is already vertex.endpoint_id: "
+        "one endpoint per model"
+    ]
     v = values()
     _model(v, 1)["model_name"] = "qwen3-8b-fp8-2026-11-02.1"
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].model_name: 'qwen3-8b-fp8-2026-11-02.1' is also a release id: a "
-        "response's model (the release id) must tell which release served it"]
+        "response's model (the release id) must tell which release served it"
+    ]
 
 
 def test_references_resolve() -> None:
@@ -310,12 +345,14 @@ def test_references_resolve() -> None:
     _model(v, 1)["release"] = "mistral-7b-v0.3-fp8-2026-12-01.1"
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].release: unknown release 'mistral-7b-v0.3-fp8-2026-12-01.1'; known: "
-        "qwen3-8b-fp8-2026-11-02.1, llama-3.1-8b-fp8-2026-11-25.1, mistral-7b-v0.3-fp8-2026-11-25.1"]
+        "qwen3-8b-fp8-2026-11-02.1, llama-3.1-8b-fp8-2026-11-25.1, mistral-7b-v0.3-fp8-2026-11-25.1"
+    ]
     v = values()
     del v["llm-serving:vertex"]
     found = issues(v)
-    assert ("llm-serving:vertex: required when a co-hosted group targets vertex (pair): the endpoints' access and "
-            "callers") in found
+    assert (
+        "llm-serving:vertex: required when a co-hosted group targets vertex (pair): the endpoints' access and callers"
+    ) in found
 
 
 def test_group_releases_share_one_weights_bucket() -> None:
@@ -326,7 +363,8 @@ def test_group_releases_share_one_weights_bucket() -> None:
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' is in bucket "
         "'acme-llm-other-weights', the group's first in 'acme-llm-dev-weights': the resource pool's service account "
-        "reads exactly one weights bucket"]
+        "reads exactly one weights bucket"
+    ]
 
 
 def test_the_reservation_holds_pools_and_groups() -> None:
@@ -335,7 +373,8 @@ def test_the_reservation_holds_pools_and_groups() -> None:
     _acc["reservation"] = {"mode": "existing", "name": "h100-dev", "count": 3}  # needs (1 + 1) + (1 + 1) = 4
     assert issues(v) == [
         "llm-serving:accelerators.h100-1g.reservation.count: 3 reserved machine(s) cannot hold the Vertex pools' max "
-        "replicas 2 + a replacement deployment's min replicas 2 = 4 (co-hosted groups pair included)"]
+        "replicas 2 + a replacement deployment's min replicas 2 = 4 (co-hosted groups pair included)"
+    ]
     _acc["reservation"]["count"] = 4
     plan = resolve_stack(v, STACK, ROOT).plan
     g = plan.cohosting["pair"]
@@ -347,6 +386,7 @@ def test_the_reservation_holds_pools_and_groups() -> None:
 
 
 # ---- recipes: (instances x TP) layouts that fit memory ----------------------------------------------------------------
+
 
 def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
     # Qwen3-32B FP8 (W = 32.8e9 B) on a3-highgpu-2g, partition 0.9 per server on its GPUs, 2 GiB overhead:
@@ -360,16 +400,30 @@ def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
     assert (math.floor(b1 / (k * 2160)), math.floor(b1 / (k * 16384))) == (74, 9)
     geo = capacity.Geometry(32_800_000_000, 64, 8, 128, 1.0, 2.0)
     found = ch.recipes(geo, 16384, 2, 79.6, 2150)
-    assert [(r.instances, r.tensor_parallel_size, r.instances_per_gpu_set, r.partition, r.max_seqs_at_mean_context,
-             r.max_seqs_at_max_model_len, r.machine_seqs_at_mean_context) for r in found] == [
-        (2, 1, 1, 0.9, 74, 9, 148), (1, 2, 1, 0.9, 206, 27, 206), (2, 2, 2, 0.45, 70, 9, 140)]
+    assert [
+        (
+            r.instances,
+            r.tensor_parallel_size,
+            r.instances_per_gpu_set,
+            r.partition,
+            r.max_seqs_at_mean_context,
+            r.max_seqs_at_max_model_len,
+            r.machine_seqs_at_mean_context,
+        )
+        for r in found
+    ] == [(2, 1, 1, 0.9, 74, 9, 148), (1, 2, 1, 0.9, 206, 27, 206), (2, 2, 2, 0.45, 70, 9, 140)]
     # Two TP-1 servers per GPU at 0.45 leave no room for a 16,384-token sequence: not a recipe.
     assert 79.6 * 0.45 * GiB - w - 2 * GiB < k * 16384
     assert cli.main(["capacity", "--stack", "staging-vertex", "--recipes"]) == 0
     out = capsys.readouterr().out
-    assert ("qwen3-32b-fp8-2026-08-23.1 on h100-tp2 (a3-highgpu-2g, 2 x nvidia-h100-80gb of 79.6 GiB), max_model_len "
-            "16384, mean context 2150:") in out
-    assert "    2 x TP 1      1           0.9         39.09 GiB                    74                9             148" in out
+    assert (
+        "qwen3-32b-fp8-2026-08-23.1 on h100-tp2 (a3-highgpu-2g, 2 x nvidia-h100-80gb of 79.6 GiB), max_model_len "
+        "16384, mean context 2150:"
+    ) in out
+    assert (
+        "    2 x TP 1      1           0.9         39.09 GiB                    74                9             148"
+        in out
+    )
 
 
 def test_recipes_skip_layouts_the_kv_heads_or_memory_refuse() -> None:

@@ -37,8 +37,10 @@ W_LLAMA, W_MISTRAL = 8.03e9, 7.25e9
 K = 2 * 32 * 8 * 128 * 2
 #: The dev contract's mean context: 600 prompt + 200 output tokens (50 KV blocks of 16).
 MEAN = 800
-ROLES = {"llama-3-1-8b": ("llama-3.1-8b", "llama-3.1-8b-fp8-2026-11-25.1", W_LLAMA),
-         "mistral-7b": ("mistral-7b", "mistral-7b-v0.3-fp8-2026-11-25.1", W_MISTRAL)}
+ROLES = {
+    "llama-3-1-8b": ("llama-3.1-8b", "llama-3.1-8b-fp8-2026-11-25.1", W_LLAMA),
+    "mistral-7b": ("mistral-7b", "mistral-7b-v0.3-fp8-2026-11-25.1", W_MISTRAL),
+}
 
 
 def inv() -> dict[str, Any]:
@@ -71,6 +73,7 @@ def arg(args: list[str], flag: str) -> str:
 
 # ---- sizing ------------------------------------------------------------------------------------------------------
 
+
 def kv_tokens(weights_bytes: float) -> int:
     # partition 0.4 of 79.6 GiB - the whole FP8 weights (TP 1) - 2 GiB runtime overhead, in tokens of K bytes
     return math.floor((M * 0.4 * GiB - weights_bytes - 2 * GiB) / K)
@@ -89,7 +92,7 @@ def test_each_model_is_a_deployment_with_its_partition_and_names(role: str):
     args = container_args(role)
     assert arg(args, "--gpu-memory-utilization") == "0.4"
     assert arg(args, "--max-num-seqs") == str(kv_tokens(w) // MEAN)  # 228 / 236
-    served = args[args.index("--served-model-name") + 1:args.index("--served-model-name") + 3]
+    served = args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3]
     assert served == [release, name]
     assert arg(args, "--tensor-parallel-size") == "1"
     dep = only(inv(), "Deployment", f"vllm-{role}")
@@ -120,7 +123,9 @@ def test_group_plan_reports_the_worst_case_and_node_bounds():
     assert by_role["llama-3-1-8b"].placement.max_seqs_at_max_model_len == 44
     assert by_role["mistral-7b"].placement.max_seqs_at_max_model_len == 46
     assert {r: (m.pool.hpa.min_replicas, m.pool.hpa.max_replicas) for r, m in by_role.items()} == {
-        "llama-3-1-8b": (1, 1), "mistral-7b": (1, 1)}
+        "llama-3-1-8b": (1, 1),
+        "mistral-7b": (1, 1),
+    }
 
 
 def test_node_pool_time_shares_each_gpu_between_the_models():
@@ -132,6 +137,7 @@ def test_node_pool_time_shares_each_gpu_between_the_models():
 
 
 # ---- routing by model name ---------------------------------------------------------------------------------------
+
 
 def test_route_sends_each_model_name_to_its_own_pool_and_everything_else_to_the_split():
     route = only(inv(), "HTTPRoute", "llm-api")
@@ -155,8 +161,10 @@ def test_route_sends_each_model_name_to_its_own_pool_and_everything_else_to_the_
         # the same path prefixes as the weighted rule (so the header match decides), minus the bodyless /v1/models
         assert [m["path"]["value"] for m in rule["matches"]] == ["/v1/chat/completions", "/v1/completions"]
         seen[name] = (backend["name"], backend["namespace"])
-    assert seen == {"llama-3.1-8b": ("vllm-llama-3-1-8b", "llm-serving-llama-3-1-8b"),
-                    "mistral-7b": ("vllm-mistral-7b", "llm-serving-mistral-7b")}
+    assert seen == {
+        "llama-3.1-8b": ("vllm-llama-3-1-8b", "llm-serving-llama-3-1-8b"),
+        "mistral-7b": ("vllm-mistral-7b", "llm-serving-mistral-7b"),
+    }
     # each model's InferencePool selects exactly its own Deployment's pods
     for role in ROLES:
         pool = only(inv(), "InferencePool", f"vllm-{role}")
@@ -168,14 +176,14 @@ def test_body_router_is_wired_to_the_gateway_and_runs_restricted():
     (gateway,) = find(inv(), "Gateway")
     ext = only(inv(), "GCPRoutingExtension", "body-based-router")
     assert ext["metadata"]["namespace"] == gateway["metadata"]["namespace"]
-    assert ext["spec"]["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                                          "name": gateway["metadata"]["name"]}]
+    assert ext["spec"]["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway["metadata"]["name"]}
+    ]
     (chain,) = ext["spec"]["extensionChains"]
     (e,) = chain["extensions"]
     svc = only(inv(), "Service", "body-based-router")
     (port,) = svc["spec"]["ports"]
-    assert e["backendRef"] == {"group": "", "kind": "Service", "name": svc["metadata"]["name"],
-                               "port": port["port"]}
+    assert e["backendRef"] == {"group": "", "kind": "Service", "name": svc["metadata"]["name"], "port": port["port"]}
     assert e["requestBodySendMode"] == "FullDuplexStreamed" and e["failOpen"] is True  # dev's picker: FailOpen
     pod = only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -199,12 +207,15 @@ def test_stacks_without_gke_groups_render_no_router():
 
 # ---- refusals ----------------------------------------------------------------------------------------------------
 
+
 def test_mps_is_refused():
     v = values()
     v["llm-serving:accelerators"]["h100-shared"]["gpu_sharing"]["strategy"] = "MPS"
     (msg,) = issues(v)
-    assert msg.startswith("llm-serving:accelerators.h100-shared.gpu_sharing: cohosting.pair runs its models as pods "
-                          "sharing GPUs: needs strategy TIME_SHARING")
+    assert msg.startswith(
+        "llm-serving:accelerators.h100-shared.gpu_sharing: cohosting.pair runs its models as pods "
+        "sharing GPUs: needs strategy TIME_SHARING"
+    )
     assert msg.endswith("got MPS")
 
 
@@ -214,9 +225,11 @@ def test_a_third_model_needs_a_third_slot():
     for m in _group(v)["models"]:
         m["gpu_memory_partition"] = 0.3
     _group(v)["models"].append(dict(_group(v)["models"][0], model_name="llama-copy"))
-    assert issues(v) == ["llm-serving:accelerators.h100-shared.gpu_sharing.max_shared_clients_per_gpu: one pod of "
-                         "each of cohosting.pair's 3 models per node needs ceil(3 / 1 GPU(s)) = 3 clients per GPU, "
-                         "got 2"]
+    assert issues(v) == [
+        "llm-serving:accelerators.h100-shared.gpu_sharing.max_shared_clients_per_gpu: one pod of "
+        "each of cohosting.pair's 3 models per node needs ceil(3 / 1 GPU(s)) = 3 clients per GPU, "
+        "got 2"
+    ]
 
 
 def _two_gpu_node(v: dict[str, Any], partitions: list[float]) -> None:
@@ -224,7 +237,7 @@ def _two_gpu_node(v: dict[str, Any], partitions: list[float]) -> None:
     acc.update(machine_type="a3-highgpu-2g", gpus_per_node=2)
     models = _group(v)["models"]
     models.append(dict(models[0], model_name="llama-copy"))
-    for m, part in zip(models, partitions):
+    for m, part in zip(models, partitions, strict=True):
         m["gpu_memory_partition"] = part
 
 
@@ -240,7 +253,8 @@ def test_worst_case_of_the_slots_bounds_what_one_gpu_holds():
     assert issues(v) == [
         "llm-serving:cohosting.pair.models: 2 time-shared clients per GPU (h100-shared.gpu_sharing) may put the 2 "
         "largest partitions on one GPU: 0.95 > 1 - transient_reserve 0.1; the device plugin, not the planner, picks "
-        "each pod's GPU: lower the partitions or the clients per GPU"]
+        "each pod's GPU: lower the partitions or the clients per GPU"
+    ]
 
 
 def test_a_release_on_two_gpus_cannot_take_one_slot():
@@ -250,42 +264,56 @@ def test_a_release_on_two_gpus_cannot_take_one_slot():
     rel["tensor_parallel_size"] = 2
     v["llm-serving:releases"][3] = rel
     got = issues(v)
-    assert ("llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' runs on "
-            "tensor_parallel_size 2; a pod on a time-shared GPU gets one GPU: co-host it on vertex or serve it as a "
-            "pool") in got
+    assert (
+        "llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' runs on "
+        "tensor_parallel_size 2; a pod on a time-shared GPU gets one GPU: co-host it on vertex or serve it as a "
+        "pool"
+    ) in got
 
 
 def test_the_group_needs_a_node_pool_of_its_own():
     v = values()
     _group(v)["accelerator"] = "l4"
     got = issues(v)
-    assert ("llm-serving:cohosting.pair.accelerator: 'l4' is also the accelerator of serving.stable: a gke group "
-            "needs a node pool of its own") in got
-    assert any(g.startswith("llm-serving:accelerators.l4.gpu_sharing: cohosting.pair runs its models as pods "
-                            "sharing GPUs") and g.endswith("got none") for g in got)
+    assert (
+        "llm-serving:cohosting.pair.accelerator: 'l4' is also the accelerator of serving.stable: a gke group "
+        "needs a node pool of its own"
+    ) in got
+    assert any(
+        g.startswith("llm-serving:accelerators.l4.gpu_sharing: cohosting.pair runs its models as pods sharing GPUs")
+        and g.endswith("got none")
+        for g in got
+    )
 
 
 def test_gke_groups_need_the_stacks_gke_pools_and_no_endpoint_ids():
     v = values()
     _group(v)["models"][0]["endpoint_id"] = "llm-dev-llama"
-    assert issues(v) == ["llm-serving:cohosting.pair.models[0].endpoint_id: only on vertex: the GKE gateway routes "
-                         "by model name"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[0].endpoint_id: only on vertex: the GKE gateway routes by model name"
+    ]
     v = values()
     _group(v)["models"][0]["instances"] = 2
-    assert issues(v) == ["llm-serving:cohosting.pair.models[0].instances: GKE places one pod of a model per node "
-                         "(GPU time-sharing gives no control over which GPU a pod's slot is on, so the memory bound "
-                         "counts each model once per GPU): 1, got 2"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[0].instances: GKE places one pod of a model per node "
+        "(GPU time-sharing gives no control over which GPU a pod's slot is on, so the memory bound "
+        "counts each model once per GPU): 1, got 2"
+    ]
 
 
 def test_a_model_name_may_not_take_a_pools_role_or_collide_after_dns_mapping():
     v = values()
     _group(v)["models"][0]["model_name"] = "canary"
-    assert "llm-serving:cohosting.pair.models[0].model_name: 'canary' would name the namespace of serving.canary" \
+    assert (
+        "llm-serving:cohosting.pair.models[0].model_name: 'canary' would name the namespace of serving.canary"
         in issues(v)
+    )
     v = values()
     _group(v)["models"][0]["model_name"] = "mistral.7b"
-    assert issues(v) == ["llm-serving:cohosting.pair.models[1].model_name: 'mistral-7b' and 'mistral.7b' both name "
-                         "the role 'mistral-7b' ('.' and '_' become '-')"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models[1].model_name: 'mistral-7b' and 'mistral.7b' both name "
+        "the role 'mistral-7b' ('.' and '_' become '-')"
+    ]
 
 
 def test_reservation_must_hold_the_surge_node():
@@ -294,19 +322,25 @@ def test_reservation_must_hold_the_surge_node():
     acc["spot"] = False
     acc["reservation"] = {"mode": "create", "name": "llm-dev-h100-shared", "count": 1}
     got = issues(v)
-    assert ("llm-serving:accelerators.h100-shared.reservation.count: 1 reserved node(s) cannot hold cohosting.pair's "
-            "max_replicas 1 + 1 rollout surge node = 2") in got
+    assert (
+        "llm-serving:accelerators.h100-shared.reservation.count: 1 reserved node(s) cannot hold cohosting.pair's "
+        "max_replicas 1 + 1 rollout surge node = 2"
+    ) in got
 
 
 # ---- policy: the pack's GPU-sharing bound agrees with the planner ------------------------------------------------
+
 
 def _resources() -> list[dict[str, Any]]:
     return copy.deepcopy(inv()["resources"])
 
 
 def _deployment(rs: list[dict[str, Any]], role: str) -> dict[str, Any]:
-    (d,) = [r["inputs"] for r in rs if r["type"] == "kubernetes:apps/v1:Deployment"
-            and r["inputs"]["metadata"]["name"] == f"vllm-{role}"]
+    (d,) = [
+        r["inputs"]
+        for r in rs
+        if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == f"vllm-{role}"
+    ]
     return d
 
 
@@ -316,8 +350,12 @@ def _set_share(rs: list[dict[str, Any]], role: str, share: str) -> None:
 
 
 def _hpa_max(rs: list[dict[str, Any]], role: str, n: int) -> None:
-    (h,) = [r["inputs"] for r in rs if r["type"] == "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
-            and r["inputs"]["metadata"]["name"] == f"vllm-{role}"]
+    (h,) = [
+        r["inputs"]
+        for r in rs
+        if r["type"] == "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+        and r["inputs"]["metadata"]["name"] == f"vllm-{role}"
+    ]
     h["spec"]["maxReplicas"] = n
 
 
@@ -339,7 +377,8 @@ def test_policy_counts_a_one_pod_per_node_model_once_per_gpu():
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
         "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
         "their --gpu-memory-utilization sums to 1.2 = 0.6 (vllm-llama-3-1-8b) + 0.6 (vllm-llama-3-1-8b): keep the "
-        "sum below 1.0"]
+        "sum below 1.0"
+    ]
 
 
 def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
@@ -349,7 +388,8 @@ def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
         "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
         "their --gpu-memory-utilization sums to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): keep the "
-        "sum below 1.0"]
+        "sum below 1.0"
+    ]
 
 
 def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
@@ -360,7 +400,8 @@ def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
     dep = only(rs, "Deployment", "body-based-router")
     assert dep["spec"]["replicas"] == 2
     (term,) = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-        "preferredDuringSchedulingIgnoredDuringExecution"]
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     pdb = only(rs, "PodDisruptionBudget", "body-based-router")
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}

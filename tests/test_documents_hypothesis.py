@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -31,8 +32,13 @@ SEED = int(os.environ.get("DOCUMENTS_HYPOTHESIS_SEED", "20260824"))
 #: Fixed budget: ~3 s for the whole module on one CI core. The deadline bounds every single example: generated
 #: inputs take milliseconds, the slowest input the loader accepts at all (128 KiB of worst-case YAML) ~0.4 s, and
 #: 2 s leaves room for a loaded CI machine. ``too_slow`` is a data-generation health check, not a loader timing.
-SETTINGS = settings(max_examples=150, deadline=timedelta(milliseconds=2000), database=None, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=timedelta(milliseconds=2000),
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,8 +49,9 @@ def _print_seed(request: pytest.FixtureRequest) -> None:
     if reporter is None or capture is None:  # no terminal in pytest-xdist workers: note() still reports it
         return
     with capture.global_and_fixture_disabled():
-        reporter.write_line(f"\n{Path(__file__).name}: hypothesis seed {SEED} (set DOCUMENTS_HYPOTHESIS_SEED to "
-                            "change it)")
+        reporter.write_line(
+            f"\n{Path(__file__).name}: hypothesis seed {SEED} (set DOCUMENTS_HYPOTHESIS_SEED to change it)"
+        )
 
 
 def assert_json_value(value: Any) -> None:
@@ -78,19 +85,29 @@ def outcome_of(load: Any, *args: Any) -> Any:
 
 def example_each(name: str, values: list[Any], **fixed: Any) -> Any:
     """``@example(name=value, **fixed)`` for every value: each is tried on every run, whatever the seed draws."""
+
     def decorate(test: Any) -> Any:
         for value in values:
             test = example(**{name: value}, **fixed)(test)
         return test
+
     return decorate
 
 
 # ---- YAML -----------------------------------------------------------------------------------------------------
 
-json_scalars = (st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1)
-                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 
 
 @SETTINGS
@@ -109,14 +126,73 @@ def test_json_values_dumped_as_yaml_round_trip(value: Any, flow: bool):
 
 #: Scalar spellings that exercise every rule: YAML 1.1 booleans and numbers, timestamps, non-finite floats,
 #: tags (JSON ones, binary, sets, custom, python), merge keys, escapes, recursive anchors, undefined aliases ...
-ODD_SCALARS = ["yes", "No", "on", "010", "0x1F", "0b11", "1_000", "3:00", "1:20.5", "1e3", "+.5", "09", ".inf",
-               "-.Inf", ".nan", "1.0e+400", "9" * 30, "2026-01-01", "2026-01-01T10:00:00Z", "<<", '"\\ud800"',
-               "!!binary aGk=", "!!float 1", "!!bool yes", "!!null x", "!foo x", "!!set {a}", "!!omap [a: 1]",
-               "!!python/object:os.system ls", "!!timestamp 2026-01-01", "*zz", "&r [*r]", "&s {k: *s}", "-", "?",
-               ":", "{", "]", "#c", "%", "@", "`", "\t", "|"]
+ODD_SCALARS = [
+    "yes",
+    "No",
+    "on",
+    "010",
+    "0x1F",
+    "0b11",
+    "1_000",
+    "3:00",
+    "1:20.5",
+    "1e3",
+    "+.5",
+    "09",
+    ".inf",
+    "-.Inf",
+    ".nan",
+    "1.0e+400",
+    "9" * 30,
+    "2026-01-01",
+    "2026-01-01T10:00:00Z",
+    "<<",
+    '"\\ud800"',
+    "!!binary aGk=",
+    "!!float 1",
+    "!!bool yes",
+    "!!null x",
+    "!foo x",
+    "!!set {a}",
+    "!!omap [a: 1]",
+    "!!python/object:os.system ls",
+    "!!timestamp 2026-01-01",
+    "*zz",
+    "&r [*r]",
+    "&s {k: *s}",
+    "-",
+    "?",
+    ":",
+    "{",
+    "]",
+    "#c",
+    "%",
+    "@",
+    "`",
+    "\t",
+    "|",
+]
 #: ... and ones JSON has a value for.
-USUAL_SCALARS = ["a", "x y", "true", "False", "1", "-7", "1.5", "~", "null", "", "=", "'quoted'", '"\\x00"',
-                 '"a\\tb"', "!!str 1", "!!int '7'", "'yes'", '"3:00"']
+USUAL_SCALARS = [
+    "a",
+    "x y",
+    "true",
+    "False",
+    "1",
+    "-7",
+    "1.5",
+    "~",
+    "null",
+    "",
+    "=",
+    "'quoted'",
+    '"\\x00"',
+    '"a\\tb"',
+    "!!str 1",
+    "!!int '7'",
+    "'yes'",
+    '"3:00"',
+]
 ODD_KEYS = ["yes", "1", "null", "~", "2026-01-01", "<<", "? [x]", "!!binary aGk=", "*a0"]
 USUAL_KEYS = ["a b", "secure", "'q'", "!!str 1", "llm-serving:gke", "'1'"] + [f"k{i}" for i in range(20)]
 
@@ -163,8 +239,32 @@ def yaml_documents(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 3)) == 3:  # a few random edits: what a careless hand does to a file
         for _ in range(draw(st.integers(1, 3))):
             at = draw(st.integers(0, len(text)))
-            text = text[:at] + draw(st.sampled_from(["\n", " ", ":", "- ", "&a0 ", "*a0", "!", "'", '"', "[", "}",
-                                                     "\t", "\x00", "\ufeff", "\x85", "---\n"])) + text[at:]
+            text = (
+                text[:at]
+                + draw(
+                    st.sampled_from(
+                        [
+                            "\n",
+                            " ",
+                            ":",
+                            "- ",
+                            "&a0 ",
+                            "*a0",
+                            "!",
+                            "'",
+                            '"',
+                            "[",
+                            "}",
+                            "\t",
+                            "\x00",
+                            "\ufeff",
+                            "\x85",
+                            "---\n",
+                        ]
+                    )
+                )
+                + text[at:]
+            )
     return text
 
 
@@ -179,9 +279,12 @@ SLOT = "slot-7f3a"  # a plain string no generated value contains, replaced by on
 
 #: Whole values that each hit one bound: deep flow nesting (RecursionError in PyYAML's composer without the
 #: bound) and a small "billion laughs" (a million nodes without the alias and node budgets).
-BOUND_PIECES = ["[" * 3000 + "]" * 3000,
-                "[&l0 [a, a, a, a, a, a, a, a, a, a], "
-                + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 7)) + "]"]
+BOUND_PIECES = [
+    "[" * 3000 + "]" * 3000,
+    "[&l0 [a, a, a, a, a, a, a, a, a, a], "
+    + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 7))
+    + "]",
+]
 
 
 @st.composite
@@ -220,11 +323,21 @@ def test_random_text_as_yaml(text: str):
 
 # ---- JSON -----------------------------------------------------------------------------------------------------
 
+
 @SETTINGS
 @seed(SEED)
-@given(value=json_values, edits=st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(
-    ["[", "]", "{", "}", '"', ",", ":", "NaN", "-Infinity", "1e999", "\\", "\\ud800", "\x00", " ", "9" * 40])),
-    max_size=3))
+@given(
+    value=json_values,
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 10_000),
+            st.sampled_from(
+                ["[", "]", "{", "}", '"', ",", ":", "NaN", "-Infinity", "1e999", "\\", "\\ud800", "\x00", " ", "9" * 40]
+            ),
+        ),
+        max_size=3,
+    ),
+)
 def test_json_text_with_edits_gives_a_value_or_a_document_error(value: Any, edits: list[tuple[int, str]]):
     text = json.dumps(value)
     for at, piece in edits:
@@ -236,8 +349,21 @@ def test_json_text_with_edits_gives_a_value_or_a_document_error(value: Any, edit
 
 
 #: JSON tokens Python's json module reads but JSON (or our bounds) refuse, each valid in a value position.
-BAD_JSON_TOKENS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e400", '"\\ud800"', '{"k": 1, "k": 2}',
-                   "9" * 5000, "9007199254740993", "[" * 3000 + "]" * 3000, '"ok"', "[]", "0.5"]
+BAD_JSON_TOKENS = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "-1e400",
+    '"\\ud800"',
+    '{"k": 1, "k": 2}',
+    "9" * 5000,
+    "9007199254740993",
+    "[" * 3000 + "]" * 3000,
+    '"ok"',
+    "[]",
+    "0.5",
+]
 
 
 @SETTINGS
@@ -257,6 +383,7 @@ def test_random_bytes_as_json(data: bytes):
 
 
 # ---- release paths ----------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -305,24 +432,64 @@ def recording_opens() -> Iterator[list[str]]:
         documents.os = saved
 
 
-SEGMENTS = ["stacks", "releases", "dev", "good.json", "empty.json", "binary.json", "dir.json", "pipe.json",
-            "escape.json", "up.json", "alias.json", "loop.json", "missing.json", "..", ".", "", "Pulumi.prod.yaml",
-            "outside", "passwd.json", "etc", "passwd", "a\x00b", "x" * 300, "C:", "~", "a b", "é.json", "\\"]
+SEGMENTS = [
+    "stacks",
+    "releases",
+    "dev",
+    "good.json",
+    "empty.json",
+    "binary.json",
+    "dir.json",
+    "pipe.json",
+    "escape.json",
+    "up.json",
+    "alias.json",
+    "loop.json",
+    "missing.json",
+    "..",
+    ".",
+    "",
+    "Pulumi.prod.yaml",
+    "outside",
+    "passwd.json",
+    "etc",
+    "passwd",
+    "a\x00b",
+    "x" * 300,
+    "C:",
+    "~",
+    "a b",
+    "é.json",
+    "\\",
+]
 
 
-TRAPS = ["good.json", "empty.json", "binary.json", "dir.json", "pipe.json", "escape.json", "up.json", "alias.json",
-         "loop.json", "missing.json"]
+TRAPS = [
+    "good.json",
+    "empty.json",
+    "binary.json",
+    "dir.json",
+    "pipe.json",
+    "escape.json",
+    "up.json",
+    "alias.json",
+    "loop.json",
+    "missing.json",
+]
 PREFIXES = ["stacks/releases/dev/", "./stacks/releases/dev/", "stacks/releases/./dev/", "stacks/releases/dev/../dev/"]
 
 
 @SETTINGS
 @seed(SEED)
-@given(path=st.one_of(
-    st.builds(str.__add__, st.sampled_from(PREFIXES), st.sampled_from(TRAPS)),  # every trap, reached directly
-    st.lists(st.sampled_from(SEGMENTS), max_size=8).map("/".join),
-    st.lists(st.sampled_from(SEGMENTS), max_size=8).map(lambda parts: "/" + "/".join(parts)),
-    st.lists(st.sampled_from(SEGMENTS), max_size=5).map(lambda parts: "stacks/releases/" + "/".join(parts)),
-    st.text(max_size=300)))
+@given(
+    path=st.one_of(
+        st.builds(str.__add__, st.sampled_from(PREFIXES), st.sampled_from(TRAPS)),  # every trap, reached directly
+        st.lists(st.sampled_from(SEGMENTS), max_size=8).map("/".join),
+        st.lists(st.sampled_from(SEGMENTS), max_size=8).map(lambda parts: "/" + "/".join(parts)),
+        st.lists(st.sampled_from(SEGMENTS), max_size=5).map(lambda parts: "stacks/releases/" + "/".join(parts)),
+        st.text(max_size=300),
+    )
+)
 @example_each("path", ["stacks/releases/dev/" + name for name in TRAPS])
 def test_random_release_paths_never_leave_the_release_directory(project: Path, path: str):
     release_dir = os.path.realpath(project / "stacks" / "releases")

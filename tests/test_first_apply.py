@@ -43,8 +43,9 @@ def seconds(text: str) -> int:
 
 
 def await_problems(inv: dict[str, Any]) -> list[str]:
-    hpa_max = {r["inputs"]["spec"]["scaleTargetRef"]["name"]: r["inputs"]["spec"]["maxReplicas"]
-               for r in resources(inv, HPA)}
+    hpa_max = {
+        r["inputs"]["spec"]["scaleTargetRef"]["name"]: r["inputs"]["spec"]["maxReplicas"] for r in resources(inv, HPA)
+    }
     problems = []
     for dep in resources(inv, DEPLOYMENT):
         spec, meta = dep["inputs"]["spec"], dep["inputs"]["metadata"]
@@ -60,9 +61,11 @@ def await_problems(inv: dict[str, Any]) -> list[str]:
         for op in ("create", "update"):
             have = seconds(timeouts[op]) if op in timeouts else PULUMI_DEFAULT_AWAIT_S
             if have < need:
-                problems.append(f"Deployment {name}: Pulumi {op} timeout {have} s is below its progress deadline "
-                                f"{spec.get('progressDeadlineSeconds', K8S_DEFAULT_PROGRESS_DEADLINE_S)} s x "
-                                f"{steps} rollout step(s) = {need} s")
+                problems.append(
+                    f"Deployment {name}: Pulumi {op} timeout {have} s is below its progress deadline "
+                    f"{spec.get('progressDeadlineSeconds', K8S_DEFAULT_PROGRESS_DEADLINE_S)} s x "
+                    f"{steps} rollout step(s) = {need} s"
+                )
     return problems
 
 
@@ -89,10 +92,12 @@ def test_a_short_timeout_is_caught(plans):
         "Deployment vllm-canary: Pulumi create timeout 600 s is below its progress deadline 1190 s x 2 rollout "
         "step(s) = 2380 s",
         "Deployment vllm-canary: Pulumi update timeout 600 s is below its progress deadline 1190 s x 2 rollout "
-        "step(s) = 2380 s"]
+        "step(s) = 2380 s",
+    ]
 
 
 # ---- no avoidable serialisation ----------------------------------------------------------------------------
+
 
 def waits_for(inv: dict[str, Any]) -> dict[str, set[str]]:
     """URN -> every URN it transitively waits for (a dependency on a component covers its children)."""
@@ -115,18 +120,26 @@ def waits_for(inv: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
-ROUTING_TYPES = ("kubernetes:gateway.networking.k8s.io/v1:Gateway", "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute",
-                 "kubernetes:inference.networking.k8s.io/v1:InferencePool", "kubernetes:helm.sh/v4:Chart",
-                 "kubernetes:networking.gke.io/v1:GCPBackendPolicy", "kubernetes:networking.gke.io/v1:HealthCheckPolicy",
-                 "gcp:compute/address:Address")
+ROUTING_TYPES = (
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway",
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute",
+    "kubernetes:inference.networking.k8s.io/v1:InferencePool",
+    "kubernetes:helm.sh/v4:Chart",
+    "kubernetes:networking.gke.io/v1:GCPBackendPolicy",
+    "kubernetes:networking.gke.io/v1:HealthCheckPolicy",
+    "gcp:compute/address:Address",
+)
 
 
 def serialisation_problems(inv: dict[str, Any]) -> list[str]:
     model_servers = {r["urn"] for r in resources(inv, DEPLOYMENT) if r["name"].startswith("vllm-")}
     closure = waits_for(inv)
-    return [f"{r['type']} {r['name']} waits for model-server Deployment(s) "
-            f"{sorted(u.rsplit('::', 1)[-1] for u in closure[r['urn']] & model_servers)}"
-            for r in inv["resources"] if r["type"] in ROUTING_TYPES and closure[r["urn"]] & model_servers]
+    return [
+        f"{r['type']} {r['name']} waits for model-server Deployment(s) "
+        f"{sorted(u.rsplit('::', 1)[-1] for u in closure[r['urn']] & model_servers)}"
+        for r in inv["resources"]
+        if r["type"] in ROUTING_TYPES and closure[r["urn"]] & model_servers
+    ]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -147,4 +160,5 @@ def test_a_routing_object_behind_a_rollout_is_caught(plans):
         "Deployment(s) ['vllm-stable-deployment']",
         "kubernetes:helm.sh/v4:Chart vllm-stable-epp waits for model-server Deployment(s) ['vllm-stable-deployment']",
         "kubernetes:inference.networking.k8s.io/v1:InferencePool vllm-stable-pool waits for model-server "
-        "Deployment(s) ['vllm-stable-deployment']"]
+        "Deployment(s) ['vllm-stable-deployment']",
+    ]

@@ -12,30 +12,44 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infra.targets.gke.planning import gke_part
 import pytest
 import yaml
 
 from components.gateway import chart_filter
 from components.gateway import objects as o
-from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
-from .conftest import load_config, reference
-from infra.offline import cli
-from infra.config import ConfigError
 from components.gateway.charts import (
-    EPP_CHARTS, INFERENCEPOOL_CHART, KV_METRIC_CURRENT, KV_METRIC_LEGACY, EppChartProfile, vllm_kv_cache_metrics,
+    EPP_CHARTS,
+    INFERENCEPOOL_CHART,
+    KV_METRIC_CURRENT,
+    KV_METRIC_LEGACY,
+    EppChartProfile,
+    vllm_kv_cache_metrics,
 )
+from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
+from infra.config import ConfigError
+from infra.offline import cli
 from infra.offline.inventory import Inventory
 from infra.offline.planrun import PlanRun, summary
+from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import ResolvedStack
 from infra.targets.gke.compose import gateway_spec
-from infra.offline.stackfile import ROOT, read_stack_file
-from tests.conftest import REFERENCE, reference, resources, serving_roles
+from infra.targets.gke.planning import gke_part
+from tests.conftest import REFERENCE, resources, serving_roles
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
 
+from .conftest import load_config, reference
+
 #: Kinds this issue renders: their schemas' CEL rules must all be implemented, so none goes unchecked.
-GATEWAY_KINDS = {"Gateway", "HTTPRoute", "InferencePool", "InferenceObjective", "HealthCheckPolicy",
-                 "GCPBackendPolicy", "GCPGatewayPolicy", "GCPTrafficExtension"}
+GATEWAY_KINDS = {
+    "Gateway",
+    "HTTPRoute",
+    "InferencePool",
+    "InferenceObjective",
+    "HealthCheckPolicy",
+    "GCPBackendPolicy",
+    "GCPGatewayPolicy",
+    "GCPTrafficExtension",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +79,7 @@ def only(inventory: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
 
 
 # ---- schemas --------------------------------------------------------------------------------------------------
+
 
 def test_every_custom_resource_of_every_stack_validates(plans):
     checked = 0
@@ -124,13 +139,17 @@ def test_broken_routes_and_policies_are_rejected(plans):
     ref = route["spec"]["rules"][0]["backendRefs"][0]
     service_ref = {"group": "", "kind": "Service", "name": "vllm-stable"}
     route["spec"]["rules"][0]["backendRefs"] = [service_ref]
-    assert any(e.endswith("backendRefs[0]: Must have port for Service reference") for e in validate_custom_resource(route))
+    assert any(
+        e.endswith("backendRefs[0]: Must have port for Service reference") for e in validate_custom_resource(route)
+    )
     route["spec"]["rules"][0]["backendRefs"] = [dict(ref, name=f"pool-{i}") for i in range(17)]
     assert any("is too long" in e for e in validate_custom_resource(route))
 
     hc = copy.deepcopy(only(inv, "HealthCheckPolicy", "vllm-stable"))
     hc["spec"]["default"]["timeoutSec"] = hc["spec"]["default"]["checkIntervalSec"] + 1
-    assert any(e.endswith(".spec.default: timeOutSec cannot exceed checkIntervalSec") for e in validate_custom_resource(hc))
+    assert any(
+        e.endswith(".spec.default: timeOutSec cannot exceed checkIntervalSec") for e in validate_custom_resource(hc)
+    )
 
     bp = copy.deepcopy(only(inv, "GCPBackendPolicy", "vllm-stable"))
     bp["spec"]["default"]["sessionAffinity"] = {"type": "CLIENT_IP"}
@@ -140,17 +159,20 @@ def test_broken_routes_and_policies_are_rejected(plans):
 def test_unknown_custom_resource_is_reported():
     obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}
     assert validate_custom_resource(obj) == [
-        "no known schema for example.com/v1 Widget (register it in tests/crd_schema.py SCHEMA_FILES)"]
+        "no known schema for example.com/v1 Widget (register it in tests/crd_schema.py SCHEMA_FILES)"
+    ]
 
 
 def test_inference_pool_is_checked_against_every_ga_bundle():
     from tests.crd_schema import SCHEMA_FILES
+
     files = SCHEMA_FILES[("inference.networking.k8s.io/v1", "InferencePool")]
     assert {f.split("/")[1] for f in files} == {"v1.1.0", "v1.5.0", "v1.6.0"}
     assert all((REFERENCE / f).is_file() for f in files)
 
 
 # ---- derived values -----------------------------------------------------------------------------------------
+
 
 def _pod_labels(inv: dict[str, Any], role: str) -> dict[str, str]:
     dep = only(inv, "Deployment", f"vllm-{role}")
@@ -160,7 +182,7 @@ def _pod_labels(inv: dict[str, Any], role: str) -> dict[str, str]:
 def test_each_pool_selects_its_deployments_pods_whatever_the_release(plans):
     for stack, (cfg, _, inv) in plans.items():
         roles = [r for r, _ in cfg.pools()]
-        for role, pool in cfg.pools():
+        for role, _pool in cfg.pools():
             sel = only(inv, "InferencePool", f"vllm-{role}")["spec"]["selector"]["matchLabels"]
             # The Deployment's own immutable selector: no release label, so a release change never empties it.
             assert sel == only(inv, "Deployment", f"vllm-{role}")["spec"]["selector"]["matchLabels"], stack
@@ -172,11 +194,16 @@ def test_each_pool_selects_its_deployments_pods_whatever_the_release(plans):
 
 
 def test_pool_points_at_its_own_picker_with_explicit_failure_mode(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for _stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
             ref = only(inv, "InferencePool", f"vllm-{role}")["spec"]["endpointPickerRef"]
-            assert ref == {"group": "", "kind": "Service", "name": f"vllm-{role}-epp", "port": {"number": 9002},
-                           "failureMode": cfg.gateway.epp.failure_mode}
+            assert ref == {
+                "group": "",
+                "kind": "Service",
+                "name": f"vllm-{role}-epp",
+                "port": {"number": 9002},
+                "failureMode": cfg.gateway.epp.failure_mode,
+            }
             chart = _chart(inv, role)
             # the chart names its Service <release>-epp and its picker watches --pool-name <release>
             assert f"{chart['inputs']['name']}-epp" == ref["name"]
@@ -191,14 +218,22 @@ def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
         rule = route["spec"]["rules"][0]
         weights = {b["name"]: b["weight"] for b in rule["backendRefs"]}
         assert weights == {f"vllm-{r}": p.weight for r, p in cfg.pools()}, stack
-        assert all(b["group"] == "inference.networking.k8s.io" and b["kind"] == "InferencePool" and "port" not in b
-                   for b in rule["backendRefs"])
+        assert all(
+            b["group"] == "inference.networking.k8s.io" and b["kind"] == "InferencePool" and "port" not in b
+            for b in rule["backendRefs"]
+        )
         assert sum(weights.values()) == 100
-        assert {m["path"]["value"] for m in rule["matches"]} == {"/v1/chat/completions", "/v1/completions", "/v1/models"}
+        assert {m["path"]["value"] for m in rule["matches"]} == {
+            "/v1/chat/completions",
+            "/v1/completions",
+            "/v1/models",
+        }
         assert route["spec"]["parentRefs"][0]["sectionName"] == "https"
     # dev and prod run a dark canary: attached at weight 0
-    assert {b["name"]: b["weight"] for b in only(plans["prod"][2], "HTTPRoute", o.API_ROUTE_NAME)
-            ["spec"]["rules"][0]["backendRefs"]}["vllm-canary"] == 0
+    assert {
+        b["name"]: b["weight"]
+        for b in only(plans["prod"][2], "HTTPRoute", o.API_ROUTE_NAME)["spec"]["rules"][0]["backendRefs"]
+    }["vllm-canary"] == 0
 
 
 def test_backend_timeout_is_the_stream_bound(plans):
@@ -211,8 +246,10 @@ def test_backend_timeout_is_the_stream_bound(plans):
             d = only(inv, "GCPBackendPolicy", f"vllm-{role}")["spec"]["default"]
             assert d["timeoutSec"] == bound
             assert d["connectionDraining"]["drainingTimeoutSec"] == bound
-            assert d["logging"] == {"enabled": True,
-                                    "sampleRate": round(cfg.gateway.request_log_sample_rate * 1_000_000)}
+            assert d["logging"] == {
+                "enabled": True,
+                "sampleRate": round(cfg.gateway.request_log_sample_rate * 1_000_000),
+            }
             assert ("iap" in d) == cfg.gateway.iap.enabled
 
 
@@ -226,14 +263,22 @@ def test_model_server_grace_covers_the_backend_drain(plans):
 
 
 def test_health_check_targets_vllm_health_on_the_serving_port(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for _stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
             hc = only(inv, "HealthCheckPolicy", f"vllm-{role}")["spec"]
-            assert hc["targetRef"] == {"group": "inference.networking.k8s.io", "kind": "InferencePool",
-                                       "name": f"vllm-{role}"}
-            assert hc["default"]["config"] == {"type": "HTTP", "httpHealthCheck": {"requestPath": "/health", "port": 8000}}
+            assert hc["targetRef"] == {
+                "group": "inference.networking.k8s.io",
+                "kind": "InferencePool",
+                "name": f"vllm-{role}",
+            }
+            assert hc["default"]["config"] == {
+                "type": "HTTP",
+                "httpHealthCheck": {"requestPath": "/health", "port": 8000},
+            }
             pool = only(inv, "InferencePool", f"vllm-{role}")
-            assert hc["default"]["config"]["httpHealthCheck"]["port"] in [p["number"] for p in pool["spec"]["targetPorts"]]
+            assert hc["default"]["config"]["httpHealthCheck"]["port"] in [
+                p["number"] for p in pool["spec"]["targetPorts"]
+            ]
 
 
 def _chart(inv: dict[str, Any], role: str) -> dict[str, Any]:
@@ -242,7 +287,7 @@ def _chart(inv: dict[str, Any], role: str) -> dict[str, Any]:
 
 
 def test_picker_kv_metric_equals_what_vllm_exports(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for _stack, (cfg, _, inv) in plans.items():
         profile = EPP_CHARTS[cfg.gateway.epp.version]
         for role, pool in cfg.pools():
             values = _chart(inv, role)["inputs"]["values"]
@@ -265,7 +310,9 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
             assert ext["monitoring"]["prometheus"] == {"enabled": True, "auth": {"enabled": True}}
             assert ext["failureMode"] == cfg.gateway.epp.failure_mode
             assert v["inferencePool"]["modelServers"]["matchLabels"] == {
-                "app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": f"vllm-{role}"}
+                "app.kubernetes.io/name": "vllm",
+                "app.kubernetes.io/instance": f"vllm-{role}",
+            }
             if stack in ("staging", "prod"):
                 assert ext["replicas"] >= 2
             drops = c["postRenderer"]["args"]
@@ -285,11 +332,15 @@ def test_pickers_spread_over_nodes_without_a_pdb_and_reach_their_model_servers(p
     for stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
             assert find(inv, "PodDisruptionBudget", f"vllm-{role}-epp") == []
-            (chart,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}"]
+            (chart,) = [
+                r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}"
+            ]
             anti = chart["inputs"]["values"]["inferenceExtension"]["affinity"]["podAntiAffinity"]
             (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
-            assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
-                                               "labelSelector": {"matchLabels": {"inferencepool": f"vllm-{role}-epp"}}}
+            assert term["podAffinityTerm"] == {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {"inferencepool": f"vllm-{role}-epp"}},
+            }
             netpol = only(inv, "NetworkPolicy", f"vllm-{role}")["spec"]["ingress"]
             peers = [p.get("podSelector", {}).get("matchLabels") for rule in netpol for p in rule["from"]]
             assert {"inferencepool": f"vllm-{role}-epp"} in peers, f"{stack}: picker cannot scrape vllm-{role}"
@@ -309,8 +360,11 @@ def test_every_pool_owns_every_class_under_its_bare_name(plans):
         objs = find(inv, "InferenceObjective")
         assert all(x["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2" for x in objs)
         for role in serving_roles(cfg, plan):
-            mine = {x["metadata"]["name"]: (x["spec"]["priority"], x["spec"]["poolRef"]["name"]) for x in objs
-                    if x["metadata"]["namespace"] == f"llm-serving-{role}"}
+            mine = {
+                x["metadata"]["name"]: (x["spec"]["priority"], x["spec"]["poolRef"]["name"])
+                for x in objs
+                if x["metadata"]["namespace"] == f"llm-serving-{role}"
+            }
             assert mine == {c.name: (c.priority, f"vllm-{role}") for c in cfg.contract.priority_classes}, stack
         assert len(objs) == len(cfg.contract.priority_classes) * len(serving_roles(cfg, plan))
 
@@ -330,11 +384,12 @@ def test_each_pool_lives_in_its_own_namespace_and_admits_the_api_route(plans):
             # Only the API route's namespace, only HTTPRoutes, only this pool's InferencePool.
             assert grant["spec"] == {
                 "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "llm-serving"}],
-                "to": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": f"vllm-{role}"}]}
+                "to": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": f"vllm-{role}"}],
+            }
 
 
 def test_gateway_front(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for _stack, (cfg, _, inv) in plans.items():
         gw = only(inv, "Gateway", o.GATEWAY_NAME)["spec"]
         assert gw["gatewayClassName"] == cfg.gateway.gateway_class
         https, http = gw["listeners"]
@@ -342,15 +397,18 @@ def test_gateway_front(plans):
         assert list(https["tls"]["options"].values()) == [",".join(cfg.gateway.certificate.names)]
         (addr,) = resources(inv, "gcp:compute/address:Address")
         assert gw["addresses"] == [{"type": "NamedAddress", "value": addr["inputs"]["name"]}]
-        assert addr["inputs"]["addressType"] == ("INTERNAL" if cfg.gateway.gateway_class == "gke-l7-rilb" else "EXTERNAL")
+        assert addr["inputs"]["addressType"] == (
+            "INTERNAL" if cfg.gateway.gateway_class == "gke-l7-rilb" else "EXTERNAL"
+        )
         (ssl,) = resources(inv, "gcp:compute/regionSslPolicy:RegionSslPolicy")
         assert ssl["inputs"]["minTlsVersion"] == "TLS_1_2"
         policy = only(inv, "GCPGatewayPolicy", o.GATEWAY_NAME)["spec"]
         assert policy["default"]["sslPolicy"] == ssl["inputs"]["name"]
         redirect = only(inv, "HTTPRoute", o.REDIRECT_ROUTE_NAME)["spec"]
         assert redirect["parentRefs"][0]["sectionName"] == "http"
-        assert redirect["rules"] == [{"filters": [{"type": "RequestRedirect",
-                                                   "requestRedirect": {"scheme": "https", "statusCode": 301}}]}]
+        assert redirect["rules"] == [
+            {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+        ]
         assert "backendRefs" not in redirect["rules"][0]
 
 
@@ -371,6 +429,7 @@ def test_iap_and_model_armor_in_prod(plans):
 
 # ---- vLLM metric names and the picker flag ---------------------------------------------------------------------
 
+
 def test_vllm_kv_metric_by_version():
     assert vllm_kv_cache_metrics("0.9.1") == (KV_METRIC_LEGACY,)
     assert set(vllm_kv_cache_metrics("0.10.2")) == {KV_METRIC_CURRENT, KV_METRIC_LEGACY}
@@ -387,7 +446,9 @@ def test_vllm_032_exports_the_current_kv_name():
 def test_v110_chart_gets_the_flag_its_default_lacks():
     """Chart v1.1.0's EPP defaults to gpu_cache_usage_perc: the values must carry the flag (list layout)."""
     cfg = load_config(_values_with(lambda v: v["llm-serving:gateway"]["epp"].update(version="v1.1.0")))
-    pool = o.PoolRoute("stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"}, "llm-serving-stable")
+    pool = o.PoolRoute(
+        "stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"}, "llm-serving-stable"
+    )
     values = o.epp_values(pool, gateway_spec(cfg.gateway, cfg.observability.autoscaling))
     flags = values["inferenceExtension"]["flags"]
     assert {"name": "kv-cache-usage-percentage-metric", "value": KV_METRIC_CURRENT} in flags
@@ -442,6 +503,7 @@ def test_chart_filter_runs_as_a_helm_post_renderer(plans, tmp_path):
 
 # ---- config rules ---------------------------------------------------------------------------------------------------
 
+
 def _values_with(mutate, stack: str = "dev") -> dict[str, Any]:
     v = copy.deepcopy(read_stack_file(stack).values)
     v["llm-serving:releases"] = [json.loads((ROOT / p).read_text()) for p in v["llm-serving:releases"]]
@@ -459,44 +521,95 @@ def _gw(v: dict[str, Any]) -> dict[str, Any]:
     return v["llm-serving:gateway"]
 
 
-@pytest.mark.parametrize("stack,mutate,path,message", [
-    ("dev", lambda v: _gw(v)["epp"].update(kv_cache_metric=KV_METRIC_LEGACY),
-     "llm-serving:gateway.epp.kv_cache_metric",
-     "'vllm:gpu_cache_usage_perc' is not exported by vLLM 0.32.0 (stable pool, release 'qwen3-8b-fp8-2026-11-02.1'), "
-     "which exports vllm:kv_cache_usage_perc"),
-    ("prod", lambda v: _gw(v)["iap"].update(enabled=False),
-     "llm-serving:gateway.iap.enabled", "prod requires identity-aware access (IAP) on the backends"),
-    ("staging", lambda v: _gw(v)["epp"].update(replicas=1),
-     "llm-serving:gateway.epp.replicas", "staging runs the endpoint picker redundantly (>= 2 replicas), got 1"),
-    ("dev", lambda v: _gw(v)["epp"].update(failure_mode="FailClose"),
-     "llm-serving:gateway.epp.failure_mode",
-     "FailClose with a single picker replica turns every picker restart into an outage"),
-    ("prod", lambda v: _gw(v).update(allow_global_access=True),
-     "llm-serving:gateway.allow_global_access", "only applies to the internal class gke-l7-rilb"),
-    ("prod", lambda v: _gw(v)["iap"].update(members=[]),
-     "llm-serving:gateway.iap.members", "IAP without any httpsResourceAccessor member admits nobody"),
-    ("prod", lambda v: _gw(v)["iap"].update(oauth_client_id="123-abc.apps.googleusercontent.com"),
-     "llm-serving:gateway.iap.oauth_client_secret_name",
-     "a custom OAuth client needs both oauth_client_id and oauth_client_secret_name "
-     "(omit both for the Google-managed client)"),
-    ("prod", lambda v: _gw(v)["model_armor"].update(template="projects/acme-llm-prod/locations/europe-west4/templates/t"),
-     "llm-serving:gateway.model_armor.template",
-     "template is in 'europe-west4'; the regional gateway calls modelarmor.us-central1.rep.googleapis.com, "
-     "so it must be in 'us-central1'"),
-    ("prod", lambda v: _gw(v)["model_armor"].update(timeout_ms=2000),
-     "llm-serving:gateway.model_armor.timeout_ms",
-     "2000 ms screening timeout leaves no TTFT budget (contract.ttft_p95_ms = 1500)"),
-    ("prod", lambda v: _gw(v)["model_armor"].update(template="modelarmor/t"),
-     "llm-serving:gateway.model_armor.template",
-     "must be projects/<project>/locations/<region>/templates/<name>, got 'modelarmor/t'"),
-    ("dev", lambda v: _gw(v)["epp"].update(version="v0.10.0"),
-     "llm-serving:gateway.epp.version", "Input should be 'v1.1.0' or 'v1.5.0' (got 'v0.10.0')"),
-    ("dev", lambda v: _gw(v)["epp"].update(failure_mode_reason="because"),
-     "llm-serving:gateway.epp.failure_mode_reason", "String should have at least 20 characters"),
-    ("dev", lambda v: _gw(v).update(hostnames=["LLM.example"]),
-     "llm-serving:gateway.hostnames[0]", "String should match pattern"),
-    ("dev", lambda v: v.pop("llm-serving:gateway"), "llm-serving:gateway", "required when a pool targets gke"),
-])
+@pytest.mark.parametrize(
+    "stack,mutate,path,message",
+    [
+        (
+            "dev",
+            lambda v: _gw(v)["epp"].update(kv_cache_metric=KV_METRIC_LEGACY),
+            "llm-serving:gateway.epp.kv_cache_metric",
+            "'vllm:gpu_cache_usage_perc' is not exported by vLLM 0.32.0 (stable pool, release 'qwen3-8b-fp8-2026-11-02.1'), "
+            "which exports vllm:kv_cache_usage_perc",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["iap"].update(enabled=False),
+            "llm-serving:gateway.iap.enabled",
+            "prod requires identity-aware access (IAP) on the backends",
+        ),
+        (
+            "staging",
+            lambda v: _gw(v)["epp"].update(replicas=1),
+            "llm-serving:gateway.epp.replicas",
+            "staging runs the endpoint picker redundantly (>= 2 replicas), got 1",
+        ),
+        (
+            "dev",
+            lambda v: _gw(v)["epp"].update(failure_mode="FailClose"),
+            "llm-serving:gateway.epp.failure_mode",
+            "FailClose with a single picker replica turns every picker restart into an outage",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v).update(allow_global_access=True),
+            "llm-serving:gateway.allow_global_access",
+            "only applies to the internal class gke-l7-rilb",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["iap"].update(members=[]),
+            "llm-serving:gateway.iap.members",
+            "IAP without any httpsResourceAccessor member admits nobody",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["iap"].update(oauth_client_id="123-abc.apps.googleusercontent.com"),
+            "llm-serving:gateway.iap.oauth_client_secret_name",
+            "a custom OAuth client needs both oauth_client_id and oauth_client_secret_name "
+            "(omit both for the Google-managed client)",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["model_armor"].update(
+                template="projects/acme-llm-prod/locations/europe-west4/templates/t"
+            ),
+            "llm-serving:gateway.model_armor.template",
+            "template is in 'europe-west4'; the regional gateway calls modelarmor.us-central1.rep.googleapis.com, "
+            "so it must be in 'us-central1'",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["model_armor"].update(timeout_ms=2000),
+            "llm-serving:gateway.model_armor.timeout_ms",
+            "2000 ms screening timeout leaves no TTFT budget (contract.ttft_p95_ms = 1500)",
+        ),
+        (
+            "prod",
+            lambda v: _gw(v)["model_armor"].update(template="modelarmor/t"),
+            "llm-serving:gateway.model_armor.template",
+            "must be projects/<project>/locations/<region>/templates/<name>, got 'modelarmor/t'",
+        ),
+        (
+            "dev",
+            lambda v: _gw(v)["epp"].update(version="v0.10.0"),
+            "llm-serving:gateway.epp.version",
+            "Input should be 'v1.1.0' or 'v1.5.0' (got 'v0.10.0')",
+        ),
+        (
+            "dev",
+            lambda v: _gw(v)["epp"].update(failure_mode_reason="because"),
+            "llm-serving:gateway.epp.failure_mode_reason",
+            "String should have at least 20 characters",
+        ),
+        (
+            "dev",
+            lambda v: _gw(v).update(hostnames=["LLM.example"]),
+            "llm-serving:gateway.hostnames[0]",
+            "String should match pattern",
+        ),
+        ("dev", lambda v: v.pop("llm-serving:gateway"), "llm-serving:gateway", "required when a pool targets gke"),
+    ],
+)
 def test_gateway_rules(stack, mutate, path, message):
     e = _errors(_values_with(mutate, stack))
     assert path in e, e
@@ -525,13 +638,15 @@ def test_bad_gateway_config_fails_plan_and_registers_nothing(tmp_path: Path, cap
     assert not out.exists()
     sf = read_stack_file("prod", stacks)
     sink = OfflineRun(project="llm-serving", stack="prod")
-    with pytest.raises(pulumi.RunError, match="llm-serving:gateway.epp.kv_cache_metric"):
-        run_offline(program_main, project="llm-serving", stack="prod", config=sf.config,
-                    secret_keys=sf.secret_keys, sink=sink)
+    with pytest.raises(pulumi.RunError, match=re.escape("llm-serving:gateway.epp.kv_cache_metric")):
+        run_offline(
+            program_main, project="llm-serving", stack="prod", config=sf.config, secret_keys=sf.secret_keys, sink=sink
+        )
     assert sink.resources == []
 
 
 # ---- overload: shedding and saturation -------------------------------------------------------------------------
+
 
 def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plans):
     for stack, (cfg, plan, inv) in plans.items():
@@ -545,8 +660,11 @@ def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plan
             (det,) = [p for p in conf["plugins"] if p["type"] == "utilization-detector"]
             # Saturated where the HPA starts adding replicas: its per-pod queue target (dev 5, staging and prod 3),
             # and its KV-cache target where one is set (prod 0.8), else the picker's own 0.8.
-            assert det["parameters"]["queueDepthThreshold"] == auto.queue_target_per_pod == {
-                "dev": 5, "staging": 3, "prod": 3, "dev-cohost-gke": 5}[stack]
+            assert (
+                det["parameters"]["queueDepthThreshold"]
+                == auto.queue_target_per_pod
+                == {"dev": 5, "staging": 3, "prod": 3, "dev-cohost-gke": 5}[stack]
+            )
             assert auto.kv_cache_target == {"dev": None, "staging": None, "prod": 0.8, "dev-cohost-gke": None}[stack]
             assert det["parameters"]["kvCacheUtilThreshold"] == 0.8
             assert conf["saturationDetector"] == {"pluginRef": "utilization-detector"}
@@ -555,7 +673,10 @@ def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plan
             # The chart's default scoring profile, unchanged: queue 2, KV cache 2, prefix cache 3.
             (profile,) = conf["schedulingProfiles"]
             assert [(p["pluginRef"], p["weight"]) for p in profile["plugins"]] == [
-                ("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3)]
+                ("queue-scorer", 2),
+                ("kv-cache-utilization-scorer", 2),
+                ("prefix-cache-scorer", 3),
+            ]
 
 
 def test_picker_plugins_are_the_charts_defaults_plus_the_detector():
@@ -568,7 +689,7 @@ def test_picker_plugins_are_the_charts_defaults_plus_the_detector():
 
 
 def test_objectives_state_the_pickers_shedding_semantics(plans):
-    for stack, (cfg, _, inv) in plans.items():
+    for _stack, (cfg, _, inv) in plans.items():
         classes = {c.name: c for c in cfg.contract.priority_classes}
         objectives = resources(inv, "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective")
         assert objectives
@@ -582,7 +703,9 @@ def test_objectives_state_the_pickers_shedding_semantics(plans):
 
 
 def test_priority_class_spec_refuses_a_sheddable_class_the_picker_cannot_shed():
-    with pytest.raises(ValueError, match=r"PriorityClassSpec.priority: class 'batch' has sheddable=True but priority 0"):
+    with pytest.raises(
+        ValueError, match=r"PriorityClassSpec.priority: class 'batch' has sheddable=True but priority 0"
+    ):
         o.PriorityClassSpec("batch", 0, True, "offline")
 
 

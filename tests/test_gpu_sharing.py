@@ -43,5 +43,7 @@ def test_oversubscribed_share_is_a_config_error(tmp_path: Path, capsys):
     stacks = _shared_dev(tmp_path, 0.5)
     assert cli.main(["plan", "--stack", "dev", "--stacks-dir", str(stacks), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert ("llm-serving:serving.stable.gpu_memory_utilization: 0.5 x 2 servers sharing one GPU (l4.gpu_sharing) "
-            "= 1 of its memory: keep the product below 1.0 (at most 0.49 per server)") in err
+    assert (
+        "llm-serving:serving.stable.gpu_memory_utilization: 0.5 x 2 servers sharing one GPU (l4.gpu_sharing) "
+        "= 1 of its memory: keep the product below 1.0 (at most 0.49 per server)"
+    ) in err

@@ -15,13 +15,32 @@ from infra.offline.inventory import Inventory
 from .conftest import STACKS
 
 #: API groups served by the Kubernetes API server itself ("" is the core group).
-BUILTIN_GROUPS = frozenset({
-    "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io", "apps",
-    "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
-    "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "flowcontrol.apiserver.k8s.io",
-    "networking.k8s.io", "node.k8s.io", "policy", "rbac.authorization.k8s.io", "resource.k8s.io",
-    "scheduling.k8s.io", "storage.k8s.io", "storagemigration.k8s.io",
-})
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
 
 
 def api_group(api_version: str) -> str:
@@ -59,8 +78,12 @@ def test_manifests_validate_for_the_cluster_minor_version(plans, stack):
 
 def test_a_wrong_field_is_rejected():
     """Strict mode catches what a typo would silently drop."""
-    bad = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "x", "namespace": "y"},
-           "spec": {"accessMode": ["ReadOnlyMany"]}}
+    bad = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "x", "namespace": "y"},
+        "spec": {"accessMode": ["ReadOnlyMany"]},
+    }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, "1.34", strict=True)
     with pytest.raises(kubernetes_validate.SchemaNotFoundError):

@@ -26,8 +26,15 @@ RECORD = "stacks/measurements/prod-stable-h100-tp2.json"
 
 def prod_target(**over: Any):
     """What ``llm-serving bench --stack prod --pool stable`` measures: the pool's identity from its plan."""
-    ns = argparse.Namespace(stack="prod", stacks_dir=None, pool="stable", url="http://127.0.0.1:8000",
-                            tokenizer="/models/qwen3-32b", served_args=None, served_args_reason=None)
+    ns = argparse.Namespace(
+        stack="prod",
+        stacks_dir=None,
+        pool="stable",
+        url="http://127.0.0.1:8000",
+        tokenizer="/models/qwen3-32b",
+        served_args=None,
+        served_args_reason=None,
+    )
     t = cli.bench_target(ns)
     return dataclasses.replace(t, **over) if over else t
 
@@ -63,10 +70,13 @@ def test_replicas_spare_and_cost_come_from_the_records_operating_point(root: Pat
     #   prefill = ceil(8 x 1800 / (7200 x 0.7)) = ceil(14400 / 5040) = ceil(2.86) = 3
     #   required = max(3, 3) + 1 spare = 4 > the shipped warm minimum of 2
     e = _errors(root, _values())
-    assert e == {"llm-serving:serving.stable.min_replicas": (
-        "2 is below the measured need of 4 replicas (decode 3, prefill 3, + 1 for a replica failure) at this pool's "
-        "peak share of the contract's arrival rate: raise it to 4, or lower the peak rate or weight if the contract "
-        "changed")}
+    assert e == {
+        "llm-serving:serving.stable.min_replicas": (
+            "2 is below the measured need of 4 replicas (decode 3, prefill 3, + 1 for a replica failure) at this pool's "
+            "peak share of the contract's arrival rate: raise it to 4, or lower the peak rate or weight if the contract "
+            "changed"
+        )
+    }
     # Raised to the need (the reservation holds 4 + canary 2 + 2 surge = 8 nodes):
     plan = _resolve(root, _values(min_replicas=4)).plan
     cap = plan.pools["stable"].capacity
@@ -87,18 +97,25 @@ def test_prefill_bound_pools_also_show_the_input_token_cost(root: Path):
     write_measurement(record(slow_prefill, prod_target()), root / RECORD)
     e = _errors(root, _values())
     assert e["llm-serving:serving.stable.min_replicas"].startswith(
-        "2 is below the measured need of 13 replicas (decode 3, prefill 12, + 1 for a replica failure)")
+        "2 is below the measured need of 13 replicas (decode 3, prefill 12, + 1 for a replica failure)"
+    )
     assert e["llm-serving:serving.stable.max_replicas"].startswith("4 cannot reach the measured need of 13 replicas")
 
 
-@pytest.mark.parametrize("over,difference", [
-    (dict(release="qwen3-32b-fp8-2026-11-20.1"),
-     "release: record 'qwen3-32b-fp8-2026-11-20.1', expected 'qwen3-32b-fp8-2026-08-23.1'"),
-    (dict(machine_type="a3-highgpu-8g", gpus_per_node=8),
-     "accelerator.machine_type: record 'a3-highgpu-8g', expected 'a3-highgpu-2g'"),
-    (dict(image_digest="sha256:" + "0" * 64),
-     "image_digest: record 'sha256:" + "0" * 64 + "'"),
-])
+@pytest.mark.parametrize(
+    "over,difference",
+    [
+        (
+            dict(release="qwen3-32b-fp8-2026-11-20.1"),
+            "release: record 'qwen3-32b-fp8-2026-11-20.1', expected 'qwen3-32b-fp8-2026-08-23.1'",
+        ),
+        (
+            dict(machine_type="a3-highgpu-8g", gpus_per_node=8),
+            "accelerator.machine_type: record 'a3-highgpu-8g', expected 'a3-highgpu-2g'",
+        ),
+        (dict(image_digest="sha256:" + "0" * 64), "image_digest: record 'sha256:" + "0" * 64 + "'"),
+    ],
+)
 def test_a_record_of_another_release_or_topology_is_rejected(root: Path, over, difference):
     write_measurement(record(CURVE, prod_target(**over)), root / RECORD)
     msg = _errors(root, _values(min_replicas=4))["llm-serving:serving.stable.measured"]
@@ -124,15 +141,22 @@ def test_a_record_of_other_engine_args_is_rejected(root: Path):
 def test_a_cpu_adapted_record_sizes_dev_only(root: Path):
     t = prod_target()
     served = tuple(a for a in t.vllm_args if a != "--enable-prefix-caching")
-    write_measurement(record(CURVE, prod_target(served_args=served, served_args_reason="CPU build, no FP8")),
-                      root / RECORD)
+    write_measurement(
+        record(CURVE, prod_target(served_args=served, served_args_reason="CPU build, no FP8")), root / RECORD
+    )
     e = _errors(root, _values(min_replicas=4))
-    assert e == {"llm-serving:serving.stable.measured": (
-        f"{RECORD} measured another configuration: engine_args.served: the measured server ran other arguments "
-        "than the rendered ones (CPU build, no FP8)")}
+    assert e == {
+        "llm-serving:serving.stable.measured": (
+            f"{RECORD} measured another configuration: engine_args.served: the measured server ran other arguments "
+            "than the rendered ones (CPU build, no FP8)"
+        )
+    }
     e = _errors(root, _values(min_replicas=4, measured_with_adapted_args="integration run on the CPU build"))
-    assert e == {"llm-serving:serving.stable.measured_with_adapted_args": (
-        "not in prod: a record of another server configuration may only size a dev stack")}
+    assert e == {
+        "llm-serving:serving.stable.measured_with_adapted_args": (
+            "not in prod: a record of another server configuration may only size a dev stack"
+        )
+    }
 
 
 def test_a_missing_or_broken_record_names_the_key(root: Path):

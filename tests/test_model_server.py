@@ -10,25 +10,26 @@ import copy
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from components.naming import deployment_name
-from components.naming import weights_mount_path
+from components.naming import deployment_name, weights_mount_path
 from components.serving.model_server import GOOGLE_API_RANGES, PROBE_SCRIPT, VERIFY_SCRIPT
+from infra.config import ConfigError
+from infra.offline import cli
+from infra.offline.stackfile import ROOT, read_stack_file
+from infra.planning import capacity
 from infra.planning import probes as probes_mod
 from infra.planning.plan import release_info
-from infra.targets.gke.planning import gke_vllm_inputs
 from infra.planning.vllm_args import render_vllm_args, streamer_extra_config
-from .conftest import load_config, resolve_values
-from infra.offline import cli
-from infra.planning import capacity
-from infra.config import ConfigError
-from infra.offline.stackfile import ROOT, read_stack_file
+from infra.targets.gke.planning import gke_vllm_inputs
 from tests.conftest import GKE_STACKS, STACKS, one, resources, serving_roles
+
+from .conftest import load_config, resolve_values
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -38,6 +39,7 @@ MODEL_SERVER = "llm-serving:serving:ModelServer"
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
 
 def deployment(inv: dict[str, Any], role: str) -> dict[str, Any]:
     return one(inv, DEPLOYMENT, f"vllm-{role}-deployment")
@@ -66,13 +68,14 @@ def leaf_diff(a: Any, b: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         out = {}
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             out.update(leaf_diff(x, y, f"{path}[{i}]"))
         return out
     return {} if a == b else {path: (a, b)}
 
 
 # ---- vLLM flags ------------------------------------------------------------------------------------------
+
 
 def test_max_num_seqs_and_batched_tokens_are_the_planners(plans):
     for stack, role in pool_cases(plans):
@@ -98,15 +101,21 @@ def test_release_limits_and_explicit_scheduler_switches(plans):
         assert int(flag(args, "--max-model-len")) == rel.max_model_len
         assert float(flag(args, "--gpu-memory-utilization")) == pool.gpu_memory_utilization
         assert flag(args, "--port") == "8000"
-        for switch in ("--enable-chunked-prefill", "--enable-prefix-caching", "--no-enable-log-requests",
-                       "--no-enable-log-outputs"):
+        for switch in (
+            "--enable-chunked-prefill",
+            "--enable-prefix-caching",
+            "--no-enable-log-requests",
+            "--no-enable-log-outputs",
+        ):
             assert args.count(switch) == 1, switch
         assert flag(args, "--dtype") == rel.dtype and flag(args, "--kv-cache-dtype") == rel.kv_cache_dtype
         assert flag(args, "--quantization") == rel.quantization
 
 
-@pytest.mark.parametrize("stack,role,path", [
-    ("prod", "stable", "gcs_streaming"), ("staging", "stable", "hyperdisk_ml"), ("dev", "stable", "gcs_fuse")])
+@pytest.mark.parametrize(
+    "stack,role,path",
+    [("prod", "stable", "gcs_streaming"), ("staging", "stable", "hyperdisk_ml"), ("dev", "stable", "gcs_fuse")],
+)
 def test_model_location_follows_the_loading_path(plans, stack, role, path):
     cfg, _, inv = plans[stack]
     pool = dict(cfg.pools())[role]
@@ -129,14 +138,21 @@ def test_model_location_follows_the_loading_path(plans, stack, role, path):
         assert mount == {"name": "weights", "mountPath": f"/weights/{rel.weights_prefix}", "readOnly": True}
         (vol,) = weights
         if path == "hyperdisk_ml":
-            claims = [r["inputs"]["metadata"]["name"] for r in resources(inv, "kubernetes:core/v1:PersistentVolumeClaim")]
+            claims = [
+                r["inputs"]["metadata"]["name"] for r in resources(inv, "kubernetes:core/v1:PersistentVolumeClaim")
+            ]
             assert vol["persistentVolumeClaim"]["claimName"] in claims
             assert vol["persistentVolumeClaim"]["readOnly"] is True
         else:
             assert vol["csi"]["driver"] == "gcsfuse.csi.storage.gke.io" and vol["csi"]["readOnly"] is True
             assert vol["csi"]["volumeAttributes"] == {
-                "bucketName": rel.weights_bucket, "mountOptions": f"implicit-dirs,only-dir={rel.weights_prefix}"}
-            assert deployment(inv, role)["inputs"]["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+                "bucketName": rel.weights_bucket,
+                "mountOptions": f"implicit-dirs,only-dir={rel.weights_prefix}",
+            }
+            assert (
+                deployment(inv, role)["inputs"]["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"]
+                == "true"
+            )
 
 
 def test_streamer_is_distributed_only_with_tensor_parallelism():
@@ -149,10 +165,14 @@ def test_speculative_option_renders(plans):
     doc = cfg.serving.stable.model_dump()
     doc["model_server"].update(speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
-    args = render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, plan.pools["stable"].capacity, 60,
-                                            "qwen3-8b", 1024))
-    assert json.loads(flag(args, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4,
-                                                              "prompt_lookup_max": 4}
+    args = render_vllm_args(
+        gke_vllm_inputs(cfg.release(pool.release), pool, plan.pools["stable"].capacity, 60, "qwen3-8b", 1024)
+    )
+    assert json.loads(flag(args, "--speculative-config")) == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_max": 4,
+    }
     assert "--enable-lora" not in args and "--lora-modules" not in args
 
 
@@ -162,14 +182,16 @@ def test_every_pool_serves_the_public_name_after_its_release_id_and_caps_output(
         args = container(deployment(inv, role))["args"]
         i = args.index("--served-model-name")
         # Both names follow the one flag (vLLM takes nargs="+"); the release id first: responses name it.
-        assert args[i + 1:i + 3] == [dict(cfg.pools())[role].release, cfg.serving.model_name]
+        assert args[i + 1 : i + 3] == [dict(cfg.pools())[role].release, cfg.serving.model_name]
         assert args[i + 3].startswith("--")
         assert json.loads(flag(args, "--override-generation-config")) == {
-            "max_new_tokens": cfg.contract.max_output_tokens}
+            "max_new_tokens": cfg.contract.max_output_tokens
+        }
         assert "--enable-server-load-tracking" in args
 
 
 # ---- probes and the scale-down protocol -------------------------------------------------------------------
+
 
 def test_startup_window_covers_the_cold_load_estimate_with_the_margin(plans):
     for stack, role in pool_cases(plans):
@@ -202,7 +224,7 @@ def test_grace_period_covers_prestop_plus_the_longest_stream(plans):
 
 def test_probes_check_identity_and_only_startup_generates(plans):
     for stack, role in pool_cases(plans):
-        cfg, plan, inv = plans[stack]
+        cfg, _plan, inv = plans[stack]
         pool = dict(cfg.pools())[role]
         rel = cfg.release(pool.release)
         dep = deployment(inv, role)
@@ -245,8 +267,13 @@ def test_probes_check_identity_and_only_startup_generates(plans):
         vol = next(v for v in dep["inputs"]["spec"]["template"]["spec"]["volumes"] if v["name"] == "scripts")
         assert vol["configMap"]["name"] == cm["metadata"]["name"]
         ann = dep["inputs"]["spec"]["template"]["metadata"]["annotations"]
-        digest = hashlib.sha256(b"probe.py\0" + files["probe.py"].encode() + b"\0verify_release.py\0"
-                                + files["verify_release.py"].encode() + b"\0").hexdigest()
+        digest = hashlib.sha256(
+            b"probe.py\0"
+            + files["probe.py"].encode()
+            + b"\0verify_release.py\0"
+            + files["verify_release.py"].encode()
+            + b"\0"
+        ).hexdigest()
         assert ann["llm-serving.io/scripts-sha256"] == digest
 
 
@@ -258,14 +285,17 @@ def test_startup_threshold_is_an_error_when_it_cannot_be_covered():
 
 # ---- rollout, replicas, disruption -----------------------------------------------------------------------
 
+
 def test_rollout_replicas_and_disruption_budget(plans):
     for stack, role in pool_cases(plans):
         cfg, _, inv = plans[stack]
         pool = dict(cfg.pools())[role]
         dep = deployment(inv, role)
         spec = dep["inputs"]["spec"]
-        assert spec["strategy"] == {"type": "RollingUpdate",
-                                    "rollingUpdate": {"maxSurge": capacity.ROLLOUT_SURGE_REPLICAS, "maxUnavailable": 0}}
+        assert spec["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": capacity.ROLLOUT_SURGE_REPLICAS, "maxUnavailable": 0},
+        }
         assert spec["replicas"] == pool.min_replicas
         assert dep["options"]["ignore_changes"] == ["spec.replicas"]  # the HPA owns the live count
         startup = spec["template"]["spec"]["containers"][0]["startupProbe"]
@@ -287,7 +317,9 @@ def test_gpus_placement_and_resources(plans):
         assert res["requests"]["memory"] == res["limits"]["memory"] == f"{pool.model_server.memory_gib}Gi"
         assert "cpu" not in res["limits"]
         assert pod["nodeSelector"] == {"llm-serving.io/accelerator": pool.accelerator}
-        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod["tolerations"]
+        assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod[
+            "tolerations"
+        ]
         (spread,) = pod["topologySpreadConstraints"]
         assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["maxSkew"] == 1
         assert spread["labelSelector"] == deployment(inv, role)["inputs"]["spec"]["selector"]
@@ -297,6 +329,7 @@ def test_gpus_placement_and_resources(plans):
 
 
 # ---- identity: labels, annotations, and the stable/canary diff -------------------------------------------
+
 
 def test_labels_and_release_identity_annotations(plans):
     for stack, role in pool_cases(plans):
@@ -327,9 +360,15 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
 
     # Substituting the stable release's identity and the role name must turn every differing value into the
     # canary's: nothing else may differ.
-    subs = [(a.release, b.release), (a.model_revision, b.model_revision), (a.tokenizer_revision, b.tokenizer_revision),
-            (a.digest, b.digest), (a.image, b.image), ("vllm-stable", "vllm-canary"),
-            ("llm-serving-stable", "llm-serving-canary")]
+    subs = [
+        (a.release, b.release),
+        (a.model_revision, b.model_revision),
+        (a.tokenizer_revision, b.tokenizer_revision),
+        (a.digest, b.digest),
+        (a.image, b.image),
+        ("vllm-stable", "vllm-canary"),
+        ("llm-serving-stable", "llm-serving-canary"),
+    ]
     whole = {str(a.sampling_defaults_version): str(b.sampling_defaults_version), "stable": "canary"}
     for path, (x, y) in diff.items():
         assert isinstance(x, str), path
@@ -344,13 +383,17 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     tmpl = "spec.template"
     expected = {
         # role-derived
-        "metadata.name", "metadata.namespace",
-        "metadata.labels.app.kubernetes.io/instance", "metadata.labels.llm-serving.io/pool",
+        "metadata.name",
+        "metadata.namespace",
+        "metadata.labels.app.kubernetes.io/instance",
+        "metadata.labels.llm-serving.io/pool",
         "spec.selector.matchLabels.app.kubernetes.io/instance",
-        f"{tmpl}.metadata.labels.app.kubernetes.io/instance", f"{tmpl}.metadata.labels.llm-serving.io/pool",
+        f"{tmpl}.metadata.labels.app.kubernetes.io/instance",
+        f"{tmpl}.metadata.labels.llm-serving.io/pool",
         f"{tmpl}.spec.topologySpreadConstraints[0].labelSelector.matchLabels.app.kubernetes.io/instance",
         # release-derived
-        "metadata.labels.llm-serving.io/release", f"{tmpl}.metadata.labels.llm-serving.io/release",
+        "metadata.labels.llm-serving.io/release",
+        f"{tmpl}.metadata.labels.llm-serving.io/release",
         *(f"metadata.annotations.{k}" for k in release_keys),
         *(f"{tmpl}.metadata.annotations.{k}" for k in release_keys),
         f"{tmpl}.spec.containers[0].image",
@@ -378,11 +421,13 @@ def test_stable_and_canary_differ_only_in_release_and_role_derived_fields(plans,
     assert changed_probe_flags <= {"--release-id", "--model-root", "--expect-revision", "--manifest"}
     assert {"--release-id", "--model-root"} <= changed_probe_flags
     assert {c_a["volumeMounts"][int(p.split("volumeMounts[")[1].split("]")[0])]["mountPath"] for p in mount_idx} <= {
-        weights_mount_path(a.weights_prefix)}
+        weights_mount_path(a.weights_prefix)
+    }
     assert c_a["args"] != c_b["args"]
 
 
 # ---- isolation -------------------------------------------------------------------------------------------
+
 
 def test_pod_security(plans):
     for stack, role in pool_cases(plans):
@@ -438,8 +483,12 @@ def test_network_policy(plans):
 def test_manifests_validate_with_kubernetes_validate(plans, stack):
     kv = pytest.importorskip("kubernetes_validate")
     cfg, plan, inv = plans[stack]
-    objs = [r["inputs"] for typ in (DEPLOYMENT, CONFIG_MAP, PDB, NETPOL) for r in resources(inv, typ)
-            if r["parent"] and r["parent"].split("::")[-2].endswith(MODEL_SERVER)]
+    objs = [
+        r["inputs"]
+        for typ in (DEPLOYMENT, CONFIG_MAP, PDB, NETPOL)
+        for r in resources(inv, typ)
+        if r["parent"] and r["parent"].split("::")[-2].endswith(MODEL_SERVER)
+    ]
     assert len(objs) == 4 * len(serving_roles(cfg, plan))
     for obj in objs:
         kv.validate(obj, cfg.gke.minor_version, strict=True)
@@ -451,13 +500,16 @@ def test_components_are_parented_and_use_the_cluster_provider(plans):
     assert sorted(r["name"] for r in servers) == ["vllm-canary", "vllm-stable"]
     for typ in (DEPLOYMENT, CONFIG_MAP, PDB, NETPOL):
         for r in resources(inv, typ):
-            if r["name"].startswith(("vllm-stable-", "vllm-canary-")) and r["parent"].endswith(("::vllm-stable", "::vllm-canary")):
+            if r["name"].startswith(("vllm-stable-", "vllm-canary-")) and r["parent"].endswith(
+                ("::vllm-stable", "::vllm-canary")
+            ):
                 assert r["provider"].endswith("::platform-k8s")
                 assert any("kubernetes:core/v1:Namespace::" in d for d in r["dependencies"])
                 assert any("gcp:container/nodePool:NodePool::" in d for d in r["dependencies"])
 
 
 # ---- config rules ----------------------------------------------------------------------------------------
+
 
 def _values(stack: str = "dev") -> dict[str, Any]:
     v = copy.deepcopy(read_stack_file(stack).values)
@@ -488,27 +540,43 @@ def _mut_lora(c):
 
 
 def _mut_lookup(c):
-    _ms(c)["speculative"] = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2, "prompt_lookup_min": 5}
+    _ms(c)["speculative"] = {
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_max": 2,
+        "prompt_lookup_min": 5,
+    }
 
 
 def _window_message() -> str:
     cold = resolve_values(read_stack_file("dev").values).plan.pools["stable"].capacity.cold_load_seconds
     n = math.ceil(cold * 1.5 / 10)
-    return (f"the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 + margin 0.5) = "
-            f"{cold * 1.5:.0f} s needs {n} x 10 s = {n * 10} s, above max_startup_seconds 60; load faster "
-            "(loading.throughput_mib_s / path), or raise max_startup_seconds knowingly")
+    return (
+        f"the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 + margin 0.5) = "
+        f"{cold * 1.5:.0f} s needs {n} x 10 s = {n * 10} s, above max_startup_seconds 60; load faster "
+        "(loading.throughput_mib_s / path), or raise max_startup_seconds knowingly"
+    )
 
 
 RULES = [
     (_mut_window, "llm-serving:serving.stable.model_server.max_startup_seconds", None),
-    (_mut_shm, "llm-serving:serving.stable.model_server.shm_gib",
-     "/dev/shm is charged to the pod's memory: 6 GiB may use at most half of memory_gib (8 GiB), the rest is "
-     "for the server processes"),
-    (_mut_lora, "llm-serving:serving.stable.model_server.lora",
-     "LoRA adapters are not served: nothing stages, verifies, lists or routes adapters end to end, and "
-     "--enable-lora alone only costs memory; remove the key"),
-    (_mut_lookup, "llm-serving:serving.stable.model_server.speculative.prompt_lookup_min",
-     "must be <= prompt_lookup_max (2), got 5"),
+    (
+        _mut_shm,
+        "llm-serving:serving.stable.model_server.shm_gib",
+        "/dev/shm is charged to the pod's memory: 6 GiB may use at most half of memory_gib (8 GiB), the rest is "
+        "for the server processes",
+    ),
+    (
+        _mut_lora,
+        "llm-serving:serving.stable.model_server.lora",
+        "LoRA adapters are not served: nothing stages, verifies, lists or routes adapters end to end, and "
+        "--enable-lora alone only costs memory; remove the key",
+    ),
+    (
+        _mut_lookup,
+        "llm-serving:serving.stable.model_server.speculative.prompt_lookup_min",
+        "must be <= prompt_lookup_max (2), got 5",
+    ),
 ]
 
 
@@ -540,17 +608,35 @@ def test_hyperdisk_pool_needs_its_claim(plans):
     pool = cfg.serving.stable
     p = plan.pools["stable"]
     assert pool.loading.path == "hyperdisk_ml"
-    with pytest.raises(ValueError, match="ModelServerArgs.hyperdisk_claim: pool 'stable' loads via hyperdisk_ml "
-                                         "but no Hyperdisk ML claim was given"):
-        ModelServerArgs(role="stable", release=p.release, vllm_args=p.vllm_args, probes=p.probes,
-                        public_model_name=plan.public_model_name, model_root=p.model_root, verify_workers=4,
-                        resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
-                        accelerator=pool.accelerator, loading_path="hyperdisk_ml", min_replicas=1, max_surge=1, rollout_replicas=2,
-                        max_unavailable_disruptions=1, namespace="llm-serving-stable", service_account="model-server",
-                        proxy_only_cidr=cfg.gke.ranges.proxy_only, stream_bound_seconds=p.probes.stream_bound_seconds,
-                        contract_max_model_len=cfg.contract.max_model_len,
-                        contract_max_input_tokens=cfg.contract.max_input_tokens,
-                        contract_max_output_tokens=cfg.contract.max_output_tokens)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "ModelServerArgs.hyperdisk_claim: pool 'stable' loads via hyperdisk_ml but no Hyperdisk ML claim was given"
+        ),
+    ):
+        ModelServerArgs(
+            role="stable",
+            release=p.release,
+            vllm_args=p.vllm_args,
+            probes=p.probes,
+            public_model_name=plan.public_model_name,
+            model_root=p.model_root,
+            verify_workers=4,
+            resources=PodResources(cpu=4, memory_gib=32, shm_gib=4, gpus=p.release.tensor_parallel_size),
+            accelerator=pool.accelerator,
+            loading_path="hyperdisk_ml",
+            min_replicas=1,
+            max_surge=1,
+            rollout_replicas=2,
+            max_unavailable_disruptions=1,
+            namespace="llm-serving-stable",
+            service_account="model-server",
+            proxy_only_cidr=cfg.gke.ranges.proxy_only,
+            stream_bound_seconds=p.probes.stream_bound_seconds,
+            contract_max_model_len=cfg.contract.max_model_len,
+            contract_max_input_tokens=cfg.contract.max_input_tokens,
+            contract_max_output_tokens=cfg.contract.max_output_tokens,
+        )
 
 
 def test_every_pod_verifies_its_release_before_the_server_starts(plans):
@@ -575,7 +661,8 @@ def test_every_pod_verifies_its_release_before_the_server_starts(plans):
             assert flag(cmd, "--workers") == str(math.floor(pool.model_server.cpu))
             rate = min(pool.loading.throughput_mib_s, 800 * math.floor(pool.model_server.cpu))
             assert plan.pools[role].capacity.verify_seconds == pytest.approx(
-                plan.pools[role].capacity.weights_gib * 1024 / rate)
+                plan.pools[role].capacity.weights_gib * 1024 / rate
+            )
         # Runs as the server does (non-root, read-only) and asks no more CPU than the server.
         assert init["securityContext"] == container(deployment(inv, role))["securityContext"]
         assert init["resources"]["requests"]["cpu"] == container(deployment(inv, role))["resources"]["requests"]["cpu"]

@@ -17,15 +17,16 @@ import yaml
 
 from components.observability import dashboard as dash
 from components.observability import metrics as m
-from components.observability.adapter import IMAGE_REPOSITORY, IMAGE_TAG, KSA, NAMESPACE as ADAPTER_NS
-from infra.targets.gke.planning.autoscaling import reservation_replica_cap
+from components.observability.adapter import IMAGE_REPOSITORY, IMAGE_TAG, KSA
+from components.observability.adapter import NAMESPACE as ADAPTER_NS
 from components.observability.views import PoolView, Thresholds
-from infra.offline import cli
-from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 from infra.config import ConfigError
+from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
+from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
+from infra.targets.gke.planning.autoscaling import reservation_replica_cap
 
-from .conftest import load_config, GKE_STACKS, STACKS, one, reference, resources, serving_roles
+from .conftest import GKE_STACKS, STACKS, load_config, one, reference, resources, serving_roles
 from .crd_schema import validate_custom_resource
 
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
@@ -40,6 +41,7 @@ def hpas(inventory: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 # ---- schemas ----------------------------------------------------------------------------------------------------
+
 
 def _validate_cr(obj: dict[str, Any], crd_file: str) -> list[str]:
     reference("gmp-prometheus-engine", crd_file)  # skips with a visible reason where the reference is absent
@@ -68,9 +70,12 @@ def test_pod_monitorings_validate_against_gmp_crd(plans, stack):
 
 
 def test_crd_check_rejects_an_endpoint_without_interval():
-    bad = {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
-           "metadata": {"name": "x", "namespace": "llm-serving"},
-           "spec": {"selector": {"matchLabels": {"a": "b"}}, "endpoints": [{"port": 8000}]}}
+    bad = {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": {"name": "x", "namespace": "llm-serving"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "endpoints": [{"port": 8000}]},
+    }
     assert _validate_cr(bad, "monitoring.googleapis.com_podmonitorings.yaml")
 
 
@@ -83,7 +88,9 @@ def test_vllm_pod_monitoring_scrapes_8000_and_labels_pool_and_release(plans):
         spec = pm["spec"]
         assert spec["endpoints"] == [{"port": 8000, "path": "/metrics", "scheme": "http", "interval": "15s"}]
         assert {t["from"]: t["to"] for t in spec["targetLabels"]["fromPod"]} == {
-            "llm-serving.io/pool": m.POOL_LABEL, "llm-serving.io/release": m.RELEASE_LABEL}
+            "llm-serving.io/pool": m.POOL_LABEL,
+            "llm-serving.io/release": m.RELEASE_LABEL,
+        }
 
 
 def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_select(plans):
@@ -98,24 +105,32 @@ def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_sel
     for role, _ in cfg.pools():
         assert m.epp_scrape_job(role) in releases  # Helm release name = the chart's PodMonitoring name = job
     monitoring = [r for r in resources(inv, POD_MONITORING)]
-    assert sorted((r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"]) for r in monitoring
-                  if r["name"].startswith("observability-")) == [
-        (f"llm-serving-{role}", "vllm-model-servers") for role in sorted(r for r, _ in cfg.pools())]
+    assert sorted(
+        (r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"])
+        for r in monitoring
+        if r["name"].startswith("observability-")
+    ) == [(f"llm-serving-{role}", "vllm-model-servers") for role in sorted(r for r, _ in cfg.pools())]
     queries = dash.dashboard_queries(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
     for role, _ in cfg.pools():
-        assert any(f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "inference_extension_scheduler" in q
-                   for q in queries)
+        assert any(
+            f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "inference_extension_scheduler" in q
+            for q in queries
+        )
 
 
 # ---- derived HPA values -----------------------------------------------------------------------------------------
 
+
 def test_reservation_cap_arithmetic():
     # prod's topology with a reservation one node short of stable 4 + canary 2 + 2 surge: stable is capped to 3.
-    assert reservation_replica_cap(reserved_nodes=7, replicas_per_node=1, other_pools_max=2,
-                                   pools_on_accelerator=2) == 3
+    assert (
+        reservation_replica_cap(reserved_nodes=7, replicas_per_node=1, other_pools_max=2, pools_on_accelerator=2) == 3
+    )
     # Two replicas per node double what the same reservation holds.
-    assert reservation_replica_cap(reserved_nodes=4, replicas_per_node=2, other_pools_max=1,
-                                   pools_on_accelerator=2) == 8 - 1 - 2 * ROLLOUT_SURGE_REPLICAS
+    assert (
+        reservation_replica_cap(reserved_nodes=4, replicas_per_node=2, other_pools_max=1, pools_on_accelerator=2)
+        == 8 - 1 - 2 * ROLLOUT_SURGE_REPLICAS
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -131,9 +146,11 @@ def test_hpa_bounds_are_warm_minimum_and_reservation_bound(plans, stack):
         expected = pool.max_replicas
         if acc.reservation is not None:
             sharing = [r for r, p in cfg.pools() if p.accelerator == pool.accelerator]
-            held = (acc.reservation.count * plan.pools[role].capacity.replicas_per_node
-                    - sum(dict(cfg.pools())[r].max_replicas for r in sharing if r != role)
-                    - ROLLOUT_SURGE_REPLICAS * len(sharing))
+            held = (
+                acc.reservation.count * plan.pools[role].capacity.replicas_per_node
+                - sum(dict(cfg.pools())[r].max_replicas for r in sharing if r != role)
+                - ROLLOUT_SURGE_REPLICAS * len(sharing)
+            )
             expected = min(expected, held)
         assert spec["maxReplicas"] == expected
         assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"vllm-{role}"}
@@ -152,12 +169,17 @@ def test_hpa_behaviour_windows(plans, stack):
         down = b["scaleDown"]
         assert down["stabilizationWindowSeconds"] == max(300, math.ceil(2 * cold / 60) * 60)
         assert down["stabilizationWindowSeconds"] >= 300
-        assert down["policies"] == [{"type": "Pods", "value": 1,
-                                     "periodSeconds": max(60, math.ceil(cfg.contract.stream_bound_seconds / 60) * 60)}]
+        assert down["policies"] == [
+            {
+                "type": "Pods",
+                "value": 1,
+                "periodSeconds": max(60, math.ceil(cfg.contract.stream_bound_seconds / 60) * 60),
+            }
+        ]
 
 
 def test_prod_scale_down_outlasts_two_cold_loads(plans):
-    cfg, plan, inv = plans["prod"]
+    _cfg, _plan, inv = plans["prod"]
     # prod's stable cold load is ~181 s: twice that is above the 300 s floor, so the window is 420 s.
     assert hpas(inv)["stable"]["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 420
     # Longest stream 1.5 s + 4096 x 50 ms = 206 s -> pods leave at most one per 240 s.
@@ -170,9 +192,13 @@ def test_hpa_metrics(plans, stack):
     auto = cfg.observability.autoscaling
     for role, _ in cfg.pools():
         specs = hpas(inv)[role]["spec"]["metrics"]
-        assert specs[0] == {"type": "Pods", "pods": {
-            "metric": {"name": "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"},
-            "target": {"type": "AverageValue", "averageValue": str(auto.queue_target_per_pod)}}}
+        assert specs[0] == {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"},
+                "target": {"type": "AverageValue", "averageValue": str(auto.queue_target_per_pod)},
+            },
+        }
         kv = [s for s in specs if "kv_cache_usage_perc" in s["pods"]["metric"]["name"]]
         assert len(kv) == (auto.kv_cache_target is not None)
     if stack == "prod":
@@ -180,6 +206,7 @@ def test_hpa_metrics(plans, stack):
 
 
 # ---- adapter ----------------------------------------------------------------------------------------------------
+
 
 def test_adapter_is_pinned_and_bound_to_monitoring_viewer_through_workload_identity(plans):
     cfg, _, inv = plans["prod"]
@@ -195,10 +222,16 @@ def test_adapter_is_pinned_and_bound_to_monitoring_viewer_through_workload_ident
     assert re.fullmatch(
         rf"principal://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/"
         rf"{cfg.project}\.svc\.id\.goog/subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter",
-        binding["member"])
-    services = {r["inputs"]["metadata"]["name"] for r in resources(inv, "kubernetes:apiregistration.k8s.io/v1:APIService")}
-    assert services == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
-                        "v1beta1.external.metrics.k8s.io"}
+        binding["member"],
+    )
+    services = {
+        r["inputs"]["metadata"]["name"] for r in resources(inv, "kubernetes:apiregistration.k8s.io/v1:APIService")
+    }
+    assert services == {
+        "v1beta1.custom.metrics.k8s.io",
+        "v1beta2.custom.metrics.k8s.io",
+        "v1beta1.external.metrics.k8s.io",
+    }
     # The adapter's binding is the only project-level role the observability component grants.
     mine = [r for r in resources(inv, "gcp:projects/iAMMember:IAMMember") if r["name"].startswith("observability-")]
     assert len(mine) == 1
@@ -206,12 +239,14 @@ def test_adapter_is_pinned_and_bound_to_monitoring_viewer_through_workload_ident
 
 def test_adapter_digest_from_config_pins_the_image():
     from components.observability.adapter import image
+
     digest = "sha256:" + "b" * 64
     assert image(digest) == f"{IMAGE_REPOSITORY}:{IMAGE_TAG}@{digest}"
     assert ":latest" not in image(None)
 
 
 # ---- alerts and dashboard -------------------------------------------------------------------------------------
+
 
 def policies(inv: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
@@ -226,8 +261,14 @@ def test_alert_set_follows_traffic_split(plans, stack):
     cfg, _, inv = plans[stack]
     got = policies(inv)
     for role, pool in cfg.pools():
-        for name in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "QueueBuildingAtMaxReplicas",
-                     "EndpointPickerUnavailable", "ServingPodsRestarting"):
+        for name in (
+            "TtftP95OverObjective",
+            "ItlP95OverObjective",
+            "KvCacheSaturated",
+            "QueueBuildingAtMaxReplicas",
+            "EndpointPickerUnavailable",
+            "ServingPodsRestarting",
+        ):
             assert (name, role) in got
         # "No traffic" only where traffic is expected: a dark (weight 0) pool has none by design.
         assert (("NoTrafficOnServingPool", role) in got) == (pool.weight > 0)
@@ -259,12 +300,26 @@ def test_dashboard_covers_the_issue_panels_per_pool(plans, stack):
     doc = json.loads(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
     titles = [t["widget"]["title"] for t in doc["mosaicLayout"]["tiles"]]
     text = json.dumps(doc)
-    for needle in ("TTFT", "Inter-token latency", "End-to-end", "Queue time", "Waiting and running", "KV-cache usage",
-                   "tokens/s", "Prefix-cache hit rate", "Preemptions", "success rate"):
+    for needle in (
+        "TTFT",
+        "Inter-token latency",
+        "End-to-end",
+        "Queue time",
+        "Waiting and running",
+        "KV-cache usage",
+        "tokens/s",
+        "Prefix-cache hit rate",
+        "Preemptions",
+        "success rate",
+    ):
         assert any(needle in t for t in titles), needle
     for role, pool in cfg.pools():
-        for needle in ("Replicas vs HPA target", "GPU duty cycle and memory (DCGM)", "Endpoint picker",
-                       "Cost per 1M output tokens (plan)"):
+        for needle in (
+            "Replicas vs HPA target",
+            "GPU duty cycle and memory (DCGM)",
+            "Endpoint picker",
+            "Cost per 1M output tokens (plan)",
+        ):
             assert any(t.startswith(needle) and f"{role} ({pool.release})" in t for t in titles), (needle, role)
         if plan.pools[role].capacity.cost_per_million_output_tokens_usd is None:
             assert f"{role} ({pool.release}): capacity plan cost per 1M output tokens: unmeasured" in text
@@ -274,10 +329,27 @@ def test_dashboard_covers_the_issue_panels_per_pool(plans, stack):
 
 def test_cost_panel_shows_the_plan_value_when_measured():
     from infra.targets.gke.planning.autoscaling import plan_hpa
-    hpa = plan_hpa(role="stable", release="r1", min_replicas=2, pool_max_replicas=4, cold_load_seconds=100,
-                   stream_bound_seconds=100, queue_target_per_pod=3, kv_cache_target=None, reservation_cap=None)
-    pool = PoolView(role="stable", release="r1", weight=100, hpa=hpa, replica_hourly_usd=22.06,
-                    planned_cost_per_million_usd=3.06, measurement_source="bench-2026-11-02")
+
+    hpa = plan_hpa(
+        role="stable",
+        release="r1",
+        min_replicas=2,
+        pool_max_replicas=4,
+        cold_load_seconds=100,
+        stream_bound_seconds=100,
+        queue_target_per_pod=3,
+        kv_cache_target=None,
+        reservation_cap=None,
+    )
+    pool = PoolView(
+        role="stable",
+        release="r1",
+        weight=100,
+        hpa=hpa,
+        replica_hourly_usd=22.06,
+        planned_cost_per_million_usd=3.06,
+        measurement_source="bench-2026-11-02",
+    )
     t = Thresholds(1.5, 0.05, 0.9, 10, 1.2, 15)
     ps = dash.panels([pool], t, 3, 15)
     text = next(p.text for p in ps if p.text)
@@ -287,6 +359,7 @@ def test_cost_panel_shows_the_plan_value_when_measured():
 
 
 # ---- metric names ----------------------------------------------------------------------------------------------
+
 
 def exported_vllm_names() -> set[str]:
     path = reference("vllm", "vllm-0.33.0-prometheus-metrics.tsv")
@@ -311,19 +384,28 @@ def test_every_vllm_name_in_the_rendered_output_is_exported_by_vllm(plans, stack
     _, _, inv = plans[stack]
     exported = exported_vllm_names()
     used = set(VLLM_NAME.findall(json.dumps(inv)))
-    assert {"vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds_bucket",
-            "vllm:generation_tokens_total"} <= used
+    assert {
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:generation_tokens_total",
+    } <= used
     assert used - exported == set()
 
 
 def test_removed_names_are_not_exported():
     exported = exported_vllm_names()
-    for removed in ("vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket",
-                    "vllm:time_to_first_token_seconds", "vllm:prompt_tokens"):
+    for removed in (
+        "vllm:gpu_cache_usage_perc",
+        "vllm:time_per_output_token_seconds_bucket",
+        "vllm:time_to_first_token_seconds",
+        "vllm:prompt_tokens",
+    ):
         assert removed not in exported
 
 
 # ---- config rules --------------------------------------------------------------------------------------------
+
 
 def _values(stack: str) -> dict[str, Any]:
     v = json.loads(json.dumps(read_stack_file(stack).values))
@@ -346,7 +428,8 @@ def _mut_channel_format(v):
 
 def _mut_channel_project(v):
     v["llm-serving:observability"]["alerts"]["notification_channels"] = [
-        {"existing": True, "name": "projects/acme-llm-staging/notificationChannels/4100000000000000001"}]
+        {"existing": True, "name": "projects/acme-llm-staging/notificationChannels/4100000000000000001"}
+    ]
 
 
 def _mut_channel_missing_address(v):
@@ -355,7 +438,8 @@ def _mut_channel_missing_address(v):
 
 def _mut_channel_mixed(v):
     v["llm-serving:observability"]["alerts"]["notification_channels"] = [
-        {"existing": True, "name": "projects/acme-llm-prod/notificationChannels/1", "email_address": "a@b.example"}]
+        {"existing": True, "name": "projects/acme-llm-prod/notificationChannels/1", "email_address": "a@b.example"}
+    ]
 
 
 def _mut_no_channel(v):
@@ -367,19 +451,43 @@ def _mut_digest(v):
 
 
 RULES = [
-    ("prod", _mut_kv, "llm-serving:observability.autoscaling.kv_cache_target",
-     "0.95 must be below alerts.kv_cache_usage (0.9): the HPA has to start scaling out before the KV alert fires"),
-    ("prod", _mut_channel_format, "llm-serving:observability.alerts.notification_channels[0].name",
-     "must be projects/<project>/notificationChannels/<numeric id>"),
-    ("prod", _mut_channel_project, "llm-serving:observability.alerts.notification_channels[0].name",
-     "'projects/acme-llm-staging/notificationChannels/4100000000000000001' is in project 'acme-llm-staging'; "
-     "alert policies of 'acme-llm-prod' can only notify its own channels"),
-    ("prod", _mut_channel_missing_address, "llm-serving:observability.alerts.notification_channels[0].email_address",
-     "required for an email channel"),
-    ("prod", _mut_channel_mixed, "llm-serving:observability.alerts.notification_channels[0].email_address",
-     "only for a channel the stack creates (existing: false)"),
-    ("prod", _mut_no_channel, "llm-serving:observability.alerts.notification_channels",
-     "prod must name at least one notification channel: an alert nobody receives is not an alert"),
+    (
+        "prod",
+        _mut_kv,
+        "llm-serving:observability.autoscaling.kv_cache_target",
+        "0.95 must be below alerts.kv_cache_usage (0.9): the HPA has to start scaling out before the KV alert fires",
+    ),
+    (
+        "prod",
+        _mut_channel_format,
+        "llm-serving:observability.alerts.notification_channels[0].name",
+        "must be projects/<project>/notificationChannels/<numeric id>",
+    ),
+    (
+        "prod",
+        _mut_channel_project,
+        "llm-serving:observability.alerts.notification_channels[0].name",
+        "'projects/acme-llm-staging/notificationChannels/4100000000000000001' is in project 'acme-llm-staging'; "
+        "alert policies of 'acme-llm-prod' can only notify its own channels",
+    ),
+    (
+        "prod",
+        _mut_channel_missing_address,
+        "llm-serving:observability.alerts.notification_channels[0].email_address",
+        "required for an email channel",
+    ),
+    (
+        "prod",
+        _mut_channel_mixed,
+        "llm-serving:observability.alerts.notification_channels[0].email_address",
+        "only for a channel the stack creates (existing: false)",
+    ),
+    (
+        "prod",
+        _mut_no_channel,
+        "llm-serving:observability.alerts.notification_channels",
+        "prod must name at least one notification channel: an alert nobody receives is not an alert",
+    ),
     ("dev", _mut_digest, "llm-serving:observability.adapter_image_digest", "must be sha256:<64 hex>, got 'v0.15.2'"),
 ]
 
@@ -407,6 +515,7 @@ def test_bad_observability_config_registers_nothing(tmp_path: Path, capsys, stac
 
 # ---- fit with the model servers ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_scrape_selector_and_hpa_target_fit_the_model_server_deployments(plans, stack):
     cfg, _, inv = plans[stack]
@@ -421,8 +530,11 @@ def test_scrape_selector_and_hpa_target_fit_the_model_server_deployments(plans, 
         labels = dep["inputs"]["spec"]["template"]["metadata"]["labels"]
         assert selector["matchLabels"].items() <= labels.items()
         assert labels["llm-serving.io/pool"] == role and labels["llm-serving.io/release"] == pool.release
-        ports = [p["containerPort"] for c in dep["inputs"]["spec"]["template"]["spec"]["containers"]
-                 for p in c.get("ports", [])]
+        ports = [
+            p["containerPort"]
+            for c in dep["inputs"]["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", [])
+        ]
         assert 8000 in ports
         assert dep["urn"] in hpa_by_role[f"vllm-{role}"]["dependencies"]  # the HPA waits for what it scales
         assert "spec.replicas" in dep["options"]["ignore_changes"]  # ... and owns the replica count

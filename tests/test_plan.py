@@ -32,8 +32,9 @@ def test_plan_exits_zero_and_is_byte_identical(plans, stack, tmp_path, capsys):
     ta, tb = _tree(a), _tree(b)
     # the CLI also writes the policy report (tests/test_policies.py covers it); the plan files match exactly
     assert tb.pop("policy-report.json")
-    assert json.loads(tb.pop(OWNED_FILES))["files"] == sorted([*json.loads(ta.pop(OWNED_FILES))["files"],
-                                                             "policy-report.json"])
+    assert json.loads(tb.pop(OWNED_FILES))["files"] == sorted(
+        [*json.loads(ta.pop(OWNED_FILES))["files"], "policy-report.json"]
+    )
     assert ta.keys() == tb.keys()
     assert ta == tb
     assert {"inventory.json", "capacity.json"} <= set(ta)
@@ -47,8 +48,13 @@ def test_plan_in_a_fresh_process_matches(plans, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     write_plan(plan_run("prod"), a)
     env = {"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-m", "infra.offline.cli", "plan", "--stack", "prod", "--out", str(b)],
-                   cwd=REPO, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "infra.offline.cli", "plan", "--stack", "prod", "--out", str(b)],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     (b / "policy-report.json").unlink()  # written by the CLI only; tests/test_policies.py covers it
     for d in (a, b):
         (d / OWNED_FILES).unlink()  # the CLI's list also names the policy report
@@ -73,12 +79,22 @@ def test_rerun_removes_what_an_earlier_plan_wrote_and_nothing_else(tmp_path):
 
 
 def test_inventory_shape_and_capacity_outputs(plans):
-    cfg, plan, inv = plans["prod"]
+    _cfg, plan, inv = plans["prod"]
     urns = [r["urn"] for r in inv["resources"]]
     assert urns == sorted(urns)
     for r in inv["resources"]:
-        assert set(r) == {"urn", "type", "name", "custom", "parent", "provider", "inputs", "dependencies",
-                          "property_dependencies", "options"}
+        assert set(r) == {
+            "urn",
+            "type",
+            "name",
+            "custom",
+            "parent",
+            "provider",
+            "inputs",
+            "dependencies",
+            "property_dependencies",
+            "options",
+        }
     # the capacity the program exports is the planner's, not the config's
     exported = inv["outputs"]["capacity"]["pools"]["stable"]
     assert exported["max_num_seqs"] == plan.pools["stable"].capacity.max_num_seqs == 206

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import shutil
 import subprocess
 import textwrap
@@ -29,6 +30,7 @@ from infra.offline.plan_diff import (
 )
 
 from .synthetic import inventory, resource, urn
+
 
 def res(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> dict[str, Any]:
     """A resource row whose options (protect, ignore_changes, ...) are given as keyword arguments."""
@@ -135,8 +137,9 @@ def test_deployment_selector_change_is_a_replacement() -> None:
     assert not by_path["spec.template.metadata.labels.app"].replaces
     assert not by_path['metadata.labels["app.kubernetes.io/name"]'].replaces
     assert rc.replacement
-    assert "  ~ kubernetes:apps/v1:Deployment::vllm  [REPLACE]" in render(diff_plans(
-        inventory(deployment(app="vllm")), inventory(deployment(app="vllm-v2"))))
+    assert "  ~ kubernetes:apps/v1:Deployment::vllm  [REPLACE]" in render(
+        diff_plans(inventory(deployment(app="vllm")), inventory(deployment(app="vllm-v2")))
+    )
 
 
 def test_node_pool_guest_accelerators_replace_machine_type_recreates_nodes_in_place() -> None:
@@ -185,10 +188,12 @@ def test_name_changes_replace_every_type() -> None:
 def test_conditional_rules_subnet_expansion_and_disk_shrink() -> None:
     sub = "gcp:compute/subnetwork:Subnetwork"
     expand = diff_plans(
-        inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/24"})), inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/20"}))
+        inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/24"})),
+        inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/20"})),
     )
     move = diff_plans(
-        inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/24"})), inventory(res(sub, "s", {"ipCidrRange": "10.1.0.0/24"}))
+        inventory(res(sub, "s", {"ipCidrRange": "10.0.0.0/24"})),
+        inventory(res(sub, "s", {"ipCidrRange": "10.1.0.0/24"})),
     )
     assert not _one_changed(expand).replacement
     assert _one_changed(move).replacement
@@ -234,7 +239,7 @@ def test_values_are_truncated_deterministically() -> None:
     long_old = "x" * 500
     old = inventory(res("llm:index:Blob", "b", {"text": long_old}))
     new = inventory(res("llm:index:Blob", "b", {"text": long_old + "y"}))
-    line = next(l for l in render(diff_plans(old, new)).splitlines() if l.strip().startswith("text:"))
+    line = next(x for x in render(diff_plans(old, new)).splitlines() if x.strip().startswith("text:"))
     old_shown, new_shown = line.split(": ", 1)[1].split(" → ")
     assert len(old_shown) == MAX_VALUE_CHARS and old_shown.endswith("...")
     assert old_shown == new_shown.rstrip()
@@ -248,8 +253,12 @@ def test_outputs_diff_is_rendered() -> None:
 
 def test_render_is_deterministic_across_runs_and_input_order() -> None:
     old = inventory(node_pool(), deployment(), BUCKET, REPO, outputs={"b": 1, "a": [1, 2]})
-    new_resources = [node_pool("a3-megagpu-8g", 4), deployment(["--x"], app="v2", protect=True), REPO,
-                     res("gcp:compute/disk:Disk", "weights", {"size": 2048, "type": "pd-ssd"})]
+    new_resources = [
+        node_pool("a3-megagpu-8g", 4),
+        deployment(["--x"], app="v2", protect=True),
+        REPO,
+        res("gcp:compute/disk:Disk", "weights", {"size": 2048, "type": "pd-ssd"}),
+    ]
     new = inventory(*new_resources, outputs={"a": [1, 3], "b": 1})
     first = render(diff_plans(old, new))
     assert first == render(diff_plans(old, new))
@@ -290,7 +299,7 @@ def test_diff_plan_dirs(tmp_path: Path) -> None:
     (tmp_path / "new" / "inventory.json").write_text(json.dumps(inventory(BUCKET, REPO)))
     diff = diff_plan_dirs(tmp_path / "old", tmp_path / "new")
     assert [r.urn for r in diff.added] == [REPO["urn"]]
-    with pytest.raises(PlanDiffError, match="no inventory.json"):
+    with pytest.raises(PlanDiffError, match=re.escape("no inventory.json")):
         diff_plan_dirs(tmp_path / "old", tmp_path / "missing")
 
 
@@ -326,7 +335,10 @@ def test_plan_dir_at_git_revision_uses_a_detached_worktree(tmp_path: Path) -> No
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", *args],
-            cwd=repo, check=True, capture_output=True, text=True,
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
 
     git("init", "-q")

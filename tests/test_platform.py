@@ -9,14 +9,14 @@ import pytest
 import yaml
 
 from components.cluster import kubeconfig, maintenance_window
-from infra.planning.plan import accelerator_plan
 from components.identity import principal_text
 from components.network import HEALTH_CHECK_RANGES
 from components.weights import weights_disk_name
-from infra.planning import capacity
 from infra.offline.runner import placeholder
+from infra.planning import capacity
+from infra.planning.plan import accelerator_plan
 
-from .conftest import load_config, STACKS, one, resources
+from .conftest import STACKS, one, resources
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -66,22 +66,40 @@ def member_of(account_id: str, project: str) -> str:
 
 # ---- GPU node pools and reservations ---------------------------------------------------------------------
 
+
 def test_prod_gpu_pool_consumes_the_stack_owned_reservation(plans):
-    cfg, plan, inv = plans["prod"]
-    acc = cfg.accelerators["h100-tp2"]
+    _cfg, _plan, inv = plans["prod"]
     reservation = one(inv, RESERVATION)
     pool = gpu_pool(inv, "h100-tp2")
     # The affinity names the reservation the stack registers, and the nodes live in its zone.
-    subset({"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
-            "values": [reservation["inputs"]["name"]]}, pool["inputs"]["nodeConfig"]["reservationAffinity"])
+    subset(
+        {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [reservation["inputs"]["name"]],
+        },
+        pool["inputs"]["nodeConfig"]["reservationAffinity"],
+    )
     assert pool["inputs"]["nodeLocations"] == [reservation["inputs"]["zone"]]
     assert reservation["urn"] in pool["dependencies"]
     # The reservation is exclusive and holds the very shape the pool asks for.
-    subset({"specificReservationRequired": True, "specificReservation": {"instanceProperties": {
-        "machineType": pool["inputs"]["nodeConfig"]["machineType"],
-        "guestAccelerators": [{"acceleratorType": pool["inputs"]["nodeConfig"]["guestAccelerators"][0]["type"],
-                               "acceleratorCount": pool["inputs"]["nodeConfig"]["guestAccelerators"][0]["count"]}]}}},
-           reservation["inputs"])
+    subset(
+        {
+            "specificReservationRequired": True,
+            "specificReservation": {
+                "instanceProperties": {
+                    "machineType": pool["inputs"]["nodeConfig"]["machineType"],
+                    "guestAccelerators": [
+                        {
+                            "acceleratorType": pool["inputs"]["nodeConfig"]["guestAccelerators"][0]["type"],
+                            "acceleratorCount": pool["inputs"]["nodeConfig"]["guestAccelerators"][0]["count"],
+                        }
+                    ],
+                }
+            },
+        },
+        reservation["inputs"],
+    )
     # Autoscaling: warm replicas at the bottom, max replicas + one surge per pool at the top, inside the reservation.
     # a3-highgpu-2g holds one TP-2 replica per node. Warm: stable 2 + canary 2 = 4 nodes; top: max 4 + 2 plus one
     # surge replica per pool = 8 nodes, exactly the 8 reserved.
@@ -94,16 +112,25 @@ def test_gpu_pool_node_shape(plans):
         cfg, _, inv = plans[stack]
         for name, acc in cfg.accelerators.items():
             nc = gpu_pool(inv, name)["inputs"]["nodeConfig"]
-            subset({
-                "labels": {"llm-serving.io/accelerator": name},
-                "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
-                "workloadMetadataConfig": {"mode": "GKE_METADATA"},
-                "shieldedInstanceConfig": {"enableSecureBoot": True, "enableIntegrityMonitoring": True},
-                "serviceAccount": f"gke-gpu-{name}@{cfg.project}.iam.gserviceaccount.com",
-                "spot": acc.spot,
-            }, nc, f"{stack}.{name}")
-            assert nc["guestAccelerators"] == [{"type": acc.gpu_type, "count": acc.gpus_per_node,
-                                                "gpuDriverInstallationConfig": {"gpuDriverVersion": cfg.gke.gpu_driver_version}}]
+            subset(
+                {
+                    "labels": {"llm-serving.io/accelerator": name},
+                    "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+                    "workloadMetadataConfig": {"mode": "GKE_METADATA"},
+                    "shieldedInstanceConfig": {"enableSecureBoot": True, "enableIntegrityMonitoring": True},
+                    "serviceAccount": f"gke-gpu-{name}@{cfg.project}.iam.gserviceaccount.com",
+                    "spot": acc.spot,
+                },
+                nc,
+                f"{stack}.{name}",
+            )
+            assert nc["guestAccelerators"] == [
+                {
+                    "type": acc.gpu_type,
+                    "count": acc.gpus_per_node,
+                    "gpuDriverInstallationConfig": {"gpuDriverVersion": cfg.gke.gpu_driver_version},
+                }
+            ]
 
 
 def test_staging_pool_targets_the_shared_reservation_by_project_path(plans):
@@ -112,7 +139,8 @@ def test_staging_pool_targets_the_shared_reservation_by_project_path(plans):
     assert res is not None and res.mode == "existing"
     pool = gpu_pool(inv, "h100-tp2")
     assert pool["inputs"]["nodeConfig"]["reservationAffinity"]["values"] == [
-        f"projects/{res.owner_project}/reservations/{res.name}"]
+        f"projects/{res.owner_project}/reservations/{res.name}"
+    ]
     assert resources(inv, RESERVATION) == []  # referenced, not owned
 
 
@@ -126,8 +154,16 @@ def test_dev_spot_pool_consumes_no_reservation(plans):
 def test_node_bounds_cover_all_pools_on_a_topology():
     def pp(role: str, lo: int, hi: int) -> capacity.PoolCapacity:
         fields = {f: 0 for f in capacity.PoolCapacity.__dataclass_fields__}
-        fields.update(role=role, release="r", accelerator="a", throughput="unmeasured", replicas_per_node=2,
-                      min_replicas=lo, max_replicas=hi, warnings=())
+        fields.update(
+            role=role,
+            release="r",
+            accelerator="a",
+            throughput="unmeasured",
+            replicas_per_node=2,
+            min_replicas=lo,
+            max_replicas=hi,
+            warnings=(),
+        )
         for f in ("decode_replicas", "prefill_replicas", "required_replicas", "cost_per_million_output_tokens_usd"):
             fields[f] = None
         return capacity.PoolCapacity(**fields)
@@ -140,9 +176,12 @@ def test_node_bounds_cover_all_pools_on_a_topology():
 
 # ---- cluster ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack,location", [("dev", "us-central1-a"), ("staging", "us-central1"), ("prod", "us-central1")])
+
+@pytest.mark.parametrize(
+    "stack,location", [("dev", "us-central1-a"), ("staging", "us-central1"), ("prod", "us-central1")]
+)
 def test_cluster_location_and_protection(plans, stack, location):
-    cfg, _, inv = plans[stack]
+    _cfg, _, inv = plans[stack]
     cluster = one(inv, CLUSTER)
     assert cluster["inputs"]["location"] == location
     assert cluster["inputs"]["deletionProtection"] is (stack == "prod")
@@ -152,32 +191,46 @@ def test_cluster_location_and_protection(plans, stack, location):
 def test_cluster_features(plans):
     cfg, _, inv = plans["prod"]
     c = one(inv, CLUSTER)["inputs"]
-    subset({
-        "workloadIdentityConfig": {"workloadPool": f"{cfg.project}.svc.id.goog"},
-        "gatewayApiConfig": {"channel": "CHANNEL_STANDARD"},
-        "monitoringConfig": {"managedPrometheus": {"enabled": True}},
-        "addonsConfig": {"gcsFuseCsiDriverConfig": {"enabled": True}, "gcePersistentDiskCsiDriverConfig": {"enabled": True},
-                         "httpLoadBalancing": {"disabled": False}},
-        "datapathProvider": "ADVANCED_DATAPATH",
-        "networkingMode": "VPC_NATIVE",
-        "privateClusterConfig": {"enablePrivateNodes": True, "masterIpv4CidrBlock": cfg.gke.ranges.master},
-        "enableShieldedNodes": True,
-        "removeDefaultNodePool": True,
-        "minMasterVersion": cfg.gke.min_version,
-        "nodeLocations": sorted(cfg.zones),
-    }, c)
+    subset(
+        {
+            "workloadIdentityConfig": {"workloadPool": f"{cfg.project}.svc.id.goog"},
+            "gatewayApiConfig": {"channel": "CHANNEL_STANDARD"},
+            "monitoringConfig": {"managedPrometheus": {"enabled": True}},
+            "addonsConfig": {
+                "gcsFuseCsiDriverConfig": {"enabled": True},
+                "gcePersistentDiskCsiDriverConfig": {"enabled": True},
+                "httpLoadBalancing": {"disabled": False},
+            },
+            "datapathProvider": "ADVANCED_DATAPATH",
+            "networkingMode": "VPC_NATIVE",
+            "privateClusterConfig": {"enablePrivateNodes": True, "masterIpv4CidrBlock": cfg.gke.ranges.master},
+            "enableShieldedNodes": True,
+            "removeDefaultNodePool": True,
+            "minMasterVersion": cfg.gke.min_version,
+            "nodeLocations": sorted(cfg.zones),
+        },
+        c,
+    )
     assert "DCGM" in c["monitoringConfig"]["enableComponents"]
     assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == [
-        n.cidr for n in cfg.gke.authorized_networks]
+        n.cidr for n in cfg.gke.authorized_networks
+    ]
 
 
 def test_system_pool_is_autoscaled_and_untainted(plans):
     cfg, _, inv = plans["prod"]
     sp = next(r for r in resources(inv, NODE_POOL) if r["inputs"]["name"] == "system")
-    subset({"autoscaling": {"minNodeCount": cfg.gke.system_pool.min_nodes_per_zone,
-                            "maxNodeCount": cfg.gke.system_pool.max_nodes_per_zone},
+    subset(
+        {
+            "autoscaling": {
+                "minNodeCount": cfg.gke.system_pool.min_nodes_per_zone,
+                "maxNodeCount": cfg.gke.system_pool.max_nodes_per_zone,
+            },
             "nodeLocations": sorted(cfg.zones),
-            "nodeConfig": {"workloadMetadataConfig": {"mode": "GKE_METADATA"}}}, sp["inputs"])
+            "nodeConfig": {"workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        },
+        sp["inputs"],
+    )
     assert "taints" not in sp["inputs"]["nodeConfig"]
 
 
@@ -187,17 +240,22 @@ def test_maintenance_window_is_a_weekly_rrule():
     w = maintenance_window(MaintenanceWindow(days=("SU", "SA"), start_utc="22:30", duration_hours=6)).recurring_window
     # Days in RRULE order; a window starting late crosses midnight.
     assert (w.start_time, w.end_time, w.recurrence) == (
-        "2026-01-05T22:30:00Z", "2026-01-06T04:30:00Z", "FREQ=WEEKLY;BYDAY=SA,SU")
+        "2026-01-05T22:30:00Z",
+        "2026-01-06T04:30:00Z",
+        "FREQ=WEEKLY;BYDAY=SA,SU",
+    )
 
 
 def test_kubernetes_provider_uses_the_gke_auth_plugin(plans):
-    cfg, _, inv = plans["prod"]
+    _cfg, _, inv = plans["prod"]
     provider = one(inv, "pulumi:providers:kubernetes")
     kc = yaml.safe_load(provider["inputs"]["kubeconfig"])
     cluster = one(inv, CLUSTER)
     assert kc["clusters"][0]["cluster"]["server"] == f"https://{placeholder(cluster['name'] + '.endpoint')}"
     exec_ = kc["users"][0]["user"]["exec"]
-    assert exec_["command"] == "gke-gcloud-auth-plugin" and exec_["apiVersion"] == "client.authentication.k8s.io/v1beta1"
+    assert (
+        exec_["command"] == "gke-gcloud-auth-plugin" and exec_["apiVersion"] == "client.authentication.k8s.io/v1beta1"
+    )
     assert "token" not in kc["users"][0]["user"] and "client-key-data" not in kc["users"][0]["user"]
     assert cluster["urn"] in provider["dependencies"]
     # Every Kubernetes object of the platform goes through this provider.
@@ -209,6 +267,7 @@ def test_kubernetes_provider_uses_the_gke_auth_plugin(plans):
 
 # ---- network -------------------------------------------------------------------------------------------------
 
+
 def test_proxy_only_subnet_and_firewall_openings(plans):
     cfg, _, inv = plans["prod"]
     subnets = {r["inputs"]["name"]: r["inputs"] for r in resources(inv, "gcp:compute/subnetwork:Subnetwork")}
@@ -216,7 +275,11 @@ def test_proxy_only_subnet_and_firewall_openings(plans):
     subset({"purpose": "REGIONAL_MANAGED_PROXY", "role": "ACTIVE", "ipCidrRange": cfg.gke.ranges.proxy_only}, proxy)
     nodes = subnets[f"{cfg.gke.cluster_name}-nodes"]
     assert sorted(r["rangeName"] for r in nodes["secondaryIpRanges"]) == ["pods", "services"]
-    fws = {r["inputs"]["name"]: r["inputs"] for r in platform_resources(inv) if r["type"] == "gcp:compute/firewall:Firewall"}
+    fws = {
+        r["inputs"]["name"]: r["inputs"]
+        for r in platform_resources(inv)
+        if r["type"] == "gcp:compute/firewall:Firewall"
+    }
     expected_sources = sorted([cfg.gke.ranges.proxy_only, *HEALTH_CHECK_RANGES])
     gpu_sas = [f"gke-gpu-{a}@{cfg.project}.iam.gserviceaccount.com" for a in sorted(cfg.accelerators)]
     model = fws[f"{cfg.gke.cluster_name}-allow-lb-model-server"]
@@ -233,6 +296,7 @@ def test_proxy_only_subnet_and_firewall_openings(plans):
 
 # ---- registry, weights, identity ------------------------------------------------------------------------------------
 
+
 def test_node_service_accounts_hold_only_gkes_node_role_and_repository_read(plans):
     """GKE documents roles/container.defaultNodeServiceAccount as the minimum for a custom node service account
     (logs, metrics, monitoring read, resource metadata); images are pulled through a per-repository grant."""
@@ -243,32 +307,58 @@ def test_node_service_accounts_hold_only_gkes_node_role_and_repository_read(plan
             roles = sorted(r["inputs"]["role"] for r in resources(inv, PROJECT_IAM) if r["inputs"]["member"] == member)
             assert roles == ["roles/container.defaultNodeServiceAccount"], (stack, roles)
             readers = [r["inputs"] for r in resources(inv, REPO_IAM) if r["inputs"]["member"] == member]
-            assert readers == [{"location": cfg.region, "member": member, "project": cfg.project,
-                                "repository": cfg.gke.registry.repository_id, "role": "roles/artifactregistry.reader"}]
+            assert readers == [
+                {
+                    "location": cfg.region,
+                    "member": member,
+                    "project": cfg.project,
+                    "repository": cfg.gke.registry.repository_id,
+                    "role": "roles/artifactregistry.reader",
+                }
+            ]
         # The repository's readers are the GPU node service accounts and nobody else.
         assert sorted(r["inputs"]["member"] for r in resources(inv, REPO_IAM)) == sorted(
-            member_of(f"gke-gpu-{a}", cfg.project) for a in cfg.accelerators)
+            member_of(f"gke-gpu-{a}", cfg.project) for a in cfg.accelerators
+        )
 
 
 def test_registry_is_immutable_with_cleanup(plans):
     cfg, _, inv = plans["prod"]
     repo = one(inv, "gcp:artifactregistry/repository:Repository")["inputs"]
-    subset({"format": "DOCKER", "dockerConfig": {"immutableTags": True}, "location": cfg.region,
-            "repositoryId": cfg.gke.registry.repository_id, "cleanupPolicyDryRun": False}, repo)
+    subset(
+        {
+            "format": "DOCKER",
+            "dockerConfig": {"immutableTags": True},
+            "location": cfg.region,
+            "repositoryId": cfg.gke.registry.repository_id,
+            "cleanupPolicyDryRun": False,
+        },
+        repo,
+    )
     policies = {p["id"]: p for p in repo["cleanupPolicies"]}
     assert policies["keep-recent"]["action"] == "KEEP"
     assert policies["delete-untagged"]["condition"] == {
-        "tagState": "UNTAGGED", "olderThan": f"{cfg.gke.registry.untagged_retention_days * 86400}s"}
+        "tagState": "UNTAGGED",
+        "olderThan": f"{cfg.gke.registry.untagged_retention_days * 86400}s",
+    }
 
 
 def test_weights_bucket(plans):
     for stack in STACKS:
         cfg, _, inv = plans[stack]
         b = one(inv, BUCKET)
-        subset({"name": cfg.gke.weights.bucket, "location": cfg.region.upper(), "uniformBucketLevelAccess": True,
-                "publicAccessPrevention": "enforced", "versioning": {"enabled": True},
-                "softDeletePolicy": {"retentionDurationSeconds": cfg.gke.weights.soft_delete_days * 86400}},
-               b["inputs"], stack)
+        subset(
+            {
+                "name": cfg.gke.weights.bucket,
+                "location": cfg.region.upper(),
+                "uniformBucketLevelAccess": True,
+                "publicAccessPrevention": "enforced",
+                "versioning": {"enabled": True},
+                "softDeletePolicy": {"retentionDurationSeconds": cfg.gke.weights.soft_delete_days * 86400},
+            },
+            b["inputs"],
+            stack,
+        )
         assert b["options"]["protect"] is (stack == "prod")
         # Every release's weights live in it.
         assert {r.weights_bucket for r in cfg.releases} == {b["inputs"]["name"]}
@@ -277,15 +367,23 @@ def test_weights_bucket(plans):
 def test_weights_reader_is_each_pools_model_server_principal_on_the_bucket_only(plans):
     for stack in STACKS:
         cfg, _, inv = plans[stack]
-        bindings = [b for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
-                    if b["inputs"]["role"] == "roles/storage.objectViewer"]
+        bindings = [
+            b
+            for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+            if b["inputs"]["role"] == "roles/storage.objectViewer"
+        ]
         assert len(bindings) == len(cfg.pools())
         for role, _ in cfg.pools():
             ns = f"llm-serving-{role}"
             principal = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", ns, "model-server")
-            binding = one(inv, "gcp:storage/bucketIAMMember:BucketIAMMember", f"platform-identity-weights-reader-{role}")
-            assert binding["inputs"] == {"bucket": cfg.gke.weights.bucket, "member": principal,
-                                         "role": "roles/storage.objectViewer"}
+            binding = one(
+                inv, "gcp:storage/bucketIAMMember:BucketIAMMember", f"platform-identity-weights-reader-{role}"
+            )
+            assert binding["inputs"] == {
+                "bucket": cfg.gke.weights.bucket,
+                "member": principal,
+                "role": "roles/storage.objectViewer",
+            }
             assert principal.startswith("principal://iam.googleapis.com/projects/")
             assert f"/subject/ns/{ns}/sa/model-server" in principal
             ksa = one(inv, "kubernetes:core/v1:ServiceAccount", f"platform-identity-ksa-{role}-model-server")
@@ -298,11 +396,13 @@ def test_hub_token_secret_accessor_is_that_one_ksa(plans):
     cfg, _, inv = plans["prod"]
     assert cfg.gke.hub_token is not None
     for role, _ in cfg.pools():
-        acc = one(inv, "gcp:secretmanager/secretIamMember:SecretIamMember",
-                  f"platform-identity-hub-token-accessor-{role}")["inputs"]
+        acc = one(
+            inv, "gcp:secretmanager/secretIamMember:SecretIamMember", f"platform-identity-hub-token-accessor-{role}"
+        )["inputs"]
         assert acc["secretId"] == cfg.gke.hub_token.secret_id
-        assert acc["member"] == principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog",
-                                               f"llm-serving-{role}", "model-server")
+        assert acc["member"] == principal_text(
+            placeholder("project-number"), f"{cfg.project}.svc.id.goog", f"llm-serving-{role}", "model-server"
+        )
     assert len(resources(inv, "gcp:secretmanager/secretIamMember:SecretIamMember")) == len(cfg.pools())
     assert not resources(inv, "gcp:secretmanager/secretVersion:SecretVersion")  # the value is added out of band
 
@@ -314,17 +414,37 @@ def test_hyperdisk_ml_volume_in_the_reservation_zone(plans):
     zone = cfg.accelerators[stable.accelerator].zone
     name = weights_disk_name(stable.release)
     disk = one(inv, DISK)
-    subset({"name": name, "type": "hyperdisk-ml", "accessMode": "READ_ONLY_MANY", "zone": zone,
-            "snapshot": cfg.gke.weights.hyperdisk_ml.snapshots[stable.release]}, disk["inputs"])
+    subset(
+        {
+            "name": name,
+            "type": "hyperdisk-ml",
+            "accessMode": "READ_ONLY_MANY",
+            "zone": zone,
+            "snapshot": cfg.gke.weights.hyperdisk_ml.snapshots[stable.release],
+        },
+        disk["inputs"],
+    )
     pv = one(inv, "kubernetes:core/v1:PersistentVolume")["inputs"]
-    subset({"accessModes": ["ReadOnlyMany"], "storageClassName": "hyperdisk-ml",
-            "csi": {"driver": "pd.csi.storage.gke.io", "readOnly": True,
-                    "volumeHandle": f"projects/{cfg.project}/zones/{zone}/disks/{name}"}}, pv["spec"])
+    subset(
+        {
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "hyperdisk-ml",
+            "csi": {
+                "driver": "pd.csi.storage.gke.io",
+                "readOnly": True,
+                "volumeHandle": f"projects/{cfg.project}/zones/{zone}/disks/{name}",
+            },
+        },
+        pv["spec"],
+    )
     assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [zone]
     pvc = one(inv, "kubernetes:core/v1:PersistentVolumeClaim")["inputs"]
     # The stable pool's claim, in its namespace; its PV is reserved for exactly that claim.
     assert (pvc["metadata"]["namespace"], pvc["spec"]["volumeName"], pvc["spec"]["accessModes"]) == (
-        "llm-serving-stable", pv["metadata"]["name"], ["ReadOnlyMany"])
+        "llm-serving-stable",
+        pv["metadata"]["name"],
+        ["ReadOnlyMany"],
+    )
     assert pv["metadata"]["name"] == f"{name}-stable"
     assert pv["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "name": name, "namespace": "llm-serving-stable"}
     sc = one(inv, "kubernetes:storage.k8s.io/v1:StorageClass")["inputs"]
@@ -357,10 +477,16 @@ def test_every_platform_resource_is_parented_and_waits_for_the_apis(plans):
         if r["custom"] and r["type"].startswith("gcp:"):
             assert services & set(r["dependencies"]), f"{r['name']} does not wait for the project services"
     types = {r["type"] for r in mine if not r["custom"]}
-    assert types >= {"llm-serving:network:Network", "llm-serving:cluster:Cluster", "llm-serving:gpu:GpuNodePool",
-                     "llm-serving:registry:Registry", "llm-serving:weights:Weights",
-                     "llm-serving:identity:WorkloadIdentity", "llm-serving:identity:NodeServiceAccount",
-                     "llm-serving:network:LoadBalancerFirewall"}
+    assert types >= {
+        "llm-serving:network:Network",
+        "llm-serving:cluster:Cluster",
+        "llm-serving:gpu:GpuNodePool",
+        "llm-serving:registry:Registry",
+        "llm-serving:weights:Weights",
+        "llm-serving:identity:WorkloadIdentity",
+        "llm-serving:identity:NodeServiceAccount",
+        "llm-serving:network:LoadBalancerFirewall",
+    }
 
 
 def test_weights_bucket_never_lets_a_staged_file_change(plans):
@@ -370,8 +496,13 @@ def test_weights_bucket_never_lets_a_staged_file_change(plans):
         cfg, _, inv = plans[stack]
         (bucket,) = resources(inv, "gcp:storage/bucket:Bucket")
         assert bucket["inputs"]["defaultEventBasedHold"] is True
-        writes = [b["inputs"] for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
-                  if b["inputs"]["role"] != "roles/storage.objectViewer"]
-        assert writes == [{"bucket": cfg.gke.weights.bucket, "member": m, "role": "roles/storage.objectCreator"}
-                          for m in cfg.gke.weights.writers]
+        writes = [
+            b["inputs"]
+            for b in resources(inv, "gcp:storage/bucketIAMMember:BucketIAMMember")
+            if b["inputs"]["role"] != "roles/storage.objectViewer"
+        ]
+        assert writes == [
+            {"bucket": cfg.gke.weights.bucket, "member": m, "role": "roles/storage.objectCreator"}
+            for m in cfg.gke.weights.writers
+        ]
         assert cfg.gke.weights.writers == [f"serviceAccount:release-pipeline@{cfg.project}.iam.gserviceaccount.com"]

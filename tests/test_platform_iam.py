@@ -29,8 +29,9 @@ GOOGLE_SERVICE_AGENT = re.compile(r"^serviceAccount:service-[^@]+@gcp-sa-[a-z0-9
 
 def project_level_exceptions(project: str) -> set[tuple[str, str]]:
     """(member, role) pairs allowed at project level besides the node service accounts' role."""
-    adapter = principal_text(placeholder("project-number"), f"{project}.svc.id.goog", "custom-metrics",
-                             "custom-metrics-stackdriver-adapter")
+    adapter = principal_text(
+        placeholder("project-number"), f"{project}.svc.id.goog", "custom-metrics", "custom-metrics-stackdriver-adapter"
+    )
     return {(adapter, "roles/monitoring.viewer")}
 
 
@@ -41,8 +42,11 @@ def iam_bindings(inv: dict) -> list[dict]:
 def node_service_account_members(inv: dict) -> set[str]:
     """Members of the accounts the platform's NodeServiceAccount components create."""
     parents = {r["urn"] for r in resources(inv, "llm-serving:identity:NodeServiceAccount")}
-    return {f"serviceAccount:{r['inputs']['accountId']}@{r['inputs']['project']}.iam.gserviceaccount.com"
-            for r in resources(inv, "gcp:serviceaccount/account:Account") if r["parent"] in parents}
+    return {
+        f"serviceAccount:{r['inputs']['accountId']}@{r['inputs']['project']}.iam.gserviceaccount.com"
+        for r in resources(inv, "gcp:serviceaccount/account:Account")
+        if r["parent"] in parents
+    }
 
 
 def project_level_violations(inv: dict, project: str) -> list[str]:
@@ -51,8 +55,10 @@ def project_level_violations(inv: dict, project: str) -> list[str]:
     nodes = node_service_account_members(inv)
     assert nodes, "no node service account found"
     allowed = project_level_exceptions(project)
-    agents = {f"serviceAccount:{placeholder(r['name'] + '.email')}"
-              for r in resources(inv, "gcp:projects/serviceIdentity:ServiceIdentity")}
+    agents = {
+        f"serviceAccount:{placeholder(r['name'] + '.email')}"
+        for r in resources(inv, "gcp:projects/serviceIdentity:ServiceIdentity")
+    }
     violations = []
     for b in bindings:
         if not b["type"].startswith(PROJECT_LEVEL_MODULES):
@@ -84,9 +90,12 @@ def test_serving_principals_are_granted_on_single_resources(plans, stack):
     secret, repository), and the model server's principal reads the weights bucket."""
     cfg, _, inv = plans[stack]
     for role, _ in cfg.pools():
-        model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog",
-                                      f"llm-serving-{role}", "model-server")
-        grants = [(b["type"], b["inputs"]["role"]) for b in iam_bindings(inv) if b["inputs"].get("member") == model_server]
+        model_server = principal_text(
+            placeholder("project-number"), f"{cfg.project}.svc.id.goog", f"llm-serving-{role}", "model-server"
+        )
+        grants = [
+            (b["type"], b["inputs"]["role"]) for b in iam_bindings(inv) if b["inputs"].get("member") == model_server
+        ]
         assert ("gcp:storage/bucketIAMMember:BucketIAMMember", "roles/storage.objectViewer") in grants
         assert not [g for g in grants if g[0].startswith(PROJECT_LEVEL_MODULES)]
     for b in iam_bindings(inv):
@@ -95,7 +104,7 @@ def test_serving_principals_are_granted_on_single_resources(plans, stack):
 
 
 def test_exception_list_is_narrow():
-    (member, role), = project_level_exceptions("acme-llm-prod")
+    ((member, role),) = project_level_exceptions("acme-llm-prod")
     assert role == "roles/monitoring.viewer"
     assert member.endswith("/subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter")
 
@@ -111,16 +120,22 @@ def _grant(typ: str, member: str, role: str) -> dict:
 def test_violations_are_caught(plans):
     """The check is not vacuous: each of these extra bindings is reported."""
     cfg, _, inv = plans["prod"]
-    model_server = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving-stable",
-                                  "model-server")
-    adapter = principal_text(placeholder("project-number"), f"{cfg.project}.svc.id.goog", "custom-metrics", "custom-metrics-stackdriver-adapter")
+    model_server = principal_text(
+        placeholder("project-number"), f"{cfg.project}.svc.id.goog", "llm-serving-stable", "model-server"
+    )
+    adapter = principal_text(
+        placeholder("project-number"),
+        f"{cfg.project}.svc.id.goog",
+        "custom-metrics",
+        "custom-metrics-stackdriver-adapter",
+    )
     member = "gcp:projects/iAMMember:IAMMember"
     bad = [
-        _grant(member, model_server, "roles/storage.objectViewer"),             # serving principal, project-wide
-        _grant(member, adapter, "roles/monitoring.editor"),                     # the exception, but another role
+        _grant(member, model_server, "roles/storage.objectViewer"),  # serving principal, project-wide
+        _grant(member, adapter, "roles/monitoring.editor"),  # the exception, but another role
         _grant(member, f"serviceAccount:gke-gpu-h100-tp2@{cfg.project}.iam.gserviceaccount.com", "roles/storage.admin"),
         _grant(member, "serviceAccount:123-compute@developer.gserviceaccount.com", "roles/editor"),
-        _grant("gcp:projects/iAMBinding:IAMBinding", "", "roles/viewer"),       # authoritative
+        _grant("gcp:projects/iAMBinding:IAMBinding", "", "roles/viewer"),  # authoritative
     ]
     for b in bad:
         assert len(project_level_violations(_with(inv, b), cfg.project)) == 1, b

@@ -18,12 +18,18 @@ def test_googleapis_resolves_into_the_egress_allowed_by_networkpolicy(plans, sta
     records = {r["inputs"]["name"]: r["inputs"] for r in resources(inv, "gcp:dns/recordSet:RecordSet")}
     assert records["*.googleapis.com."]["rrdatas"] == ["private.googleapis.com."]
     vips = [ipaddress.ip_address(a) for a in records["private.googleapis.com."]["rrdatas"]]
-    policies = [r["inputs"] for r in resources(inv, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
-                if r["inputs"]["metadata"]["name"].startswith("vllm-")]
+    policies = [
+        r["inputs"]
+        for r in resources(inv, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if r["inputs"]["metadata"]["name"].startswith("vllm-")
+    ]
     assert policies
     for pol in policies:
-        https_blocks = [ipaddress.ip_network(peer["ipBlock"]["cidr"])
-                        for rule in pol["spec"]["egress"] for peer in rule.get("to", [])
-                        if "ipBlock" in peer and any(p.get("port") == 443 for p in rule.get("ports", []))]
+        https_blocks = [
+            ipaddress.ip_network(peer["ipBlock"]["cidr"])
+            for rule in pol["spec"]["egress"]
+            for peer in rule.get("to", [])
+            if "ipBlock" in peer and any(p.get("port") == 443 for p in rule.get("ports", []))
+        ]
         for vip in vips:
             assert any(vip in block for block in https_blocks), (pol["metadata"]["name"], vip)

@@ -62,7 +62,7 @@ class _QuietServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+    def handle_error(self, request, client_address) -> None:
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             super().handle_error(request, client_address)
 
@@ -76,7 +76,7 @@ def metrics_text(prompt: dict[str, float], generation: dict[str, float]) -> str:
         'python_gc_objects_collected_total{generation="0"} 9876.0',
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
         "# TYPE vllm:num_requests_running gauge",
-        'vllm:num_requests_running{engine="0",model_name="%s"} 1.0' % RELEASE,
+        f'vllm:num_requests_running{{engine="0",model_name="{RELEASE}"}} 1.0',
         "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
         "# TYPE vllm:prompt_tokens_total counter",
     ]
@@ -196,8 +196,11 @@ def _handler(current: Callable[[], FakeVllm]) -> type[BaseHTTPRequestHandler]:
                                          self.headers.get("Content-Type"), body))  # fmt: skip
             if path in fake.delay:
                 fake.released.wait(fake.delay[path])
-            if fake.api_key and path.startswith("/v1") and self.headers.get("Authorization") != (
-                    f"Bearer {fake.api_key}"):
+            if (
+                fake.api_key
+                and path.startswith("/v1")
+                and self.headers.get("Authorization") != (f"Bearer {fake.api_key}")
+            ):
                 self._answer(401, {"error": "Unauthorized"})
                 return False
             return True
@@ -368,7 +371,7 @@ def test_startup_reports_the_generation_time(fake: FakeVllm) -> None:
     assert line == f"ok: {RELEASE} serves 'chat' from {ROOT}; 1-token generation in 0.25 s"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _python38() -> str | None:
     """A Python 3.8 interpreter (the oldest the vLLM image may ship), if this machine has one."""
     candidates = [os.environ.get("PYTHON38"), *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8.*/bin/"
@@ -425,62 +428,115 @@ def test_runs_on_python_3_8(fake: FakeVllm, tmp_path: Path) -> None:
 # ---- startup and readiness: every failure, one exact line ----------------------------------------------------
 # (setup, expected line): the same check, the same line, in both modes.
 IDENTITY_FAILURES = [
-    pytest.param(lambda f: setattr(f, "health_status", 503),
-                 f"fail: health check failed: GET /health answered HTTP 503: {ENGINE_DEAD}", id="health-503"),
-    pytest.param(lambda f: (setattr(f, "health_status", 503), setattr(f, "health_body", b"")),
-                 "fail: health check failed: GET /health answered HTTP 503:", id="health-503-empty-body"),
-    pytest.param(lambda f: setattr(f, "served", ["llama-3-8b-r6", PUBLIC]),
-                 f"fail: models check failed: GET /v1/models lists ['llama-3-8b-r6', 'chat']; expected exactly "
-                 f"['{RELEASE}', 'chat']", id="other-release"),
-    pytest.param(lambda f: setattr(f, "served", [PUBLIC, RELEASE]),
-                 f"fail: models check failed: GET /v1/models lists ['chat', '{RELEASE}']; expected exactly "
-                 f"['{RELEASE}', 'chat']", id="wrong-order"),
-    pytest.param(lambda f: setattr(f, "adapters", ["sql-lora"]),
-                 f"fail: models check failed: GET /v1/models lists ['{RELEASE}', 'chat', 'sql-lora']; expected "
-                 f"exactly ['{RELEASE}', 'chat']", id="extra-adapter"),
-    pytest.param(lambda f: setattr(f, "served", [RELEASE]),
-                 f"fail: models check failed: GET /v1/models lists ['{RELEASE}']; expected exactly "
-                 f"['{RELEASE}', 'chat']", id="no-public-name"),
-    pytest.param(lambda f: setattr(f, "served", [RELEASE, "Chat"]),
-                 f"fail: models check failed: GET /v1/models lists ['{RELEASE}', 'Chat']; expected exactly "
-                 f"['{RELEASE}', 'chat']", id="public-name-case"),
-    pytest.param(lambda f: setattr(f, "models_doc", {"object": "list", "data": []}),
-                 f"fail: models check failed: GET /v1/models lists []; expected exactly ['{RELEASE}', 'chat']",
-                 id="no-models"),
-    pytest.param(lambda f: setattr(f, "models_doc", {"object": "list"}),
-                 "fail: models check failed: GET /v1/models has no 'data' list of models", id="no-data"),
-    pytest.param(lambda f: setattr(f, "models_doc", {"object": "list", "data": [RELEASE, PUBLIC]}),
-                 "fail: models check failed: GET /v1/models has no 'data' list of models", id="data-not-cards"),
-    pytest.param(lambda f: setattr(f, "models_doc", b"<html>502 Bad Gateway</html>"),
-                 "fail: models check failed: GET /v1/models did not return JSON: b'<html>502 Bad Gateway</html>'",
-                 id="not-json"),
-    pytest.param(lambda f: (setattr(f, "models_status", 500),
-                            setattr(f, "models_doc", {"error": {"message": "boom", "code": 500}})),
-                 "fail: models check failed: GET /v1/models answered HTTP 500: boom", id="models-500"),
-    pytest.param(lambda f: setattr(f, "root", f"/weights/llama-3-8b/{OTHER_REVISION}"),
-                 f"fail: models check failed: model '{RELEASE}' is loaded from '/weights/llama-3-8b/"
-                 f"{OTHER_REVISION}', not the release's '{ROOT}'", id="other-root"),
-    pytest.param(lambda f: setattr(f, "root", ROOT + "-old"),
-                 f"fail: models check failed: model '{RELEASE}' is loaded from '{ROOT}-old', not the release's "
-                 f"'{ROOT}'", id="root-with-suffix"),
-    pytest.param(lambda f: setattr(f, "root", "/weights/llama-3-8b"),
-                 f"fail: models check failed: model '{RELEASE}' is loaded from '/weights/llama-3-8b', not the "
-                 f"release's '{ROOT}'", id="parent-root"),
-    pytest.param(lambda f: f.roots.update({PUBLIC: "/weights/other"}),
-                 f"fail: models check failed: model 'chat' is loaded from '/weights/other', not the release's "
-                 f"'{ROOT}'", id="public-name-other-root"),
-    pytest.param(lambda f: f.roots.update({RELEASE: None}),
-                 f"fail: models check failed: model '{RELEASE}' is loaded from None, not the release's '{ROOT}'",
-                 id="no-root"),
-    pytest.param(lambda f: setattr(f, "max_model_len", 4096),
-                 f"fail: models check failed: model '{RELEASE}' serves max_model_len 4096, not the planned 8192",
-                 id="other-max-model-len"),
-    pytest.param(lambda f: f.max_lens.update({PUBLIC: 16384}),
-                 "fail: models check failed: model 'chat' serves max_model_len 16384, not the planned 8192",
-                 id="public-name-other-max-model-len"),
-    pytest.param(lambda f: f.max_lens.update({RELEASE: None}),
-                 f"fail: models check failed: model '{RELEASE}' serves max_model_len None, not the planned 8192",
-                 id="no-max-model-len"),
+    pytest.param(
+        lambda f: setattr(f, "health_status", 503),
+        f"fail: health check failed: GET /health answered HTTP 503: {ENGINE_DEAD}",
+        id="health-503",
+    ),
+    pytest.param(
+        lambda f: (setattr(f, "health_status", 503), setattr(f, "health_body", b"")),
+        "fail: health check failed: GET /health answered HTTP 503:",
+        id="health-503-empty-body",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "served", ["llama-3-8b-r6", PUBLIC]),
+        f"fail: models check failed: GET /v1/models lists ['llama-3-8b-r6', 'chat']; expected exactly "
+        f"['{RELEASE}', 'chat']",
+        id="other-release",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "served", [PUBLIC, RELEASE]),
+        f"fail: models check failed: GET /v1/models lists ['chat', '{RELEASE}']; expected exactly "
+        f"['{RELEASE}', 'chat']",
+        id="wrong-order",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "adapters", ["sql-lora"]),
+        f"fail: models check failed: GET /v1/models lists ['{RELEASE}', 'chat', 'sql-lora']; expected "
+        f"exactly ['{RELEASE}', 'chat']",
+        id="extra-adapter",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "served", [RELEASE]),
+        f"fail: models check failed: GET /v1/models lists ['{RELEASE}']; expected exactly ['{RELEASE}', 'chat']",
+        id="no-public-name",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "served", [RELEASE, "Chat"]),
+        f"fail: models check failed: GET /v1/models lists ['{RELEASE}', 'Chat']; expected exactly "
+        f"['{RELEASE}', 'chat']",
+        id="public-name-case",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "models_doc", {"object": "list", "data": []}),
+        f"fail: models check failed: GET /v1/models lists []; expected exactly ['{RELEASE}', 'chat']",
+        id="no-models",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "models_doc", {"object": "list"}),
+        "fail: models check failed: GET /v1/models has no 'data' list of models",
+        id="no-data",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "models_doc", {"object": "list", "data": [RELEASE, PUBLIC]}),
+        "fail: models check failed: GET /v1/models has no 'data' list of models",
+        id="data-not-cards",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "models_doc", b"<html>502 Bad Gateway</html>"),
+        "fail: models check failed: GET /v1/models did not return JSON: b'<html>502 Bad Gateway</html>'",
+        id="not-json",
+    ),
+    pytest.param(
+        lambda f: (
+            setattr(f, "models_status", 500),
+            setattr(f, "models_doc", {"error": {"message": "boom", "code": 500}}),
+        ),
+        "fail: models check failed: GET /v1/models answered HTTP 500: boom",
+        id="models-500",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "root", f"/weights/llama-3-8b/{OTHER_REVISION}"),
+        f"fail: models check failed: model '{RELEASE}' is loaded from '/weights/llama-3-8b/"
+        f"{OTHER_REVISION}', not the release's '{ROOT}'",
+        id="other-root",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "root", ROOT + "-old"),
+        f"fail: models check failed: model '{RELEASE}' is loaded from '{ROOT}-old', not the release's '{ROOT}'",
+        id="root-with-suffix",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "root", "/weights/llama-3-8b"),
+        f"fail: models check failed: model '{RELEASE}' is loaded from '/weights/llama-3-8b', not the "
+        f"release's '{ROOT}'",
+        id="parent-root",
+    ),
+    pytest.param(
+        lambda f: f.roots.update({PUBLIC: "/weights/other"}),
+        f"fail: models check failed: model 'chat' is loaded from '/weights/other', not the release's '{ROOT}'",
+        id="public-name-other-root",
+    ),
+    pytest.param(
+        lambda f: f.roots.update({RELEASE: None}),
+        f"fail: models check failed: model '{RELEASE}' is loaded from None, not the release's '{ROOT}'",
+        id="no-root",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "max_model_len", 4096),
+        f"fail: models check failed: model '{RELEASE}' serves max_model_len 4096, not the planned 8192",
+        id="other-max-model-len",
+    ),
+    pytest.param(
+        lambda f: f.max_lens.update({PUBLIC: 16384}),
+        "fail: models check failed: model 'chat' serves max_model_len 16384, not the planned 8192",
+        id="public-name-other-max-model-len",
+    ),
+    pytest.param(
+        lambda f: f.max_lens.update({RELEASE: None}),
+        f"fail: models check failed: model '{RELEASE}' serves max_model_len None, not the planned 8192",
+        id="no-max-model-len",
+    ),
 ]
 
 
@@ -495,10 +551,11 @@ def test_identity_failures(fake: FakeVllm, mode: str, setup: Callable[[FakeVllm]
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize(("served_root", "model_root"), [(ROOT + "/", ROOT), (ROOT, ROOT + "/"),
-                                                         ("gs://acme-models/llama/r7/", "gs://acme-models/llama/r7")])
-def test_root_equal_up_to_a_trailing_slash_passes(fake: FakeVllm, mode: str, served_root: str,
-                                                  model_root: str) -> None:
+@pytest.mark.parametrize(
+    ("served_root", "model_root"),
+    [(ROOT + "/", ROOT), (ROOT, ROOT + "/"), ("gs://acme-models/llama/r7/", "gs://acme-models/llama/r7")],
+)
+def test_root_equal_up_to_a_trailing_slash_passes(fake: FakeVllm, mode: str, served_root: str, model_root: str) -> None:
     fake.root = served_root
     code, line = MODES[mode](fake.port, model_root=model_root)
     assert code == 0, line
@@ -544,33 +601,51 @@ def test_deadline_passed_while_the_answer_arrived(fake: FakeVllm) -> None:
 
 # ---- startup only: /load, generation, manifest ----------------------------------------------------------------
 GENERATION_FAILURES = [
-    pytest.param(lambda f: setattr(f, "load_tracking", False),
-                 "fail: load check failed: GET /load answered HTTP 404 (is --enable-server-load-tracking set?)",
-                 id="load-404"),
-    pytest.param(lambda f: setattr(f, "load", "0"),
-                 "fail: load check failed: GET /load has no server_load count: b'{\"server_load\": \"0\"}'",
-                 id="load-not-a-count"),
-    pytest.param(lambda f: setattr(f, "completion_status", 500),
-                 "fail: generation check failed: POST /v1/completions answered HTTP 500: CUDA error: an illegal "
-                 "memory access", id="generation-500"),
-    pytest.param(lambda f: setattr(f, "choices", [{"index": 0, "text": "x"}, {"index": 1, "text": "y"}]),
-                 "fail: generation check failed: POST /v1/completions returned 2 choices; expected 1",
-                 id="two-choices"),
-    pytest.param(lambda f: setattr(f, "choices", []),
-                 "fail: generation check failed: POST /v1/completions returned 0 choices; expected 1",
-                 id="no-choice"),
-    pytest.param(lambda f: setattr(f, "completion_doc", {"object": "text_completion", "model": RELEASE}),
-                 "fail: generation check failed: POST /v1/completions returned no choices; expected 1",
-                 id="choices-missing"),
-    pytest.param(lambda f: setattr(f, "completion_model", PUBLIC),
-                 f"fail: generation check failed: the response names model 'chat', not the release id '{RELEASE}'",
-                 id="response-names-public-name"),
-    pytest.param(lambda f: setattr(f, "completion_model", "llama-3-8b-r6"),
-                 f"fail: generation check failed: the response names model 'llama-3-8b-r6', not the release id "
-                 f"'{RELEASE}'", id="response-names-other-release"),
-    pytest.param(lambda f: setattr(f, "completion_doc", b"Internal Server Error"),
-                 "fail: generation check failed: POST /v1/completions did not return JSON: b'Internal Server Error'",
-                 id="generation-not-json"),
+    pytest.param(
+        lambda f: setattr(f, "load_tracking", False),
+        "fail: load check failed: GET /load answered HTTP 404 (is --enable-server-load-tracking set?)",
+        id="load-404",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "load", "0"),
+        'fail: load check failed: GET /load has no server_load count: b\'{"server_load": "0"}\'',
+        id="load-not-a-count",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "completion_status", 500),
+        "fail: generation check failed: POST /v1/completions answered HTTP 500: CUDA error: an illegal memory access",
+        id="generation-500",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "choices", [{"index": 0, "text": "x"}, {"index": 1, "text": "y"}]),
+        "fail: generation check failed: POST /v1/completions returned 2 choices; expected 1",
+        id="two-choices",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "choices", []),
+        "fail: generation check failed: POST /v1/completions returned 0 choices; expected 1",
+        id="no-choice",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "completion_doc", {"object": "text_completion", "model": RELEASE}),
+        "fail: generation check failed: POST /v1/completions returned no choices; expected 1",
+        id="choices-missing",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "completion_model", PUBLIC),
+        f"fail: generation check failed: the response names model 'chat', not the release id '{RELEASE}'",
+        id="response-names-public-name",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "completion_model", "llama-3-8b-r6"),
+        f"fail: generation check failed: the response names model 'llama-3-8b-r6', not the release id '{RELEASE}'",
+        id="response-names-other-release",
+    ),
+    pytest.param(
+        lambda f: setattr(f, "completion_doc", b"Internal Server Error"),
+        "fail: generation check failed: POST /v1/completions did not return JSON: b'Internal Server Error'",
+        id="generation-not-json",
+    ),
 ]
 
 
@@ -588,8 +663,11 @@ def test_readiness_passes_where_only_startup_checks_fail(fake: FakeVllm, mode: s
     fake.load_tracking = False
     fake.completion_status = 500
     code, line = MODES[mode](fake.port)
-    assert (code, line) == ((1, "fail: load check failed: GET /load answered HTTP 404 (is "
-                                "--enable-server-load-tracking set?)") if mode == "startup" else (0, READY_OK))
+    assert (code, line) == (
+        (1, "fail: load check failed: GET /load answered HTTP 404 (is --enable-server-load-tracking set?)")
+        if mode == "startup"
+        else (0, READY_OK)
+    )
 
 
 def _manifest_missing(p: Path) -> str:
@@ -618,8 +696,10 @@ def _manifest_not_object(p: Path) -> str:
 
 def _manifest_other_revision(p: Path) -> str:
     write_manifest(p, OTHER_REVISION)
-    return (f"fail: manifest check failed: the mounted weights are revision '{OTHER_REVISION}', not the release's "
-            f"'{REVISION}'")
+    return (
+        f"fail: manifest check failed: the mounted weights are revision '{OTHER_REVISION}', not the release's "
+        f"'{REVISION}'"
+    )
 
 
 def _manifest_directory(p: Path) -> str:
@@ -653,18 +733,31 @@ TOGETHER = "--manifest and --expect-revision go together"
     [
         (["startup", *identity_args(8000), "--manifest", "/weights/m.json"], TOGETHER),
         (["startup", *identity_args(8000), "--expect-revision", REVISION], TOGETHER),
-        (["readiness", *identity_args(8000), "--manifest", "/w/m.json", "--expect-revision", REVISION],
-         "unrecognized arguments: --manifest /w/m.json --expect-revision"),
-        (["readiness", "--port", "8000", "--release-id", RELEASE, "--model-root", ROOT, "--max-model-len", "8192"],
-         "the following arguments are required: --public-name"),
+        (
+            ["readiness", *identity_args(8000), "--manifest", "/w/m.json", "--expect-revision", REVISION],
+            "unrecognized arguments: --manifest /w/m.json --expect-revision",
+        ),
+        (
+            ["readiness", "--port", "8000", "--release-id", RELEASE, "--model-root", ROOT, "--max-model-len", "8192"],
+            "the following arguments are required: --public-name",
+        ),
         (["startup", *identity_args(8000, deadline_seconds=0)], "must be > 0, got 0"),
         (["liveness", "--port", "8000"], "the following arguments are required: --stall-seconds"),
         (["liveness", "--port", "8000", "--stall-seconds", "-1"], "must be > 0, got -1"),
         (["--port", "8000"], "invalid choice: '8000'"),
         ([], "the following arguments are required: mode"),
     ],
-    ids=["manifest-without-revision", "revision-without-manifest", "readiness-manifest", "no-public-name",
-         "zero-deadline", "no-stall-seconds", "negative-stall", "no-mode", "nothing"],
+    ids=[
+        "manifest-without-revision",
+        "revision-without-manifest",
+        "readiness-manifest",
+        "no-public-name",
+        "zero-deadline",
+        "no-stall-seconds",
+        "negative-stall",
+        "no-mode",
+        "nothing",
+    ],
 )
 def test_usage_errors(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     """argparse's exit status 2 and its message on stderr; nothing on stdout (the kubelet's probe message)."""
@@ -742,11 +835,12 @@ def test_liveness_fails_once_the_stall_window_has_passed(fake: FakeVllm, tmp_pat
     assert state_of(state) == {"version": probe.STATE_VERSION, "tokens": TOKENS, "progress_at": T0}
     # The window is --stall-seconds.
     assert live(fake, state, T0 + 125, stall=300) == (
-        "ok: engine alive (1 request(s) in flight, no token for 125 s of 300 s)")
+        "ok: engine alive (1 request(s) in flight, no token for 125 s of 300 s)"
+    )
     assert live(fake, state, T0 + 300, stall=300) == hung(1, 300, limit=300)
     assert live(fake, state, T0 + 10, stall=2.5) == (
-        "fail: progress check failed: engine hung: 1 request(s) in flight and no token processed for 10 s "
-        "(limit 2.5 s)")
+        "fail: progress check failed: engine hung: 1 request(s) in flight and no token processed for 10 s (limit 2.5 s)"
+    )
 
 
 def test_liveness_passes_while_tokens_move(fake: FakeVllm, tmp_path: Path) -> None:
@@ -779,7 +873,7 @@ def test_liveness_sums_every_engine_and_ignores_other_series(fake: FakeVllm, tmp
         json.dumps({"version": probe.STATE_VERSION - 1, "tokens": TOKENS, "progress_at": T0 - 1000}),
         json.dumps({"version": probe.STATE_VERSION + 1, "tokens": TOKENS, "progress_at": T0 - 1000}),
         json.dumps({"tokens": TOKENS, "progress_at": T0 - 1000}),
-        '{"version": %d, "tokens": 42.0, "progress_at": ' % probe.STATE_VERSION,
+        f'{{"version": {probe.STATE_VERSION}, "tokens": 42.0, "progress_at": ',
         "\x00\xff garbage",
         "",
         json.dumps([probe.STATE_VERSION, TOKENS, T0 - 1000]),
@@ -789,8 +883,20 @@ def test_liveness_sums_every_engine_and_ignores_other_series(fake: FakeVllm, tmp
         json.dumps({"version": probe.STATE_VERSION, "tokens": TOKENS, "progress_at": T0 + 1000}),  # future
         json.dumps({"version": probe.STATE_VERSION, "tokens": 5000.0, "progress_at": T0 - 1000}),  # counters went down
     ],
-    ids=["older-version", "newer-version", "no-version", "torn", "garbage", "empty", "list", "date-string",
-         "bool-time", "no-time", "future", "counters-down"],
+    ids=[
+        "older-version",
+        "newer-version",
+        "no-version",
+        "torn",
+        "garbage",
+        "empty",
+        "list",
+        "date-string",
+        "bool-time",
+        "no-time",
+        "future",
+        "counters-down",
+    ],
 )
 def test_unusable_state_restarts_the_clock(fake: FakeVllm, tmp_path: Path, content: str) -> None:
     """A state file the probe cannot trust (another format, a clock step, a previous container whose counters
@@ -844,21 +950,31 @@ def test_liveness_fails_at_once_on_a_dead_engine(fake: FakeVllm, tmp_path: Path)
 @pytest.mark.parametrize(
     ("setup", "expect"),
     [
-        pytest.param(lambda f: setattr(f, "metrics_body", metrics_text({}, {})),
-                     "fail: progress check failed: /metrics has none of vllm:prompt_tokens_total, "
-                     "vllm:generation_tokens_total", id="no-counters"),
-        pytest.param(lambda f: setattr(f, "metrics_body", ""),
-                     "fail: progress check failed: /metrics has none of vllm:prompt_tokens_total, "
-                     "vllm:generation_tokens_total", id="empty-metrics"),
-        pytest.param(lambda f: setattr(f, "metrics_status", 500),
-                     "fail: progress check failed: GET /metrics answered HTTP 500", id="metrics-500"),
-        pytest.param(lambda f: setattr(f, "load_tracking", False),
-                     "fail: load check failed: GET /load answered HTTP 404 (is --enable-server-load-tracking set?)",
-                     id="load-404"),
+        pytest.param(
+            lambda f: setattr(f, "metrics_body", metrics_text({}, {})),
+            "fail: progress check failed: /metrics has none of vllm:prompt_tokens_total, vllm:generation_tokens_total",
+            id="no-counters",
+        ),
+        pytest.param(
+            lambda f: setattr(f, "metrics_body", ""),
+            "fail: progress check failed: /metrics has none of vllm:prompt_tokens_total, vllm:generation_tokens_total",
+            id="empty-metrics",
+        ),
+        pytest.param(
+            lambda f: setattr(f, "metrics_status", 500),
+            "fail: progress check failed: GET /metrics answered HTTP 500",
+            id="metrics-500",
+        ),
+        pytest.param(
+            lambda f: setattr(f, "load_tracking", False),
+            "fail: load check failed: GET /load answered HTTP 404 (is --enable-server-load-tracking set?)",
+            id="load-404",
+        ),
     ],
 )
-def test_liveness_fails_without_its_signals(fake: FakeVllm, tmp_path: Path, setup: Callable[[FakeVllm], Any],
-                                            expect: str) -> None:
+def test_liveness_fails_without_its_signals(
+    fake: FakeVllm, tmp_path: Path, setup: Callable[[FakeVllm], Any], expect: str
+) -> None:
     setup(fake)
     assert live(fake, tmp_path / "s.json", T0) == expect
 

@@ -23,7 +23,8 @@ from .conftest import GKE_STACKS, STACKS, resources, serving_roles
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed: `make integration-deps` installs the Debian prometheus package")
+    PROMTOOL is None, reason="promtool not installed: `make integration-deps` installs the Debian prometheus package"
+)
 #: promtool parses a few hundred expressions in well under a second; 60 s only guards a hung binary.
 PROMTOOL_TIMEOUT_S = 60
 
@@ -43,8 +44,14 @@ def alert_rules(inventory: dict[str, Any]) -> dict[str, Any]:
     rules = []
     for r in sorted(resources(inventory, "gcp:monitoring/alertPolicy:AlertPolicy"), key=lambda r: r["name"]):
         c = r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]
-        rules.append({"alert": c["alertRule"], "expr": c["query"], "for": c["duration"],
-                      "labels": {**c["labels"], "pool_role": r["inputs"]["userLabels"]["pool"]}})
+        rules.append(
+            {
+                "alert": c["alertRule"],
+                "expr": c["query"],
+                "for": c["duration"],
+                "labels": {**c["labels"], "pool_role": r["inputs"]["userLabels"]["pool"]},
+            }
+        )
     return {"groups": [{"name": "llm-serving", "interval": "1m", "rules": rules}]}
 
 
@@ -53,8 +60,9 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 
 
 def check_expressions(exprs: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    doc = {"groups": [{"name": "syntax", "rules": [{"record": f"check:expr_{i}", "expr": e}
-                                                    for i, e in enumerate(exprs)]}]}
+    doc = {
+        "groups": [{"name": "syntax", "rules": [{"record": f"check:expr_{i}", "expr": e} for i, e in enumerate(exprs)]}]
+    }
     path = tmp_path / "exprs.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return promtool("check", "rules", str(path))
@@ -88,10 +96,11 @@ def test_alert_rules_file_is_valid(plans, stack, tmp_path):
 # ---- promtool test rules: synthetic series that fire and that stay quiet ---------------------------------------
 
 
-
 def NS(role: str) -> str:
     """Each pool's series carry its own namespace."""
     return f"llm-serving-{role}"
+
+
 BUCKETS = ("0.01", "0.5", "2.5", "10", "+Inf")
 
 
@@ -108,15 +117,21 @@ def histogram(metric: str, role: str, release: str, fast: bool, minutes: int = 3
     out = []
     for le in BUCKETS:
         counted = fast or le in ("10", "+Inf")
-        out.append({"series": f"{metric}_bucket" + _labels(namespace=NS(role), pool=role, release=release,
-                                                          pod=_pod(role), le=le),
-                    "values": f"0+{60 if counted else 0}x{minutes}"})
+        out.append(
+            {
+                "series": f"{metric}_bucket"
+                + _labels(namespace=NS(role), pool=role, release=release, pod=_pod(role), le=le),
+                "values": f"0+{60 if counted else 0}x{minutes}",
+            }
+        )
     return out
 
 
 def gauge(metric: str, role: str, release: str, value: float, pod: int = 0, minutes: int = 30) -> dict[str, str]:
-    return {"series": metric + _labels(namespace=NS(role), pool=role, release=release, pod=_pod(role, pod)),
-            "values": f"{value}x{minutes}"}
+    return {
+        "series": metric + _labels(namespace=NS(role), pool=role, release=release, pod=_pod(role, pod)),
+        "values": f"{value}x{minutes}",
+    }
 
 
 def background(roles: dict[str, str], skip: set[tuple[str, str]]) -> list[dict[str, str]]:
@@ -126,9 +141,13 @@ def background(roles: dict[str, str], skip: set[tuple[str, str]]) -> list[dict[s
         if ("epp", role) not in skip:
             out.append({"series": "up" + _labels(namespace=NS(role), job=m.epp_scrape_job(role)), "values": "1x30"})
         if ("traffic", role) not in skip:
-            out.append({"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS(role), pool=role, release=release,
-                                                                    finished_reason="stop", pod=_pod(role)),
-                        "values": "0+30x30"})
+            out.append(
+                {
+                    "series": m.REQUEST_SUCCESS.total
+                    + _labels(namespace=NS(role), pool=role, release=release, finished_reason="stop", pod=_pod(role)),
+                    "values": "0+30x30",
+                }
+            )
     return out
 
 
@@ -142,12 +161,24 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
     present = {(r["alert"], r["labels"]["pool_role"]) for r in rules["groups"][0]["rules"]}
     tests: list[dict[str, Any]] = []
 
-    def add(alert: str, role: str, series: list, fires: bool, extra_labels: dict[str, str], at: str = "25m",
-            skip: frozenset = frozenset()) -> None:
+    def add(
+        alert: str,
+        role: str,
+        series: list,
+        fires: bool,
+        extra_labels: dict[str, str],
+        at: str = "25m",
+        skip: frozenset = frozenset(),
+    ) -> None:
         exp = [{"exp_labels": {**rule_labels(rules, alert, role), **extra_labels}}] if fires else []
-        tests.append({"interval": "1m", "input_series": background(roles, set(skip)) + series,
-                      "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": exp}],
-                      "name": f"{alert}/{role}/{'fires' if fires else 'quiet'}"})
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": background(roles, set(skip)) + series,
+                "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": exp}],
+                "name": f"{alert}/{role}/{'fires' if fires else 'quiet'}",
+            }
+        )
 
     for role, release in roles.items():
         split = {"pool": role, "release": release}
@@ -159,9 +190,10 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
         add("KvCacheSaturated", role, [gauge(m.KV_CACHE_USAGE.series, role, release, 0.5)], False, split)
         n = max_replicas[role]
 
-        def pods(count: int, waiting: float) -> list[dict[str, str]]:
-            return ([gauge(m.NUM_REQUESTS_WAITING.series, role, release, waiting, i) for i in range(count)]
-                    + [gauge(m.NUM_REQUESTS_RUNNING.series, role, release, 4, i) for i in range(count)])
+        def pods(count: int, waiting: float, role: str = role, release: str = release) -> list[dict[str, str]]:
+            return [gauge(m.NUM_REQUESTS_WAITING.series, role, release, waiting, i) for i in range(count)] + [
+                gauge(m.NUM_REQUESTS_RUNNING.series, role, release, 4, i) for i in range(count)
+            ]
 
         add("QueueBuildingAtMaxReplicas", role, pods(n, 10), True, {})
         add("QueueBuildingAtMaxReplicas", role, pods(n, 1), False, {})  # at max, queue under target
@@ -171,14 +203,18 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
         add("EndpointPickerUnavailable", role, [epp], True, {}, skip=frozenset({("epp", role)}))
         add("EndpointPickerUnavailable", role, [], True, {}, skip=frozenset({("epp", role)}))  # no series at all
         add("EndpointPickerUnavailable", role, [], False, {})
-        restarts = {"series": m.KSM_RESTARTS.total + _labels(namespace=NS(role), pod=_pod(role), container="vllm"),
-                    "values": "0x10 1x20"}
+        restarts = {
+            "series": m.KSM_RESTARTS.total + _labels(namespace=NS(role), pod=_pod(role), container="vllm"),
+            "values": "0x10 1x20",
+        }
         add("ServingPodsRestarting", role, [restarts], True, {}, at="15m")
         add("ServingPodsRestarting", role, [{**restarts, "values": "1x30"}], False, {}, at="15m")
         if ("NoTrafficOnServingPool", role) in present:
-            stalled = {"series": m.REQUEST_SUCCESS.total + _labels(namespace=NS(role), pool=role, release=release,
-                                                                    finished_reason="stop", pod=_pod(role)),
-                       "values": "500x30"}
+            stalled = {
+                "series": m.REQUEST_SUCCESS.total
+                + _labels(namespace=NS(role), pool=role, release=release, finished_reason="stop", pod=_pod(role)),
+                "values": "500x30",
+            }
             add("NoTrafficOnServingPool", role, [stalled], True, {}, skip=frozenset({("traffic", role)}))
             add("NoTrafficOnServingPool", role, [], False, {})
     if ("CanaryTtftWorseThanStable", "canary") in present:
@@ -196,16 +232,19 @@ def test_alerts_fire_on_breaching_series_and_stay_quiet_otherwise(plans, stack, 
     cfg, plan, inv = plans[stack]
     rules = alert_rules(inv)
     roles = serving_roles(cfg, plan)
-    max_replicas = {r["inputs"]["metadata"]["name"].removeprefix("vllm-"): r["inputs"]["spec"]["maxReplicas"]
-                    for r in resources(inv, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")}
+    max_replicas = {
+        r["inputs"]["metadata"]["name"].removeprefix("vllm-"): r["inputs"]["spec"]["maxReplicas"]
+        for r in resources(inv, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")
+    }
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     tests = cases(rules, roles, max_replicas)
     covered = {(t["alert_rule_test"][0]["alertname"], t["name"].split("/")[1]) for t in tests}
     assert covered >= {(r["alert"], r["labels"]["pool_role"]) for r in rules["groups"][0]["rules"]}
     for outcome in ("fires", "quiet"):
         assert any(t["name"].endswith(outcome) for t in tests)
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(
-        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False)
+    )
     res = promtool("test", "rules", str(tmp_path / "tests.yaml"))
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
 
@@ -217,10 +256,26 @@ def test_promtool_test_catches_a_wrong_expectation(plans, tmp_path):
     rules = alert_rules(inv)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     release = cfg.serving.stable.release
-    test = {"interval": "1m", "input_series": [gauge(m.KV_CACHE_USAGE.series, "stable", release, 0.5)],
-            "alert_rule_test": [{"eval_time": "25m", "alertname": "KvCacheSaturated", "exp_alerts": [
-                {"exp_labels": {**rule_labels(rules, "KvCacheSaturated", "stable"), "pool": "stable",
-                                "release": release}}]}]}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(
-        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    test = {
+        "interval": "1m",
+        "input_series": [gauge(m.KV_CACHE_USAGE.series, "stable", release, 0.5)],
+        "alert_rule_test": [
+            {
+                "eval_time": "25m",
+                "alertname": "KvCacheSaturated",
+                "exp_alerts": [
+                    {
+                        "exp_labels": {
+                            **rule_labels(rules, "KvCacheSaturated", "stable"),
+                            "pool": "stable",
+                            "release": release,
+                        }
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False)
+    )
     assert promtool("test", "rules", str(tmp_path / "tests.yaml")).returncode != 0

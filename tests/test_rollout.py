@@ -68,8 +68,7 @@ class Rollout:
             if sum(q.ready for q in self.pods) - 1 >= self.replicas - self.max_unavailable:
                 p.terminating = True
         # 2. surge: create new pods while the live total stays within replicas + maxSurge
-        while (len(self.live()) < self.replicas + self.max_surge
-               and sum(p.new for p in self.live()) < self.replicas):
+        while len(self.live()) < self.replicas + self.max_surge and sum(p.new for p in self.live()) < self.replicas:
             self.pods.append(Pod(dict(self.new), new=True, starting=STARTUP_STEPS))
         # 3. time passes: terminated pods are gone, starting pods progress
         self.pods = [p for p in self.pods if not p.terminating]
@@ -95,6 +94,7 @@ def min_selected_during(selector: dict[str, str], rollout: Rollout, max_steps: i
 
 
 # ---- the rendered inputs ---------------------------------------------------------------------------------------
+
 
 def _plan_with_release(tmp_path: Path, stack: str, role: str, release: str) -> dict[str, Any]:
     """The stack after the runbook's promotion step: the pool names the new release, and a pool on Hyperdisk ML
@@ -142,8 +142,10 @@ def test_a_release_change_never_drops_a_pool_below_its_warm_minimum(plans, stagi
     # replicas 1..max: the HPA may hold the pool anywhere in its range when the release changes.
     assert replicas <= cfg.serving.stable.max_replicas
     assert min_selected_during(selector, rollout) >= min(replicas, cfg.serving.stable.min_replicas)
-    assert min_selected_during(selector, Rollout(old_labels, new_labels, replicas, s["maxSurge"],
-                                                 s["maxUnavailable"])) == replicas
+    assert (
+        min_selected_during(selector, Rollout(old_labels, new_labels, replicas, s["maxSurge"], s["maxUnavailable"]))
+        == replicas
+    )
 
 
 def test_a_release_label_in_the_pool_selector_would_empty_the_pool(staging_release_change):
@@ -152,8 +154,9 @@ def test_a_release_label_in_the_pool_selector_would_empty_the_pool(staging_relea
     old_labels, new_labels = _template_labels(old, "stable"), _template_labels(new, "stable")
     release_pinned = {"llm-serving.io/pool": "stable", "llm-serving.io/release": old_labels["llm-serving.io/release"]}
     s = _strategy(new, "stable")
-    assert min_selected_during(release_pinned, Rollout(old_labels, new_labels, 1, s["maxSurge"],
-                                                       s["maxUnavailable"])) == 0
+    assert (
+        min_selected_during(release_pinned, Rollout(old_labels, new_labels, 1, s["maxSurge"], s["maxUnavailable"])) == 0
+    )
 
 
 def test_surge_zero_with_unavailable_one_would_drop_the_pool(staging_release_change):

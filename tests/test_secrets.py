@@ -17,8 +17,7 @@ from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import resolve_stack
 
 CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
-ALLOWED = ("observability.alerts.notification_channels.*.service_key, "
-           "observability.alerts.notification_channels.*.url")
+ALLOWED = "observability.alerts.notification_channels.*.service_key, observability.alerts.notification_channels.*.url"
 
 
 def _stack(tmp_path: Path, mutate) -> Path:
@@ -52,8 +51,10 @@ def test_a_secure_value_in_a_plain_field_is_a_config_error(tmp_path: Path, capsy
     out = tmp_path / "plan"
     assert cli.main(["plan", "--stack", "prod", "--stacks-dir", str(stacks), "--out", str(out)]) == cli.EXIT_CONFIG
     err = capsys.readouterr().err
-    assert ("llm-serving:gateway.hostnames[0]: holds a secure value, but this field reaches labels, annotations or "
-            f"resource names in plain text; only these fields may be secure: {ALLOWED}") in err
+    assert (
+        "llm-serving:gateway.hostnames[0]: holds a secure value, but this field reaches labels, annotations or "
+        f"resource names in plain text; only these fields may be secure: {ALLOWED}"
+    ) in err
     assert "v1:CCCC" not in err and not out.exists()
 
 
@@ -63,9 +64,12 @@ def test_an_engine_secret_key_without_secret_fields_is_a_config_error():
     with pytest.raises(ConfigError) as exc:
         resolve_stack(values, "prod", ROOT, frozenset({"llm-serving:contract", "llm-serving:observability"}))
     issues = {i.path: i.message for i in exc.value.issues}
-    assert issues == {"llm-serving:contract": (
-        "is a secret, but nothing in this section may be secret: its values reach labels, annotations or resource "
-        f"names in plain text; only these fields may be secure: {ALLOWED}")}
+    assert issues == {
+        "llm-serving:contract": (
+            "is a secret, but nothing in this section may be secret: its values reach labels, annotations or resource "
+            f"names in plain text; only these fields may be secure: {ALLOWED}"
+        )
+    }
 
 
 def test_secrets_never_appear_in_error_messages(tmp_path: Path, capsys):

@@ -32,9 +32,18 @@ from infra.entry import main as program_main
 from infra.offline.capacity_table import render_table
 from infra.offline.runner import run_offline
 from infra.offline.stackfile import ROOT, read_stack_file
-from infra.planning.plan import MachineIdentity, PlanIssue, PoolPlan, StackPlan, TargetPlan, demand, plan_capacity
-from infra.planning.plan import release_geometry, release_info
 from infra.planning import capacity
+from infra.planning.plan import (
+    MachineIdentity,
+    PlanIssue,
+    PoolPlan,
+    StackPlan,
+    TargetPlan,
+    demand,
+    plan_capacity,
+    release_geometry,
+    release_info,
+)
 from infra.registry import REGISTRY
 from infra.resolve import ResolvedStack, resolve_stack
 from infra.rules import Finding, Rule, collect, rule
@@ -44,6 +53,7 @@ STUB = "stub"
 
 
 # ---- the stub target's package (config, planning, rules, composition, report) ----------------------------------
+
 
 class StubPool(PoolCommon):
     """A pool of the stub target: a number of identical machines of a stated GPU memory."""
@@ -77,21 +87,52 @@ def plan_stub(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> Targ
             continue
         rel = cfg.release(pool.release)
         d = demand(cfg, pool, measurements.get(role))
-        cap = plan_capacity(cfg, role, pool, capacity.PoolInputs(
-            role=role, release=rel.release, accelerator="stub", geometry=release_geometry(rel),
-            tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
-            gpu_memory_gib=pool.gpu_memory_gib, gpus_per_node=1, node_hourly_usd=1.0,
-            gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
-            arrival_rps=d.arrival_rps, mean_prompt_tokens=d.mean_prompt_tokens, mean_output_tokens=d.mean_output_tokens,
-            target_utilization=d.target_utilization, load_throughput_mib_s=1000.0, engine_init_seconds=60,
-            verify_read_mib_s=None, theta_o=d.theta_o, theta_i=d.theta_i, min_replicas=pool.min_replicas,
-            max_replicas=pool.max_replicas), "on the stub", issues)
+        cap = plan_capacity(
+            cfg,
+            role,
+            pool,
+            capacity.PoolInputs(
+                role=role,
+                release=rel.release,
+                accelerator="stub",
+                geometry=release_geometry(rel),
+                tensor_parallel_size=rel.tensor_parallel_size,
+                max_model_len=rel.max_model_len,
+                gpu_memory_gib=pool.gpu_memory_gib,
+                gpus_per_node=1,
+                node_hourly_usd=1.0,
+                gpu_memory_utilization=pool.gpu_memory_utilization,
+                runtime_overhead_gib=pool.runtime_overhead_gib,
+                arrival_rps=d.arrival_rps,
+                mean_prompt_tokens=d.mean_prompt_tokens,
+                mean_output_tokens=d.mean_output_tokens,
+                target_utilization=d.target_utilization,
+                load_throughput_mib_s=1000.0,
+                engine_init_seconds=60,
+                verify_read_mib_s=None,
+                theta_o=d.theta_o,
+                theta_i=d.theta_i,
+                min_replicas=pool.min_replicas,
+                max_replicas=pool.max_replicas,
+            ),
+            "on the stub",
+            issues,
+        )
         if cap is None:
             continue
-        pools[role] = StubPoolPlan(role=role, target=STUB, release=release_info(rel), weight=pool.weight,
-                                   min_replicas=pool.min_replicas, capacity=cap, vllm_args=("--model", "x"),
-                                   model_root="x", accelerator=None,
-                                   machine=MachineIdentity("stub", "stub-gpu", 1), machines=pool.max_replicas)
+        pools[role] = StubPoolPlan(
+            role=role,
+            target=STUB,
+            release=release_info(rel),
+            weight=pool.weight,
+            min_replicas=pool.min_replicas,
+            capacity=cap,
+            vllm_args=("--model", "x"),
+            model_root="x",
+            accelerator=None,
+            machine=MachineIdentity("stub", "stub-gpu", 1),
+            machines=pool.max_replicas,
+        )
     return TargetPlan(target=STUB, pools=pools, issues=tuple(issues))
 
 
@@ -112,8 +153,9 @@ class StubServing(Component):
 
     def __init__(self, name: str, args: StubServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(name, args, opts)
-        self.bucket = gcp.storage.Bucket(f"{name}-bucket", name=args.bucket, project=args.project, location="US",
-                                         opts=self.child_opts())
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket", name=args.bucket, project=args.project, location="US", opts=self.child_opts()
+        )
         self.register_outputs({"bucket": self.bucket.name})
 
 
@@ -132,8 +174,11 @@ class StubTarget(Target):
     def compose(self, resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
         s = stub_section(resolved.config)
         assert s is not None
-        serving = StubServing("stub", StubServingArgs(resolved.config.project, s.bucket),
-                              opts=pulumi.ResourceOptions(depends_on=[services]))
+        serving = StubServing(
+            "stub",
+            StubServingArgs(resolved.config.project, s.bucket),
+            opts=pulumi.ResourceOptions(depends_on=[services]),
+        )
         return {"stub": {"bucket": serving.bucket.name}}
 
     def report_rows(self, plan: StackPlan) -> Sequence[ReportRow]:
@@ -154,8 +199,13 @@ def _stub_stack() -> dict[str, Any]:
     for key in ("llm-serving:cloud_run",):
         values.pop(key, None)
     values["llm-serving:serving"]["stable"] = {
-        "target": "stub", "release": values["llm-serving:serving"]["stable"]["release"], "weight": 100,
-        "min_replicas": 1, "max_replicas": 3, "gpu_memory_gib": 24}
+        "target": "stub",
+        "release": values["llm-serving:serving"]["stable"]["release"],
+        "weight": 100,
+        "min_replicas": 1,
+        "max_replicas": 3,
+        "gpu_memory_gib": 24,
+    }
     values["llm-serving:stub"] = {"bucket": "stub-bucket"}
     return values
 
@@ -167,8 +217,13 @@ def _engine_config(values: dict[str, Any]) -> dict[str, str]:
 def test_a_fourth_target_plans_through_the_real_program():
     values = _stub_stack()
     seen: list[ResolvedStack] = []
-    run = run_offline(lambda: program_main(on_resolved=seen.append, registry=WITH_STUB), project="llm-serving",
-                      stack="dev-stub", config=_engine_config(values), secret_keys=[])
+    run = run_offline(
+        lambda: program_main(on_resolved=seen.append, registry=WITH_STUB),
+        project="llm-serving",
+        stack="dev-stub",
+        config=_engine_config(values),
+        secret_keys=[],
+    )
     (resolved,) = seen
     # The root model validated the pool as the stub's type, and its section as the stub's model.
     pool = resolved.config.serving.stable
@@ -200,8 +255,9 @@ def test_the_stub_targets_rules_run_only_where_it_is_used():
     resolve_stack(read_stack_file("dev-cloudrun").values, "dev-cloudrun", ROOT, registry=WITH_STUB)
     with pytest.raises(ConfigError) as err:
         resolve_stack(_stub_stack(), "dev-stub", ROOT)
-    assert ("llm-serving:serving.stable.target: unknown serving target 'stub'; known: gke, cloud_run, vertex"
-            in [str(i) for i in err.value.issues])
+    assert "llm-serving:serving.stable.target: unknown serving target 'stub'; known: gke, cloud_run, vertex" in [
+        str(i) for i in err.value.issues
+    ]
 
 
 def test_a_target_whose_pool_tag_disagrees_with_its_name_is_refused():

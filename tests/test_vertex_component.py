@@ -11,15 +11,23 @@ import os
 import pickletools
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 import pytest
 
 from components.vertex import requests as rq
-from components.vertex.endpoint import (CoHosted, ImageRepository, PrivateServiceConnect, VertexDeployment,
-                                        VertexServing, VertexServingArgs, VertexServingConfigError)
+from components.vertex.endpoint import (
+    CoHosted,
+    ImageRepository,
+    PrivateServiceConnect,
+    VertexDeployment,
+    VertexServing,
+    VertexServingArgs,
+    VertexServingConfigError,
+)
 from infra.offline.runner import OfflineRun, run_offline
 from tests.discovery import document
 
@@ -37,35 +45,51 @@ RESERVATION = f"projects/{PROJECT}/zones/{ZONE}/reservations/llm-h100"
 
 def model(revision: str, release: str) -> rq.ModelSpec:
     return rq.ModelSpec(
-        display_name=release, artifact=rq.ReleaseArtifact(BUCKET, "qwen3-32b", revision),
+        display_name=release,
+        artifact=rq.ReleaseArtifact(BUCKET, "qwen3-32b", revision),
         container=rq.ContainerSpec(
-            image=IMAGE, command=("vllm", "serve"),
+            image=IMAGE,
+            command=("vllm", "serve"),
             args=("--model", f"gs://{BUCKET}/qwen3-32b/{revision}/", "--load-format", "runai_streamer"),
-            shared_memory_mb=16384, startup_probe=rq.startup_probe(272), health_probe=rq.HttpProbe("/health"),
-            deployment_timeout_seconds=3600),
-        labels={"llm-serving-io-release": rq.label_value(release)})
+            shared_memory_mb=16384,
+            startup_probe=rq.startup_probe(272),
+            health_probe=rq.HttpProbe("/health"),
+            deployment_timeout_seconds=3600,
+        ),
+        labels={"llm-serving-io-release": rq.label_value(release)},
+    )
 
 
 def h100(min_r: int = 2, max_r: int = 4) -> rq.DedicatedResources:
     return rq.DedicatedResources(
         rq.MachineSpec("a3-highgpu-2g", "nvidia-h100-80gb", 2, rq.Reservation(PROJECT, ZONE, "llm-h100")),
-        rq.Scaling(min_r, max_r, (rq.AutoscalingTarget("vllm_queue", 3),)))
+        rq.Scaling(min_r, max_r, (rq.AutoscalingTarget("vllm_queue", 3),)),
+    )
 
 
 def args(**overrides: Any) -> VertexServingArgs:
     base: dict[str, Any] = dict(
-        project=PROJECT, region=REGION, endpoint_id="llm-prod", display_name="llm-prod", weights_bucket=BUCKET,
+        project=PROJECT,
+        region=REGION,
+        endpoint_id="llm-prod",
+        display_name="llm-prod",
+        weights_bucket=BUCKET,
         service_account_id="vertex-serving",
-        deployments=(VertexDeployment("stable", 100, model("a" * 40, "qwen3-32b-fp8-2026-08-23.1"), h100()),
-                     VertexDeployment("canary", 0, model("b" * 40, "qwen3-32b-fp8-2026-09-01.1"), h100(1, 2))),
+        deployments=(
+            VertexDeployment("stable", 100, model("a" * 40, "qwen3-32b-fp8-2026-08-23.1"), h100()),
+            VertexDeployment("canary", 0, model("b" * 40, "qwen3-32b-fp8-2026-09-01.1"), h100(1, 2)),
+        ),
         caller_members=("group:llm-callers@example.com", f"serviceAccount:gateway@{PROJECT}.iam.gserviceaccount.com"),
-        inference_timeout_seconds=1800, labels={"env": "prod"})
+        inference_timeout_seconds=1800,
+        labels={"env": "prod"},
+    )
     base.update(overrides)
     return VertexServingArgs(**base)
 
 
-def plan(build: Callable[[], VertexServingArgs], opts: Callable[[], pulumi.ResourceOptions | None] = lambda: None
-         ) -> OfflineRun:
+def plan(
+    build: Callable[[], VertexServingArgs], opts: Callable[[], pulumi.ResourceOptions | None] = lambda: None
+) -> OfflineRun:
     def program() -> None:
         VertexServing("vertex", build(), opts())
 
@@ -83,21 +107,39 @@ def named(run: OfflineRun, typ: str, name: str) -> Any:
 
 def snapshot(run: OfflineRun) -> str:
     """Everything recorded about every resource, as canonical JSON (only attributes every runner version has)."""
-    rows = [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "inputs": r.inputs,
-             "dependencies": sorted(r.dependencies), "options": r.options}
-            for r in sorted(run.resources, key=lambda r: r.urn)]
+    rows = [
+        {
+            "urn": r.urn,
+            "type": r.type,
+            "name": r.name,
+            "parent": r.parent,
+            "inputs": r.inputs,
+            "dependencies": sorted(r.dependencies),
+            "options": r.options,
+        }
+        for r in sorted(run.resources, key=lambda r: r.urn)
+    ]
     return json.dumps(rows, sort_keys=True)
 
 
 # ---- what it registers ---------------------------------------------------------------------------------------
 
+
 def test_every_child_is_parented_to_the_component(run: OfflineRun) -> None:
     component = run.one(COMPONENT)
     children = [r for r in run.resources if r.type != COMPONENT]
-    assert sorted(r.type for r in children) == sorted([
-        "gcp:serviceaccount/account:Account", "gcp:storage/bucketIAMMember:BucketIAMMember",
-        "gcp:vertex/aiEndpoint:AiEndpoint", DEPLOYED, DEPLOYED, TRAFFIC,
-        "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember", "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember"])
+    assert sorted(r.type for r in children) == sorted(
+        [
+            "gcp:serviceaccount/account:Account",
+            "gcp:storage/bucketIAMMember:BucketIAMMember",
+            "gcp:vertex/aiEndpoint:AiEndpoint",
+            DEPLOYED,
+            DEPLOYED,
+            TRAFFIC,
+            "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
+            "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
+        ]
+    )
     assert {r.parent for r in children} == {component.urn}
 
 
@@ -125,11 +167,16 @@ def test_traffic_split_comes_from_the_pool_weights(run: OfflineRun) -> None:
 def test_deployments_consume_the_reservation_by_resource_name(run: OfflineRun) -> None:
     for r in run.by_type(DEPLOYED):
         spec = r.inputs["deployed_model"]["dedicatedResources"]["machineSpec"]
-        assert spec["reservationAffinity"] == {"reservationAffinityType": "SPECIFIC_RESERVATION",
-                                               "key": "compute.googleapis.com/reservation-name",
-                                               "values": [RESERVATION]}
-        assert (spec["machineType"], spec["acceleratorType"], spec["acceleratorCount"]) == \
-            ("a3-highgpu-2g", "NVIDIA_H100_80GB", 2)
+        assert spec["reservationAffinity"] == {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [RESERVATION],
+        }
+        assert (spec["machineType"], spec["acceleratorType"], spec["acceleratorCount"]) == (
+            "a3-highgpu-2g",
+            "NVIDIA_H100_80GB",
+            2,
+        )
     canary = named(run, DEPLOYED, "vertex-canary").inputs["deployed_model"]["dedicatedResources"]
     assert (canary["minReplicaCount"], canary["maxReplicaCount"]) == (1, 2)
 
@@ -142,8 +189,7 @@ def test_deployments_run_as_the_dedicated_account_and_are_serialised(run: Offlin
         assert grant.urn in r.dependencies  # the container can read the weights when it starts
     assert stable.urn in canary.dependencies  # one deploy operation on the endpoint at a time
     assert "serviceAccount" not in stable.inputs["upload_model_request"]  # the service agent uploads by default
-    assert stable.inputs["timeouts"] == {"upload_seconds": 1800, "deploy_seconds": 3600 + 900,
-                                         "teardown_seconds": 1800}
+    assert stable.inputs["timeouts"] == {"upload_seconds": 1800, "deploy_seconds": 3600 + 900, "teardown_seconds": 1800}
 
 
 def test_identity_reads_the_weights_bucket_only(run: OfflineRun) -> None:
@@ -151,19 +197,23 @@ def test_identity_reads_the_weights_bucket_only(run: OfflineRun) -> None:
     assert account.inputs["accountId"] == "vertex-serving"
     grants = run.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert [(g.inputs["bucket"], g.inputs["role"], g.inputs["member"]) for g in grants] == [
-        (BUCKET, "roles/storage.objectViewer", f"serviceAccount:{SA_EMAIL}")]
+        (BUCKET, "roles/storage.objectViewer", f"serviceAccount:{SA_EMAIL}")
+    ]
     project_level = [r for r in run.resources if r.type.startswith(("gcp:projects/", "gcp:organizations/"))]
     assert project_level == []
     iam = [r for r in run.resources if "IAM" in r.type or "Iam" in r.type]
-    assert {r.type for r in iam} == {"gcp:storage/bucketIAMMember:BucketIAMMember",
-                                     "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember"}
+    assert {r.type for r in iam} == {
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
+    }
 
 
 def test_callers_are_the_configured_members_on_the_endpoint_only(run: OfflineRun) -> None:
     callers = run.by_type("gcp:vertex/aiEndpointIamMember:AiEndpointIamMember")
     assert sorted((c.inputs["endpoint"], c.inputs["role"], c.inputs["member"]) for c in callers) == [
         ("llm-prod", "roles/aiplatform.user", "group:llm-callers@example.com"),
-        ("llm-prod", "roles/aiplatform.user", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com")]
+        ("llm-prod", "roles/aiplatform.user", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com"),
+    ]
     text = snapshot(run)
     assert "allUsers" not in text and "allAuthenticatedUsers" not in text
 
@@ -174,11 +224,17 @@ def test_every_body_handed_to_the_providers_validates() -> None:
     for build in (args, cohosted_args):
         run = plan(build)
         for r in run.by_type(DEPLOYED):
-            assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", r.inputs["upload_model_request"],
-                               required=("model.displayName", "model.artifactUri",
-                                         "model.containerSpec.imageUri")) == []
-            body = rq.deploy_model_request(f"projects/{PROJECT}/locations/{REGION}/models/1",
-                                           r.inputs["deployed_model"])
+            assert (
+                ai.validate(
+                    "GoogleCloudAiplatformV1UploadModelRequest",
+                    r.inputs["upload_model_request"],
+                    required=("model.displayName", "model.artifactUri", "model.containerSpec.imageUri"),
+                )
+                == []
+            )
+            body = rq.deploy_model_request(
+                f"projects/{PROJECT}/locations/{REGION}/models/1", r.inputs["deployed_model"]
+            )
             assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body) == []
         for r in run.by_type(POOL):
             body = rq.create_resource_pool_request(r.inputs["pool_id"], r.inputs["resource_pool"])
@@ -188,25 +244,34 @@ def test_every_body_handed_to_the_providers_validates() -> None:
 def test_private_service_connect() -> None:
     run = plan(lambda: args(private_service_connect=PrivateServiceConnect(("acme-llm-clients",))))
     endpoint = run.one("gcp:vertex/aiEndpoint:AiEndpoint")
-    assert endpoint.inputs["privateServiceConnectConfig"] == {"enablePrivateServiceConnect": True,
-                                                              "projectAllowlists": ["acme-llm-clients"]}
+    assert endpoint.inputs["privateServiceConnectConfig"] == {
+        "enablePrivateServiceConnect": True,
+        "projectAllowlists": ["acme-llm-clients"],
+    }
     assert "dedicatedEndpointEnabled" not in endpoint.inputs
 
 
 def test_uploads_as_the_serving_account_read_one_repository_only() -> None:
     run = plan(lambda: args(image_repository=ImageRepository(PROJECT, REGION, "serving")))
     reader = run.one("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
-    assert (reader.inputs["repository"], reader.inputs["role"], reader.inputs["member"]) == \
-        ("serving", "roles/artifactregistry.reader", f"serviceAccount:{SA_EMAIL}")
+    assert (reader.inputs["repository"], reader.inputs["role"], reader.inputs["member"]) == (
+        "serving",
+        "roles/artifactregistry.reader",
+        f"serviceAccount:{SA_EMAIL}",
+    )
     for r in run.by_type(DEPLOYED):
         assert r.inputs["upload_model_request"]["serviceAccount"] == SA_EMAIL
         assert reader.urn in r.dependencies
 
 
 def cohosted_args() -> VertexServingArgs:
-    return args(resource_pool=rq.ResourcePoolSpec("llm-h100-pool", h100(2, 6)),
-                deployments=(VertexDeployment("stable", 90, model("a" * 40, "qwen3-32b-a"), CoHosted()),
-                             VertexDeployment("canary", 10, model("b" * 40, "qwen3-32b-b"), CoHosted())))
+    return args(
+        resource_pool=rq.ResourcePoolSpec("llm-h100-pool", h100(2, 6)),
+        deployments=(
+            VertexDeployment("stable", 90, model("a" * 40, "qwen3-32b-a"), CoHosted()),
+            VertexDeployment("canary", 10, model("b" * 40, "qwen3-32b-b"), CoHosted()),
+        ),
+    )
 
 
 def test_cohosted_models_share_one_pool_with_the_reservation_and_account() -> None:
@@ -216,8 +281,9 @@ def test_cohosted_models_share_one_pool_with_the_reservation_and_account() -> No
     name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{pool_id}"
     assert pool.inputs["pool_id"] == pool_id
     assert pool.inputs["resource_pool"]["serviceAccount"] == SA_EMAIL
-    assert pool.inputs["resource_pool"]["dedicatedResources"]["machineSpec"]["reservationAffinity"]["values"] == \
-        [RESERVATION]
+    assert pool.inputs["resource_pool"]["dedicatedResources"]["machineSpec"]["reservationAffinity"]["values"] == [
+        RESERVATION
+    ]
     for r in run.by_type(DEPLOYED):
         assert r.inputs["deployed_model"]["sharedResources"] == name
         assert "dedicatedResources" not in r.inputs["deployed_model"]
@@ -229,6 +295,7 @@ def test_cohosted_models_share_one_pool_with_the_reservation_and_account() -> No
 def test_component_depends_on_reaches_every_child() -> None:
     def opts() -> pulumi.ResourceOptions:
         import pulumi_gcp as gcp
+
         services = gcp.projects.Service("aiplatform-api", project=PROJECT, service="aiplatform.googleapis.com")
         return pulumi.ResourceOptions(depends_on=[services])
 
@@ -238,20 +305,33 @@ def test_component_depends_on_reaches_every_child() -> None:
     assert children and all(api in r.dependencies for r in children)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(deployments=(VertexDeployment("stable", 90, model("a" * 40, "r1"), h100()),
-                       VertexDeployment("canary", 0, model("b" * 40, "r2"), h100()))),
-     "deployments: weights {'stable': 90, 'canary': 0} must sum to 100"),
-    (dict(caller_members=("allUsers",)), "caller_members: allUsers would make the endpoint public"),
-    (dict(caller_members=("alice@example.com",)), "caller_members: 'alice@example.com' is not an IAM member"),
-    (dict(deployments=(VertexDeployment("stable", 100, model("a" * 40, "r1"), CoHosted()),)),
-     "deployments[stable]: co-hosted on this component's pool, but resource_pool is unset"),
-    (dict(endpoint_id="1234567890"), "endpoint_id '1234567890': letter first"),
-    (dict(resource_pool=rq.ResourcePoolSpec("idle-pool", h100())),
-     "resource_pool is set but no deployment is co-hosted on it"),
-    (dict(weights_prefixes=("/qwen3-32b/" + "a" * 40,)), "weights_prefixes: '/qwen3-32b/"),
-    (dict(weights_prefixes=("qwen3-32b/r", "qwen3-32b/r")), "weights_prefixes: duplicates"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(
+                deployments=(
+                    VertexDeployment("stable", 90, model("a" * 40, "r1"), h100()),
+                    VertexDeployment("canary", 0, model("b" * 40, "r2"), h100()),
+                )
+            ),
+            "deployments: weights {'stable': 90, 'canary': 0} must sum to 100",
+        ),
+        (dict(caller_members=("allUsers",)), "caller_members: allUsers would make the endpoint public"),
+        (dict(caller_members=("alice@example.com",)), "caller_members: 'alice@example.com' is not an IAM member"),
+        (
+            dict(deployments=(VertexDeployment("stable", 100, model("a" * 40, "r1"), CoHosted()),)),
+            "deployments[stable]: co-hosted on this component's pool, but resource_pool is unset",
+        ),
+        (dict(endpoint_id="1234567890"), "endpoint_id '1234567890': letter first"),
+        (
+            dict(resource_pool=rq.ResourcePoolSpec("idle-pool", h100())),
+            "resource_pool is set but no deployment is co-hosted on it",
+        ),
+        (dict(weights_prefixes=("/qwen3-32b/" + "a" * 40,)), "weights_prefixes: '/qwen3-32b/"),
+        (dict(weights_prefixes=("qwen3-32b/r", "qwen3-32b/r")), "weights_prefixes: duplicates"),
+    ],
+)
 def test_invalid_args_are_refused_before_anything_is_registered(change: dict[str, Any], message: str) -> None:
     with pytest.raises(VertexServingConfigError) as err:
         args(**change)
@@ -259,6 +339,7 @@ def test_invalid_args_are_refused_before_anything_is_registered(change: dict[str
 
 
 # ---- the pickled provider -------------------------------------------------------------------------------------
+
 
 def providers(run: OfflineRun) -> dict[str, str]:
     return {r.name: r.inputs["__provider"] for r in run.resources if r.type.startswith("pulumi-python:dynamic/")}
@@ -280,13 +361,20 @@ def test_provider_pickle_loads_into_a_working_provider(run: OfflineRun) -> None:
 
     from components.vertex import provider as pv
 
-    expected = {"vertex-stable": pv.DeployedModelProvider, "vertex-canary": pv.DeployedModelProvider,
-                "vertex-traffic": pv.EndpointTrafficProvider}
+    expected = {
+        "vertex-stable": pv.DeployedModelProvider,
+        "vertex-canary": pv.DeployedModelProvider,
+        "vertex-traffic": pv.EndpointTrafficProvider,
+    }
     for name, value in providers(run).items():
         loaded = dill.loads(base64.b64decode(value))
         assert type(loaded) is expected[name]
-        assert loaded.__getstate__() == {"_transport_factory": None, "_poll": pv.PollPolicy(), "_sleep": None,
-                                         "_clock": None}  # production: real transport, real clock
+        assert loaded.__getstate__() == {
+            "_transport_factory": None,
+            "_poll": pv.PollPolicy(),
+            "_sleep": None,
+            "_clock": None,
+        }  # production: real transport, real clock
 
 
 def test_plan_is_identical_across_runs(run: OfflineRun) -> None:
@@ -308,8 +396,15 @@ def test_provider_pickle_and_plan_are_identical_across_processes(run: OfflineRun
     results = []
     for seed, cwd in (("1", tmp_path), ("4242", REPO)):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONWARNINGS": "ignore"}
-        out = subprocess.run([sys.executable, "-c", _CHILD.format(repo=str(REPO))], cwd=cwd, env=env, check=True,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD.format(repo=str(REPO))],
+            cwd=cwd,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert results[0] == results[1]
     assert results[0]["providers"] == providers(run)

@@ -43,6 +43,7 @@ KV, CANARY_RATIO = 0.9, 1.2  # observability.alerts defaults (infra/config/obser
 
 # ---- helpers -----------------------------------------------------------------------------------------------------
 
+
 def inv() -> dict[str, Any]:
     return plan_run(STACK).inventory.to_dict()
 
@@ -66,17 +67,31 @@ def alerts(inventory: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def thresholds() -> Thresholds:
-    return Thresholds(ttft_p95_seconds=TTFT_P95_S, itl_p95_seconds=ITL_P95_S, kv_cache_usage=KV,
-                      kv_cache_for_minutes=10, canary_ttft_ratio=CANARY_RATIO, no_traffic_minutes=15)
+    return Thresholds(
+        ttft_p95_seconds=TTFT_P95_S,
+        itl_p95_seconds=ITL_P95_S,
+        kv_cache_usage=KV,
+        kv_cache_for_minutes=10,
+        canary_ttft_ratio=CANARY_RATIO,
+        no_traffic_minutes=15,
+    )
 
 
 def view(role: str, weight: int, min_replicas: int = 1) -> monitoring.DeployedModelView:
-    return monitoring.DeployedModelView(role=role, release=DISPLAY[role].split("-", 1)[1], display_name=DISPLAY[role],
-                                        weight=weight, min_replicas=min_replicas, max_replicas=2,
-                                        autoscaling_signal="vllm_queue", autoscaling_target=3)
+    return monitoring.DeployedModelView(
+        role=role,
+        release=DISPLAY[role].split("-", 1)[1],
+        display_name=DISPLAY[role],
+        weight=weight,
+        min_replicas=min_replicas,
+        max_replicas=2,
+        autoscaling_signal="vllm_queue",
+        autoscaling_target=3,
+    )
 
 
 # ---- the plan renders them --------------------------------------------------------------------------------------------
+
 
 def test_the_plan_renders_a_dashboard_and_the_alert_policies() -> None:
     i = inv()
@@ -87,17 +102,24 @@ def test_the_plan_renders_a_dashboard_and_the_alert_policies() -> None:
     assert document("monitoring", "v1").validate("Dashboard", doc) == []
     assert doc["displayName"] == "LLM serving — staging (Vertex AI llm-staging)"
     assert sorted(alerts(i)) == sorted(
-        [(role, a) for role in ("stable", "canary") for a in (
-            "TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "NoTrafficOnServingPool")]
-        + [("canary", "CanaryTtftWorseThanStable")])
+        [
+            (role, a)
+            for role in ("stable", "canary")
+            for a in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "NoTrafficOnServingPool")
+        ]
+        + [("canary", "CanaryTtftWorseThanStable")]
+    )
     # Both pools carry traffic: their latency alerts page.
     assert {a: r["inputs"]["severity"] for a, r in alerts(i).items() if a[1] == "TtftP95OverObjective"} == {
-        ("stable", "TtftP95OverObjective"): "CRITICAL", ("canary", "TtftP95OverObjective"): "CRITICAL"}
+        ("stable", "TtftP95OverObjective"): "CRITICAL",
+        ("canary", "TtftP95OverObjective"): "CRITICAL",
+    }
     # The stack's one e-mail channel, notified by every policy.
     (ch,) = resources(i, CHANNEL)
     assert ch["inputs"]["type"] == "email" and ch["inputs"]["labels"] == {"email_address": "llm-serving@acme.example"}
-    assert all(r["inputs"]["notificationChannels"] == [f"<known-after-apply:{ch['name']}.name>"]
-               for r in resources(i, ALERT))
+    assert all(
+        r["inputs"]["notificationChannels"] == [f"<known-after-apply:{ch['name']}.name>"] for r in resources(i, ALERT)
+    )
     # The dashboard is created through the Monitoring API.
     (d,) = resources(i, DASHBOARD)
     assert any(dep.endswith("::platform-services-monitoring") for dep in d["dependencies"])
@@ -106,27 +128,40 @@ def test_the_plan_renders_a_dashboard_and_the_alert_policies() -> None:
 def test_the_dashboard_has_vllm_and_the_endpoints_own_panels() -> None:
     t = tiles(dashboard(inv()))
     by = "deployed model / release"
-    for title in (f"TTFT by {by} (s)", f"Inter-token latency p95 by {by} (s)", f"Waiting and running requests by {by}",
-                  f"KV-cache usage by {by} (0-1)", f"Prompt and generation tokens/s by {by}",
-                  "Replicas and target replicas by deployed model (Vertex)", "Predictions/s by deployed model (Vertex)",
-                  "Accelerator duty cycle by deployed model (Vertex)",
-                  f"Replicas and queue — stable (qwen3-32b-fp8-2026-08-23.1, {DISPLAY['stable']})",
-                  f"Replicas and queue — canary (qwen3-32b-fp8-2026-11-20.1, {DISPLAY['canary']})"):
+    for title in (
+        f"TTFT by {by} (s)",
+        f"Inter-token latency p95 by {by} (s)",
+        f"Waiting and running requests by {by}",
+        f"KV-cache usage by {by} (0-1)",
+        f"Prompt and generation tokens/s by {by}",
+        "Replicas and target replicas by deployed model (Vertex)",
+        "Predictions/s by deployed model (Vertex)",
+        "Accelerator duty cycle by deployed model (Vertex)",
+        f"Replicas and queue — stable (qwen3-32b-fp8-2026-08-23.1, {DISPLAY['stable']})",
+        f"Replicas and queue — canary (qwen3-32b-fp8-2026-11-20.1, {DISPLAY['canary']})",
+    ):
         assert title in t, title
-    queries = [ds["timeSeriesQuery"]["prometheusQuery"]
-               for ds in t["Replicas and target replicas by deployed model (Vertex)"]["xyChart"]["dataSets"]]
+    queries = [
+        ds["timeSeriesQuery"]["prometheusQuery"]
+        for ds in t["Replicas and target replicas by deployed model (Vertex)"]["xyChart"]["dataSets"]
+    ]
     assert queries == [
-        'max by (deployed_model_id, model_display_name) (aiplatform_googleapis_com:prediction_online_replicas'
+        "max by (deployed_model_id, model_display_name) (aiplatform_googleapis_com:prediction_online_replicas"
         '{monitored_resource="aiplatform.googleapis.com/Endpoint",endpoint_id="llm-staging"})',
-        'max by (deployed_model_id, model_display_name) (aiplatform_googleapis_com:prediction_online_target_replicas'
-        '{monitored_resource="aiplatform.googleapis.com/Endpoint",endpoint_id="llm-staging"})']
+        "max by (deployed_model_id, model_display_name) (aiplatform_googleapis_com:prediction_online_target_replicas"
+        '{monitored_resource="aiplatform.googleapis.com/Endpoint",endpoint_id="llm-staging"})',
+    ]
     stable = t[f"Replicas and queue — stable (qwen3-32b-fp8-2026-08-23.1, {DISPLAY['stable']})"]["xyChart"]
     # max_replicas 2, min 1, the queue autoscaling target 3 (observability.autoscaling.queue_target_per_pod).
     assert [(x["label"], x["value"]) for x in stable["thresholds"]] == [
-        ("max replicas", 2.0), ("min replicas", 1.0), ("autoscaling target per replica", 3.0)]
+        ("max replicas", 2.0),
+        ("min replicas", 1.0),
+        ("autoscaling target per replica", 3.0),
+    ]
 
 
 # ---- the queries select the endpoint and split by pool ------------------------------------------------------------------
+
 
 def test_queries_filter_on_the_endpoint_and_split_per_pool() -> None:
     i = inv()
@@ -140,8 +175,11 @@ def test_queries_filter_on_the_endpoint_and_split_per_pool() -> None:
     assert not any(re.search(r"(?<![_a-z])vllm:", q) for q in queries)
     assert all('monitored_resource="aiplatform.googleapis.com/Endpoint"' in q for q in endpoint)
     # Split panels group by deployed model and release and name their lines by them.
-    legends = {ds["legendTemplate"] for t in doc["mosaicLayout"]["tiles"]
-               for ds in t["widget"].get("xyChart", {}).get("dataSets", [])}
+    legends = {
+        ds["legendTemplate"]
+        for t in doc["mosaicLayout"]["tiles"]
+        for ds in t["widget"].get("xyChart", {}).get("dataSets", [])
+    }
     assert "p95 ${model_display_name} ${model_name}" in legends
     ttft = tiles(doc)["TTFT by deployed model / release (s)"]["xyChart"]["dataSets"]
     assert all("sum by (le, model_display_name, model_name)" in ds["timeSeriesQuery"]["prometheusQuery"] for ds in ttft)
@@ -161,13 +199,16 @@ def test_queries_filter_on_the_endpoint_and_split_per_pool() -> None:
 def test_the_pool_label_is_the_display_name_the_program_deploys_with() -> None:
     """The alerts' ``model_display_name`` is the DeployedModel.displayName the provider sends for that pool."""
     i = inv()
-    sent = {r["name"].removeprefix("vertex-"): r["inputs"]["deployed_model"]["displayName"]
-            for r in resources(i, "pulumi-python:dynamic/vertex:DeployedModel")}
+    sent = {
+        r["name"].removeprefix("vertex-"): r["inputs"]["deployed_model"]["displayName"]
+        for r in resources(i, "pulumi-python:dynamic/vertex:DeployedModel")
+    }
     assert sent == DISPLAY
     assert rq.deployed_model_display_name("canary", "qwen3-32b-fp8-2026-11-20.1") == DISPLAY["canary"]
 
 
 # ---- thresholds are the contract's objectives ----------------------------------------------------------------------------
+
 
 def test_thresholds_equal_the_contracts_objectives() -> None:
     i = inv()
@@ -182,7 +223,9 @@ def test_thresholds_equal_the_contracts_objectives() -> None:
     assert condition(a[("canary", "CanaryTtftWorseThanStable")])["query"].endswith(") > 1.2")
     t = tiles(dashboard(i))
     assert t["TTFT by deployed model / release (s)"]["xyChart"]["thresholds"][0]["value"] == TTFT_P95_S
-    assert t["Inter-token latency p95 by deployed model / release (s)"]["xyChart"]["thresholds"][0]["value"] == ITL_P95_S
+    assert (
+        t["Inter-token latency p95 by deployed model / release (s)"]["xyChart"]["thresholds"][0]["value"] == ITL_P95_S
+    )
     assert t["KV-cache usage by deployed model / release (0-1)"]["xyChart"]["thresholds"][0]["value"] == KV
 
 
@@ -191,30 +234,42 @@ def test_a_dark_canary_warns_and_is_not_compared() -> None:
     specs = monitoring.alert_specs(ENDPOINT_ID, [view("stable", 100), view("canary", 0)], thresholds())
     got = {(s.role, s.name): s.severity for s in specs}
     assert ("canary", "NoTrafficOnServingPool") not in got and ("canary", "CanaryTtftWorseThanStable") not in got
-    assert got[("canary", "TtftP95OverObjective")] == "WARNING" and got[("stable", "TtftP95OverObjective")] == "CRITICAL"
+    assert (
+        got[("canary", "TtftP95OverObjective")] == "WARNING" and got[("stable", "TtftP95OverObjective")] == "CRITICAL"
+    )
     assert ("stable", "NoTrafficOnServingPool") in got
 
 
 # ---- metric names: the rule the discovery document shows -------------------------------------------------------------------
 
+
 def test_the_vertex_name_rule_reproduces_every_name_the_discovery_document_lists() -> None:
     doc = document("aiplatform", "v1")
     text = doc.schema("GoogleCloudAiplatformV1AutoscalingMetricSpec")["properties"]["metricName"]["description"]
     listed = set(re.findall(r"prometheus\.googleapis\.com/([a-z0-9_]+)", text))
-    assert listed == {m.vertex_name(naming.VLLM_NUM_REQUESTS_WAITING), m.vertex_name(naming.VLLM_KV_CACHE_USAGE_LEGACY),
-                      m.vertex_name(m.DCGM_GPU_UTIL.name)}
+    assert listed == {
+        m.vertex_name(naming.VLLM_NUM_REQUESTS_WAITING),
+        m.vertex_name(naming.VLLM_KV_CACHE_USAGE_LEGACY),
+        m.vertex_name(m.DCGM_GPU_UTIL.name),
+    }
     assert m.vertex_name("vllm:num_requests_waiting") == "vertex_vllm_num_requests_waiting"
     assert m.vertex_name("DCGM_FI_DEV_GPU_UTIL") == "vertex_dcgm_fi_dev_gpu_util"
     # The autoscaling signal and the dashboard read the same series.
-    assert rq.AUTOSCALING_METRICS["vllm_queue"] == "prometheus.googleapis.com/" + m.on_vertex(m.NUM_REQUESTS_WAITING).series
+    assert (
+        rq.AUTOSCALING_METRICS["vllm_queue"]
+        == "prometheus.googleapis.com/" + m.on_vertex(m.NUM_REQUESTS_WAITING).series
+    )
     # Exported suffixes are kept (assumed: only gauges appear in the document).
     assert m.on_vertex(m.TTFT).bucket == "vertex_vllm_time_to_first_token_seconds_bucket"
     assert m.on_vertex(m.REQUEST_SUCCESS).total == "vertex_vllm_request_success_total"
-    assert (m.cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle")
-            == "aiplatform_googleapis_com:prediction_online_accelerator_duty_cycle")
+    assert (
+        m.cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle")
+        == "aiplatform_googleapis_com:prediction_online_accelerator_duty_cycle"
+    )
 
 
 # ---- PromQL: parses, and the alerts fire on a breach of their own pool only ---------------------------------------------------
+
 
 def test_emitted_promql_parses(tmp_path: Path) -> None:
     from .test_promql import PROMTOOL, check_expressions, emitted_queries
@@ -231,8 +286,12 @@ def test_emitted_promql_parses(tmp_path: Path) -> None:
 def _ttft_buckets(role: str, slow: bool) -> list[dict[str, str]]:
     """30 min of TTFT histogram series of one pool: 1 request/s, all under 0.5 s (fast) or all 2.5-5 s (slow)."""
     base = m.on_vertex(m.TTFT).bucket
-    labels = {"endpoint_id": ENDPOINT_ID, "model_display_name": DISPLAY[role], "model_name": DISPLAY[role].split("-", 1)[1],
-              "replica_id": f"{role}-0"}
+    labels = {
+        "endpoint_id": ENDPOINT_ID,
+        "model_display_name": DISPLAY[role],
+        "model_name": DISPLAY[role].split("-", 1)[1],
+        "replica_id": f"{role}-0",
+    }
     out = []
     for le in ("0.5", "2.5", "5", "+Inf"):
         inc = 0 if (slow and le in ("0.5", "2.5")) else 60
@@ -249,15 +308,33 @@ def test_the_ttft_alert_fires_on_its_pools_breach_only(tmp_path: Path) -> None:
     rules = alert_rules(inv())
     (rules_path := tmp_path / "alerts.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     ttft = {r["labels"]["pool_role"]: r for r in rules["groups"][0]["rules"] if r["alert"] == "TtftP95OverObjective"}
-    test = {"rule_files": [str(rules_path)], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m",
-        # stable breaches (p95 between 2.5 and 5 s > 1.5 s), canary does not.
-        "input_series": _ttft_buckets("stable", slow=True) + _ttft_buckets("canary", slow=False),
-        "alert_rule_test": [
-            {"eval_time": "20m", "alertname": "TtftP95OverObjective", "exp_alerts": [{
-                "exp_labels": {"severity": "critical", "pool_role": "stable", "model_display_name": DISPLAY["stable"],
-                               "model_name": DISPLAY["stable"].split("-", 1)[1]}}]},
-        ]}]}
+    test = {
+        "rule_files": [str(rules_path)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                # stable breaches (p95 between 2.5 and 5 s > 1.5 s), canary does not.
+                "input_series": _ttft_buckets("stable", slow=True) + _ttft_buckets("canary", slow=False),
+                "alert_rule_test": [
+                    {
+                        "eval_time": "20m",
+                        "alertname": "TtftP95OverObjective",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "critical",
+                                    "pool_role": "stable",
+                                    "model_display_name": DISPLAY["stable"],
+                                    "model_name": DISPLAY["stable"].split("-", 1)[1],
+                                }
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
     assert set(ttft) == {"stable", "canary"}
     (test_path := tmp_path / "test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
     res = promtool("test", "rules", str(test_path))
@@ -265,6 +342,7 @@ def test_the_ttft_alert_fires_on_its_pools_breach_only(tmp_path: Path) -> None:
 
 
 # ---- determinism --------------------------------------------------------------------------------------------------------
+
 
 def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
     for out in ("a", "b"):

@@ -28,8 +28,12 @@ from .conftest import plan_run
 from .test_policies import BY_NAME, CONFIG_DIR, Mutation, _findings, _unknown_everywhere, evaluate, find, policy_config
 from .test_vertex_target import STACK, prod_values
 
-VERTEX_POLICIES = ("vertex-images-pinned-by-digest", "vertex-memory-partitions-below-one",
-                   "vertex-no-public-access", "vertex-specific-reservation")
+VERTEX_POLICIES = (
+    "vertex-images-pinned-by-digest",
+    "vertex-memory-partitions-below-one",
+    "vertex-no-public-access",
+    "vertex-specific-reservation",
+)
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
 POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
@@ -43,14 +47,20 @@ RESERVATION = "projects/acme-capacity/zones/us-central1-a/reservations/shared-h1
 
 # ---- baseline and helpers ------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def vertex() -> tuple[ResolvedStack, list[dict[str, Any]]]:
     from infra.entry import main as program_main
     from infra.offline.runner import run_offline
 
     seen: list[ResolvedStack] = []
-    run = run_offline(lambda: program_main(on_resolved=seen.append), project="llm-serving", stack=PROD_STACK,
-                      config={k: _as_engine_string(x) for k, x in prod_values().items()}, secret_keys=[])
+    run = run_offline(
+        lambda: program_main(on_resolved=seen.append),
+        project="llm-serving",
+        stack=PROD_STACK,
+        config={k: _as_engine_string(x) for k, x in prod_values().items()},
+        secret_keys=[],
+    )
     (resolved,) = seen
     return resolved, run.inventory().to_dict()["resources"]
 
@@ -78,18 +88,38 @@ def _set_flag(rs: list[dict[str, Any]], flag: str, value: str, role: str = "stab
 
 def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) -> None:
     deps = list(find(rs, CALLER, "vertex-caller-0")["dependencies"])
-    rs.append({"type": typ, "name": name, "urn": f"urn:pulumi:{PROD_STACK}::llm-serving::{typ}::{name}",
-               "inputs": inputs, "options": {"protect": False}, "custom": True, "dependencies": deps})
+    rs.append(
+        {
+            "type": typ,
+            "name": name,
+            "urn": f"urn:pulumi:{PROD_STACK}::llm-serving::{typ}::{name}",
+            "inputs": inputs,
+            "options": {"protect": False},
+            "custom": True,
+            "dependencies": deps,
+        }
+    )
 
 
 def cohost(rs: list[dict[str, Any]], stable: str = "0.4", canary: str = "0.4") -> None:
     """Both deployed models co-hosted on one resource pool (the stable pool's machine spec), with these
     --gpu-memory-utilization partitions."""
     dedicated = copy.deepcopy(_dm(rs)["deployed_model"]["dedicatedResources"])
-    _add(rs, POOL, "vertex-pool-llm-h100-pool", {
-        "project": "acme-llm-staging", "region": "us-central1", "pool_id": POOL_NAME.rsplit("/", 1)[1],
-        "resource_pool": {"dedicatedResources": dedicated, "disableContainerLogging": False,
-                          "serviceAccount": "llm-staging-vtx@acme-llm-staging.iam.gserviceaccount.com"}})
+    _add(
+        rs,
+        POOL,
+        "vertex-pool-llm-h100-pool",
+        {
+            "project": "acme-llm-staging",
+            "region": "us-central1",
+            "pool_id": POOL_NAME.rsplit("/", 1)[1],
+            "resource_pool": {
+                "dedicatedResources": dedicated,
+                "disableContainerLogging": False,
+                "serviceAccount": "llm-staging-vtx@acme-llm-staging.iam.gserviceaccount.com",
+            },
+        },
+    )
     for role, share in (("stable", stable), ("canary", canary)):
         dm = _dm(rs, role)["deployed_model"]
         del dm["dedicatedResources"], dm["serviceAccount"]
@@ -115,16 +145,21 @@ def test_co_hosting_at_0_4_plus_0_4_passes(vertex: tuple[ResolvedStack, list[dic
         rs = copy.deepcopy(resources)
         cohost(rs, *shares)
         assert {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES} == {
-            n: [] for n in VERTEX_POLICIES}
+            n: [] for n in VERTEX_POLICIES
+        }
 
 
 # ---- one change -> the exact messages --------------------------------------------------------------------------
 
-NOT_PINNED = ("is not pinned by digest: a tag can move to another image between two replica starts; use "
-              "<repository>@sha256:<64 hex>")
+NOT_PINNED = (
+    "is not pinned by digest: a tag can move to another image between two replica starts; use "
+    "<repository>@sha256:<64 hex>"
+)
 PUBLIC = "the endpoint would answer anyone, spending its GPUs; grant it to named principals only"
-NO_AFFINITY = ("machineSpec has no reservationAffinity: consume the stack's reservation (SPECIFIC_RESERVATION, key "
-               "compute.googleapis.com/reservation-name, its resource name)")
+NO_AFFINITY = (
+    "machineSpec has no reservationAffinity: consume the stack's reservation (SPECIFIC_RESERVATION, key "
+    "compute.googleapis.com/reservation-name, its resource name)"
+)
 
 
 def _without_affinity(rs: list[dict[str, Any]]) -> None:
@@ -132,9 +167,18 @@ def _without_affinity(rs: list[dict[str, Any]]) -> None:
 
 
 def _public_binding(rs: list[dict[str, Any]]) -> None:
-    _add(rs, BINDING, "vertex-callers", {"project": "acme-llm-staging", "location": "us-central1",
-                                         "endpoint": "llm-staging", "role": "roles/aiplatform.user",
-                                         "members": ["group:llm-serving-team@acme.example", "allUsers"]})
+    _add(
+        rs,
+        BINDING,
+        "vertex-callers",
+        {
+            "project": "acme-llm-staging",
+            "location": "us-central1",
+            "endpoint": "llm-staging",
+            "role": "roles/aiplatform.user",
+            "members": ["group:llm-serving-team@acme.example", "allUsers"],
+        },
+    )
 
 
 def _shared_endpoint(rs: list[dict[str, Any]]) -> None:
@@ -144,62 +188,113 @@ def _shared_endpoint(rs: list[dict[str, Any]]) -> None:
 def _pool_without_affinity(rs: list[dict[str, Any]]) -> None:
     cohost(rs)
     del find(rs, POOL, "vertex-pool-llm-h100-pool")["inputs"]["resource_pool"]["dedicatedResources"]["machineSpec"][
-        "reservationAffinity"]
+        "reservationAffinity"
+    ]
 
 
 CASES: list[tuple[str, str, Mutation, list[str]]] = [
-    ("vertex-images-pinned-by-digest", "tag-not-digest",
-     lambda rs: _container(rs).update(imageUri=f"{IMAGE}:v0.32.0"),
-     [f"vertex-stable: containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}"]),
-    ("vertex-images-pinned-by-digest", "latest-canary",
-     lambda rs: _container(rs, "canary").update(imageUri="vllm/vllm-openai:latest"),
-     [f"vertex-canary: containerSpec.imageUri 'vllm/vllm-openai:latest' {NOT_PINNED}"]),
+    (
+        "vertex-images-pinned-by-digest",
+        "tag-not-digest",
+        lambda rs: _container(rs).update(imageUri=f"{IMAGE}:v0.32.0"),
+        [f"vertex-stable: containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}"],
+    ),
+    (
+        "vertex-images-pinned-by-digest",
+        "latest-canary",
+        lambda rs: _container(rs, "canary").update(imageUri="vllm/vllm-openai:latest"),
+        [f"vertex-canary: containerSpec.imageUri 'vllm/vllm-openai:latest' {NOT_PINNED}"],
+    ),
     ("vertex-specific-reservation", "no-affinity", _without_affinity, [f"vertex-stable: {NO_AFFINITY}"]),
-    ("vertex-specific-reservation", "any-reservation",
-     lambda rs: _affinity(rs, "canary").update(reservationAffinityType="ANY_RESERVATION"),
-     ["vertex-canary: machineSpec consumes reservation type 'ANY_RESERVATION': set SPECIFIC_RESERVATION with key "
-      "compute.googleapis.com/reservation-name and the reservation's resource name"]),
-    ("vertex-specific-reservation", "bare-name",
-     lambda rs: _affinity(rs).update(values=["shared-h100-staging-vertex"]),
-     ["vertex-stable: reservationAffinity values is ['shared-h100-staging-vertex']: name exactly one reservation by "
-      "resource name (projects/<p>/zones/<z>/reservations/<name>)"]),
-    ("vertex-specific-reservation", "wrong-key",
-     lambda rs: _affinity(rs).update(key="reservation-name"),
-     ["vertex-stable: reservationAffinity key is 'reservation-name': set it to "
-      "compute.googleapis.com/reservation-name"]),
-    ("vertex-specific-reservation", "pool-without-affinity", _pool_without_affinity,
-     [f"vertex-pool-llm-h100-pool: {NO_AFFINITY}"]),
-    ("vertex-no-public-access", "all-users-caller",
-     lambda rs: find(rs, CALLER, "vertex-caller-1")["inputs"].update(member="allUsers"),
-     [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"]),
-    ("vertex-no-public-access", "all-authenticated-binding", _public_binding,
-     [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"]),
-    ("vertex-no-public-access", "shared-public-endpoint", _shared_endpoint,
-     ["vertex-endpoint: the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: "
-      "set one of them, so it has its own DNS name or is reachable only from the allowed projects"]),
-    ("vertex-memory-partitions-below-one", "co-hosted-at-vllm-default",
-     lambda rs: cohost(rs, "0.9", "0.9"),
-     ["vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
-      "partitions sum to 1.8 = 0.9 (vertex-canary) + 0.9 (vertex-stable): keep the sum at most 0.9 (1 - transient "
-      "reserve 0.1)"]),
-    ("vertex-memory-partitions-below-one", "no-transient-reserve",
-     lambda rs: cohost(rs, "0.5", "0.45"),
-     ["vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
-      "partitions sum to 0.95 = 0.45 (vertex-canary) + 0.5 (vertex-stable): keep the sum at most 0.9 (1 - transient "
-      "reserve 0.1)"]),
+    (
+        "vertex-specific-reservation",
+        "any-reservation",
+        lambda rs: _affinity(rs, "canary").update(reservationAffinityType="ANY_RESERVATION"),
+        [
+            "vertex-canary: machineSpec consumes reservation type 'ANY_RESERVATION': set SPECIFIC_RESERVATION with key "
+            "compute.googleapis.com/reservation-name and the reservation's resource name"
+        ],
+    ),
+    (
+        "vertex-specific-reservation",
+        "bare-name",
+        lambda rs: _affinity(rs).update(values=["shared-h100-staging-vertex"]),
+        [
+            "vertex-stable: reservationAffinity values is ['shared-h100-staging-vertex']: name exactly one reservation by "
+            "resource name (projects/<p>/zones/<z>/reservations/<name>)"
+        ],
+    ),
+    (
+        "vertex-specific-reservation",
+        "wrong-key",
+        lambda rs: _affinity(rs).update(key="reservation-name"),
+        [
+            "vertex-stable: reservationAffinity key is 'reservation-name': set it to "
+            "compute.googleapis.com/reservation-name"
+        ],
+    ),
+    (
+        "vertex-specific-reservation",
+        "pool-without-affinity",
+        _pool_without_affinity,
+        [f"vertex-pool-llm-h100-pool: {NO_AFFINITY}"],
+    ),
+    (
+        "vertex-no-public-access",
+        "all-users-caller",
+        lambda rs: find(rs, CALLER, "vertex-caller-1")["inputs"].update(member="allUsers"),
+        [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
+    ),
+    (
+        "vertex-no-public-access",
+        "all-authenticated-binding",
+        _public_binding,
+        [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
+    ),
+    (
+        "vertex-no-public-access",
+        "shared-public-endpoint",
+        _shared_endpoint,
+        [
+            "vertex-endpoint: the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: "
+            "set one of them, so it has its own DNS name or is reachable only from the allowed projects"
+        ],
+    ),
+    (
+        "vertex-memory-partitions-below-one",
+        "co-hosted-at-vllm-default",
+        lambda rs: cohost(rs, "0.9", "0.9"),
+        [
+            "vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
+            "partitions sum to 1.8 = 0.9 (vertex-canary) + 0.9 (vertex-stable): keep the sum at most 0.9 (1 - transient "
+            "reserve 0.1)"
+        ],
+    ),
+    (
+        "vertex-memory-partitions-below-one",
+        "no-transient-reserve",
+        lambda rs: cohost(rs, "0.5", "0.45"),
+        [
+            "vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
+            "partitions sum to 0.95 = 0.45 (vertex-canary) + 0.5 (vertex-stable): keep the sum at most 0.9 (1 - transient "
+            "reserve 0.1)"
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "case", "mutate", "expected"), CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
-def test_one_change_one_violation(name: str, case: str, mutate: Mutation, expected: list[str],
-                                  vertex: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+def test_one_change_one_violation(
+    name: str, case: str, mutate: Mutation, expected: list[str], vertex: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
     mutate(rs)
     assert evaluate(name, rs, policy_config(name, resolved)) == sorted(expected)
     # One change breaks one policy: the other Vertex policies still pass.
-    assert {other: evaluate(other, rs, policy_config(other, resolved)) for other in VERTEX_POLICIES
-            if other != name} == {other: [] for other in VERTEX_POLICIES if other != name}
+    assert {
+        other: evaluate(other, rs, policy_config(other, resolved)) for other in VERTEX_POLICIES if other != name
+    } == {other: [] for other in VERTEX_POLICIES if other != name}
 
 
 def test_every_vertex_policy_has_cases() -> None:
@@ -207,15 +302,18 @@ def test_every_vertex_policy_has_cases() -> None:
 
 
 def test_environment_files_decide_the_reservation_and_the_reserve(
-        vertex: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+    vertex: tuple[ResolvedStack, list[dict[str, Any]]],
+) -> None:
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
     _without_affinity(rs)
     name = "vertex-specific-reservation"
     assert evaluate(name, rs, policy_config(name, resolved, "dev")) == []
     assert evaluate(name, rs, policy_config(name, resolved, "staging")) == [f"vertex-stable: {NO_AFFINITY}"]
-    assert json.loads((CONFIG_DIR / "prod.json").read_text())[name] == {"enforcementLevel": "mandatory",
-                                                                        "required": True}
+    assert json.loads((CONFIG_DIR / "prod.json").read_text())[name] == {
+        "enforcementLevel": "mandatory",
+        "required": True,
+    }
     rs = copy.deepcopy(resources)
     cohost(rs, "0.5", "0.45")
     name = "vertex-memory-partitions-below-one"
@@ -225,40 +323,56 @@ def test_environment_files_decide_the_reservation_and_the_reserve(
 # ---- unknown values at preview -------------------------------------------------------------------------------
 
 VERTEX_UNKNOWN_KEYS = [
-    {"imageUri"}, {"containerSpec"}, {"upload_model_request"}, {"args"}, {"command"}, {"deployed_model"},
-    {"dedicatedResources"}, {"machineSpec"}, {"reservationAffinity"}, {"values"}, {"reservationAffinityType"},
-    {"sharedResources"}, {"pool_id"}, {"resource_pool"}, {"member"}, {"members"}, {"dedicatedEndpointEnabled"},
+    {"imageUri"},
+    {"containerSpec"},
+    {"upload_model_request"},
+    {"args"},
+    {"command"},
+    {"deployed_model"},
+    {"dedicatedResources"},
+    {"machineSpec"},
+    {"reservationAffinity"},
+    {"values"},
+    {"reservationAffinityType"},
+    {"sharedResources"},
+    {"pool_id"},
+    {"resource_pool"},
+    {"member"},
+    {"members"},
+    {"dedicatedEndpointEnabled"},
 ]
 
 
 @pytest.mark.parametrize("keys", VERTEX_UNKNOWN_KEYS, ids=lambda k: ",".join(sorted(k)))
-def test_unknown_values_never_crash_or_invent_violations(keys: set[str],
-                                                         vertex: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+def test_unknown_values_never_crash_or_invent_violations(
+    keys: set[str], vertex: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
     cohost(rs, "0.4", "0.4")
     rs = _unknown_everywhere(rs, keys)
-    assert {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES} == {
-        n: [] for n in VERTEX_POLICIES}
+    assert {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES} == {n: [] for n in VERTEX_POLICIES}
 
 
 def test_unknown_value_is_skipped_but_the_rest_still_checked(
-        vertex: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
+    vertex: tuple[ResolvedStack, list[dict[str, Any]]],
+) -> None:
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
-    _affinity(rs)["values"] = COMPUTED_MARKER                    # the reservation name is unknown at preview ...
-    _container(rs, "canary")["imageUri"] = f"{IMAGE}:latest"     # ... a tag is still a tag
+    _affinity(rs)["values"] = COMPUTED_MARKER  # the reservation name is unknown at preview ...
+    _container(rs, "canary")["imageUri"] = f"{IMAGE}:latest"  # ... a tag is still a tag
     find(rs, CALLER, "vertex-caller-0")["inputs"]["member"] = COMPUTED_MARKER
     _public_binding(rs)
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES}
-    assert found == {**{n: [] for n in VERTEX_POLICIES},
-                     "vertex-images-pinned-by-digest": [
-                         f"vertex-canary: containerSpec.imageUri '{IMAGE}:latest' {NOT_PINNED}"],
-                     "vertex-no-public-access": [
-                         f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"]}
+    assert found == {
+        **{n: [] for n in VERTEX_POLICIES},
+        "vertex-images-pinned-by-digest": [f"vertex-canary: containerSpec.imageUri '{IMAGE}:latest' {NOT_PINNED}"],
+        "vertex-no-public-access": [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
+    }
 
 
 # ---- through the Analyzer gRPC protocol ------------------------------------------------------------------------
+
 
 def test_staging_vertex_passes_with_its_enforcement() -> None:
     run = plan_run(STACK)
@@ -281,9 +395,17 @@ def test_mutated_vertex_inventory_fails_through_grpc(tmp_path: Path) -> None:
     out = tmp_path / "report"
     assert cli.main(["policy", "--stack", STACK, "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
     assert _findings(out) == [
-        ("vertex-images-pinned-by-digest", "mandatory", "vertex-stable",
-         f"containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}"),
-        ("vertex-no-public-access", "mandatory", "vertex-caller-1",
-         f"roles/aiplatform.user is granted to allAuthenticatedUsers: {PUBLIC}"),
+        (
+            "vertex-images-pinned-by-digest",
+            "mandatory",
+            "vertex-stable",
+            f"containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}",
+        ),
+        (
+            "vertex-no-public-access",
+            "mandatory",
+            "vertex-caller-1",
+            f"roles/aiplatform.user is granted to allAuthenticatedUsers: {PUBLIC}",
+        ),
         ("vertex-specific-reservation", "mandatory", "vertex-canary", NO_AFFINITY),
     ]

@@ -9,7 +9,8 @@ against the method's request schema) and answers with responses that validate ag
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -36,26 +37,45 @@ def assert_valid(ai: DiscoveryDocument, schema: str, body: Any, required: tuple[
 
 # ---- sample specs --------------------------------------------------------------------------------------------
 
+
 def container() -> rq.ContainerSpec:
     return rq.ContainerSpec(
-        image=IMAGE, command=("vllm", "serve"),
-        args=("--model", f"gs://acme-weights/qwen3-32b/{REVISION}/", "--load-format", "runai_streamer",
-              "--port", "8000", "--tensor-parallel-size", "2"),
-        env=(rq.EnvVar("VLLM_LOGGING_LEVEL", "INFO"),), shared_memory_mb=16384,
-        startup_probe=rq.startup_probe(272), health_probe=rq.HttpProbe("/health"), deployment_timeout_seconds=3600)
+        image=IMAGE,
+        command=("vllm", "serve"),
+        args=(
+            "--model",
+            f"gs://acme-weights/qwen3-32b/{REVISION}/",
+            "--load-format",
+            "runai_streamer",
+            "--port",
+            "8000",
+            "--tensor-parallel-size",
+            "2",
+        ),
+        env=(rq.EnvVar("VLLM_LOGGING_LEVEL", "INFO"),),
+        shared_memory_mb=16384,
+        startup_probe=rq.startup_probe(272),
+        health_probe=rq.HttpProbe("/health"),
+        deployment_timeout_seconds=3600,
+    )
 
 
 def model_spec() -> rq.ModelSpec:
-    return rq.ModelSpec(display_name="qwen3-32b-fp8-2026-08-23.1",
-                        artifact=rq.ReleaseArtifact("acme-weights", "qwen3-32b", REVISION), container=container(),
-                        labels={"llm-serving-io-release": rq.label_value("qwen3-32b-fp8-2026-08-23.1")})
+    return rq.ModelSpec(
+        display_name="qwen3-32b-fp8-2026-08-23.1",
+        artifact=rq.ReleaseArtifact("acme-weights", "qwen3-32b", REVISION),
+        container=container(),
+        labels={"llm-serving-io-release": rq.label_value("qwen3-32b-fp8-2026-08-23.1")},
+    )
 
 
 def dedicated(min_r: int = 2, max_r: int = 4) -> rq.DedicatedResources:
     return rq.DedicatedResources(
-        machine=rq.MachineSpec("a3-highgpu-2g", "nvidia-h100-80gb", 2,
-                               rq.Reservation(PROJECT, "us-central1-a", "llm-h100")),
-        scaling=rq.Scaling(min_r, max_r, (rq.AutoscalingTarget("vllm_queue", 3),)))
+        machine=rq.MachineSpec(
+            "a3-highgpu-2g", "nvidia-h100-80gb", 2, rq.Reservation(PROJECT, "us-central1-a", "llm-h100")
+        ),
+        scaling=rq.Scaling(min_r, max_r, (rq.AutoscalingTarget("vllm_queue", 3),)),
+    )
 
 
 EXPECTED_UPLOAD = {
@@ -66,17 +86,37 @@ EXPECTED_UPLOAD = {
         "containerSpec": {
             "imageUri": IMAGE,
             "command": ["vllm", "serve"],
-            "args": ["--model", f"gs://acme-weights/qwen3-32b/{REVISION}/", "--load-format", "runai_streamer",
-                     "--port", "8000", "--tensor-parallel-size", "2"],
+            "args": [
+                "--model",
+                f"gs://acme-weights/qwen3-32b/{REVISION}/",
+                "--load-format",
+                "runai_streamer",
+                "--port",
+                "8000",
+                "--tensor-parallel-size",
+                "2",
+            ],
             "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}],
             "ports": [{"containerPort": 8000}],
             "predictRoute": "/v1/chat/completions",
             "healthRoute": "/health",
             "sharedMemorySizeMb": "16384",
-            "startupProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10, "timeoutSeconds": 10,
-                             "failureThreshold": 28, "successThreshold": 1, "initialDelaySeconds": 0},
-            "healthProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10, "timeoutSeconds": 10,
-                            "failureThreshold": 3, "successThreshold": 1, "initialDelaySeconds": 0},
+            "startupProbe": {
+                "httpGet": {"path": "/health", "port": 8000},
+                "periodSeconds": 10,
+                "timeoutSeconds": 10,
+                "failureThreshold": 28,
+                "successThreshold": 1,
+                "initialDelaySeconds": 0,
+            },
+            "healthProbe": {
+                "httpGet": {"path": "/health", "port": 8000},
+                "periodSeconds": 10,
+                "timeoutSeconds": 10,
+                "failureThreshold": 3,
+                "successThreshold": 1,
+                "initialDelaySeconds": 0,
+            },
             "deploymentTimeout": "3600s",
         },
     },
@@ -84,26 +124,41 @@ EXPECTED_UPLOAD = {
 
 EXPECTED_DEDICATED = {
     "machineSpec": {
-        "machineType": "a3-highgpu-2g", "acceleratorType": H100, "acceleratorCount": 2,
-        "reservationAffinity": {"reservationAffinityType": "SPECIFIC_RESERVATION",
-                                "key": "compute.googleapis.com/reservation-name",
-                                "values": [f"projects/{PROJECT}/zones/us-central1-a/reservations/llm-h100"]},
+        "machineType": "a3-highgpu-2g",
+        "acceleratorType": H100,
+        "acceleratorCount": 2,
+        "reservationAffinity": {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [f"projects/{PROJECT}/zones/us-central1-a/reservations/llm-h100"],
+        },
     },
-    "minReplicaCount": 2, "maxReplicaCount": 4,
-    "autoscalingMetricSpecs": [{"metricName": "prometheus.googleapis.com/vertex_vllm_num_requests_waiting",
-                                "target": 3}],
+    "minReplicaCount": 2,
+    "maxReplicaCount": 4,
+    "autoscalingMetricSpecs": [
+        {"metricName": "prometheus.googleapis.com/vertex_vllm_num_requests_waiting", "target": 3}
+    ],
 }
 
 
 # ---- builders: expected bodies, and they validate ----------------------------------------------------------
 
+
 def test_upload_model_request(ai: DiscoveryDocument) -> None:
     body = rq.upload_model_request(model_spec())
     assert body == EXPECTED_UPLOAD
     assert ai.request_schema("projects.locations.models.upload") == "GoogleCloudAiplatformV1UploadModelRequest"
-    assert_valid(ai, "GoogleCloudAiplatformV1UploadModelRequest", body,
-                 ("model.displayName", "model.artifactUri", "model.containerSpec.imageUri",
-                  "model.containerSpec.ports[].containerPort"))
+    assert_valid(
+        ai,
+        "GoogleCloudAiplatformV1UploadModelRequest",
+        body,
+        (
+            "model.displayName",
+            "model.artifactUri",
+            "model.containerSpec.imageUri",
+            "model.containerSpec.ports[].containerPort",
+        ),
+    )
     with_sa = rq.upload_model_request(model_spec(), service_account=SA)
     assert with_sa == {**EXPECTED_UPLOAD, "serviceAccount": SA}
     assert_valid(ai, "GoogleCloudAiplatformV1UploadModelRequest", with_sa)
@@ -111,9 +166,15 @@ def test_upload_model_request(ai: DiscoveryDocument) -> None:
 
 def test_minimal_container_sends_no_optional_fields(ai: DiscoveryDocument) -> None:
     spec = rq.ContainerSpec(image=IMAGE, command=("vllm", "serve"), args=("--model", "gs://b/m/r/"))
-    assert spec.body() == {"imageUri": IMAGE, "command": ["vllm", "serve"], "args": ["--model", "gs://b/m/r/"],
-                           "env": [], "ports": [{"containerPort": 8000}], "predictRoute": "/v1/chat/completions",
-                           "healthRoute": "/health"}
+    assert spec.body() == {
+        "imageUri": IMAGE,
+        "command": ["vllm", "serve"],
+        "args": ["--model", "gs://b/m/r/"],
+        "env": [],
+        "ports": [{"containerPort": 8000}],
+        "predictRoute": "/v1/chat/completions",
+        "healthRoute": "/health",
+    }
     assert_valid(ai, "GoogleCloudAiplatformV1ModelContainerSpec", spec.body())
 
 
@@ -126,49 +187,81 @@ def test_container_spec_fields_exist_in_the_document(ai: DiscoveryDocument) -> N
 def test_deploy_model_request_dedicated(ai: DiscoveryDocument) -> None:
     spec = rq.DeployedModelSpec(display_name="stable-qwen3", resources=dedicated(), service_account=SA)
     body = rq.deploy_model_request(f"projects/{PROJECT}/locations/{REGION}/models/42", rq.deployed_model(spec))
-    assert body == {"deployedModel": {
-        "displayName": "stable-qwen3", "enableAccessLogging": False, "dedicatedResources": EXPECTED_DEDICATED,
-        "disableContainerLogging": False, "serviceAccount": SA,
-        "model": f"projects/{PROJECT}/locations/{REGION}/models/42"}}
+    assert body == {
+        "deployedModel": {
+            "displayName": "stable-qwen3",
+            "enableAccessLogging": False,
+            "dedicatedResources": EXPECTED_DEDICATED,
+            "disableContainerLogging": False,
+            "serviceAccount": SA,
+            "model": f"projects/{PROJECT}/locations/{REGION}/models/42",
+        }
+    }
     assert "trafficSplit" not in body  # traffic belongs to EndpointTraffic alone
-    assert_valid(ai, "GoogleCloudAiplatformV1DeployModelRequest", body,
-                 ("deployedModel.model", "deployedModel.dedicatedResources.machineSpec.machineType",
-                  "deployedModel.dedicatedResources.minReplicaCount",
-                  "deployedModel.dedicatedResources.machineSpec.reservationAffinity.reservationAffinityType"))
+    assert_valid(
+        ai,
+        "GoogleCloudAiplatformV1DeployModelRequest",
+        body,
+        (
+            "deployedModel.model",
+            "deployedModel.dedicatedResources.machineSpec.machineType",
+            "deployedModel.dedicatedResources.minReplicaCount",
+            "deployedModel.dedicatedResources.machineSpec.reservationAffinity.reservationAffinityType",
+        ),
+    )
 
 
 def test_deploy_model_request_shared_resources(ai: DiscoveryDocument) -> None:
     pool = rq.resource_pool_name(PROJECT, REGION, "llm-l4-pool")
-    body = rq.deploy_model_request(f"projects/{PROJECT}/locations/{REGION}/models/7", rq.deployed_model(
-        rq.DeployedModelSpec(display_name="embed", resources=rq.SharedResources(pool), service_account=SA)))
-    assert body == {"deployedModel": {
-        "displayName": "embed", "enableAccessLogging": False,
-        "sharedResources": f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/llm-l4-pool",
-        "model": f"projects/{PROJECT}/locations/{REGION}/models/7"}}
+    body = rq.deploy_model_request(
+        f"projects/{PROJECT}/locations/{REGION}/models/7",
+        rq.deployed_model(
+            rq.DeployedModelSpec(display_name="embed", resources=rq.SharedResources(pool), service_account=SA)
+        ),
+    )
+    assert body == {
+        "deployedModel": {
+            "displayName": "embed",
+            "enableAccessLogging": False,
+            "sharedResources": f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/llm-l4-pool",
+            "model": f"projects/{PROJECT}/locations/{REGION}/models/7",
+        }
+    }
     assert_valid(ai, "GoogleCloudAiplatformV1DeployModelRequest", body)
 
 
 def test_spot_deployment(ai: DiscoveryDocument) -> None:
     spot = rq.DedicatedResources(rq.MachineSpec("g2-standard-12", "nvidia-l4", 1), rq.Scaling(1, 1), spot=True)
-    assert spot.body() == {"machineSpec": {"machineType": "g2-standard-12", "acceleratorType": "NVIDIA_L4",
-                                           "acceleratorCount": 1},
-                           "minReplicaCount": 1, "maxReplicaCount": 1, "autoscalingMetricSpecs": [], "spot": True}
+    assert spot.body() == {
+        "machineSpec": {"machineType": "g2-standard-12", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 1},
+        "minReplicaCount": 1,
+        "maxReplicaCount": 1,
+        "autoscalingMetricSpecs": [],
+        "spot": True,
+    }
     assert_valid(ai, "GoogleCloudAiplatformV1DedicatedResources", spot.body())
 
 
 def test_mutate_deployed_model_request(ai: DiscoveryDocument) -> None:
     deployed = rq.deployed_model(rq.DeployedModelSpec("stable", dedicated(3, 6), service_account=SA))
     body = rq.mutate_deployed_model_request(
-        "1234567890", deployed, ["dedicatedResources.maxReplicaCount", "dedicatedResources.minReplicaCount"])
-    assert body == {"deployedModel": {"id": "1234567890",
-                                      "dedicatedResources": {"minReplicaCount": 3, "maxReplicaCount": 6,
-                                                             "machineSpec": EXPECTED_DEDICATED["machineSpec"]}},
-                    "updateMask": "dedicatedResources.minReplicaCount,dedicatedResources.maxReplicaCount"}
+        "1234567890", deployed, ["dedicatedResources.maxReplicaCount", "dedicatedResources.minReplicaCount"]
+    )
+    assert body == {
+        "deployedModel": {
+            "id": "1234567890",
+            "dedicatedResources": {
+                "minReplicaCount": 3,
+                "maxReplicaCount": 6,
+                "machineSpec": EXPECTED_DEDICATED["machineSpec"],
+            },
+        },
+        "updateMask": "dedicatedResources.minReplicaCount,dedicatedResources.maxReplicaCount",
+    }
     assert_valid(ai, "GoogleCloudAiplatformV1MutateDeployedModelRequest", body, ("deployedModel.id", "updateMask"))
     assert ai.field_mask_errors("GoogleCloudAiplatformV1DeployedModel", body["updateMask"]) == []
     # Every path the builder may ever put in the mask names a DeployedModel field of this revision.
-    assert ai.field_mask_errors("GoogleCloudAiplatformV1DeployedModel",
-                                ",".join(rq.MUTABLE_DEPLOYED_MODEL_PATHS)) == []
+    assert ai.field_mask_errors("GoogleCloudAiplatformV1DeployedModel", ",".join(rq.MUTABLE_DEPLOYED_MODEL_PATHS)) == []
     with pytest.raises(rq.VertexRequestError, match=r"not mutable by mutateDeployedModel: \['displayName'\]"):
         rq.mutate_deployed_model_request("1", deployed, ["displayName"])
 
@@ -185,9 +278,10 @@ def test_traffic_split_and_endpoint_patch(ai: DiscoveryDocument) -> None:
     assert split == {"111": 100}  # the dark canary stays deployed but is not listed
     assert rq.traffic_split({"stable": 95, "canary": 5}, {"stable": "111", "canary": "222"}) == {"111": 95, "222": 5}
     body, mask = rq.endpoint_patch({"111": 95, "222": 5}, inference_timeout_seconds=1800)
-    assert (body, mask) == ({"trafficSplit": {"111": 95, "222": 5},
-                             "clientConnectionConfig": {"inferenceTimeout": "1800s"}},
-                            "trafficSplit,clientConnectionConfig.inferenceTimeout")
+    assert (body, mask) == (
+        {"trafficSplit": {"111": 95, "222": 5}, "clientConnectionConfig": {"inferenceTimeout": "1800s"}},
+        "trafficSplit,clientConnectionConfig.inferenceTimeout",
+    )
     assert_valid(ai, "GoogleCloudAiplatformV1Endpoint", body)
     assert ai.field_mask_errors("GoogleCloudAiplatformV1Endpoint", mask) == []
     assert ai.validate_parameters("projects.locations.endpoints.patch", {"name": ENDPOINT, "updateMask": mask}) == []
@@ -209,18 +303,33 @@ def test_resource_pool_requests(ai: DiscoveryDocument) -> None:
     spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
     pool = rq.resource_pool(spec, SA)
     body = rq.create_resource_pool_request(spec.pool_id_for(SA), pool)
-    assert body == {"deploymentResourcePoolId": POOL_ID, "deploymentResourcePool": {
-        "dedicatedResources": EXPECTED_DEDICATED, "disableContainerLogging": False, "serviceAccount": SA}}
-    assert_valid(ai, "GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest", body,
-                 ("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec"))
-    patch, mask = rq.resource_pool_patch(rq.resource_pool(rq.ResourcePoolSpec("llm-h100-pool", dedicated(2, 8)), SA),
-                                         ["dedicatedResources.maxReplicaCount"])
-    assert (patch, mask) == ({"dedicatedResources": {"maxReplicaCount": 8,
-                                                     "machineSpec": EXPECTED_DEDICATED["machineSpec"]}},
-                             "dedicatedResources.maxReplicaCount")
+    assert body == {
+        "deploymentResourcePoolId": POOL_ID,
+        "deploymentResourcePool": {
+            "dedicatedResources": EXPECTED_DEDICATED,
+            "disableContainerLogging": False,
+            "serviceAccount": SA,
+        },
+    }
+    assert_valid(
+        ai,
+        "GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest",
+        body,
+        ("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec"),
+    )
+    patch, mask = rq.resource_pool_patch(
+        rq.resource_pool(rq.ResourcePoolSpec("llm-h100-pool", dedicated(2, 8)), SA),
+        ["dedicatedResources.maxReplicaCount"],
+    )
+    assert (patch, mask) == (
+        {"dedicatedResources": {"maxReplicaCount": 8, "machineSpec": EXPECTED_DEDICATED["machineSpec"]}},
+        "dedicatedResources.maxReplicaCount",
+    )
     assert_valid(ai, "GoogleCloudAiplatformV1DeploymentResourcePool", patch)
-    assert ai.field_mask_errors("GoogleCloudAiplatformV1DeploymentResourcePool",
-                                ",".join(rq.MUTABLE_RESOURCE_POOL_PATHS)) == []
+    assert (
+        ai.field_mask_errors("GoogleCloudAiplatformV1DeploymentResourcePool", ",".join(rq.MUTABLE_RESOURCE_POOL_PATHS))
+        == []
+    )
 
 
 #: The id of the sample pool. A change of this digest replaces every co-hosting pool in every stack: only change
@@ -232,13 +341,16 @@ def test_resource_pool_id_changes_exactly_with_the_immutable_shape() -> None:
     spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
     assert spec.pool_id_for(SA) == POOL_ID
     assert rq.ResourcePoolSpec("llm-h100-pool", dedicated(1, 9)).pool_id_for(SA) == POOL_ID  # patched in place
-    other_machine = rq.DedicatedResources(rq.MachineSpec("a3-highgpu-4g", "nvidia-h100-80gb", 4,
-                                                         dedicated().machine.reservation), dedicated().scaling)
-    changed = {rq.ResourcePoolSpec("llm-h100-pool", other_machine).pool_id_for(SA),
-               rq.ResourcePoolSpec("llm-h100-pool", dedicated(), disable_container_logging=True).pool_id_for(SA),
-               spec.pool_id_for(SA.replace("vertex-serving", "vertex-other"))}
+    other_machine = rq.DedicatedResources(
+        rq.MachineSpec("a3-highgpu-4g", "nvidia-h100-80gb", 4, dedicated().machine.reservation), dedicated().scaling
+    )
+    changed = {
+        rq.ResourcePoolSpec("llm-h100-pool", other_machine).pool_id_for(SA),
+        rq.ResourcePoolSpec("llm-h100-pool", dedicated(), disable_container_logging=True).pool_id_for(SA),
+        spec.pool_id_for(SA.replace("vertex-serving", "vertex-other")),
+    }
     assert POOL_ID not in changed and len(changed) == 3
-    with pytest.raises(rq.VertexRequestError, match="resource pool name 'x{55}': letter first, up to 54"):
+    with pytest.raises(rq.VertexRequestError, match=r"resource pool name 'x{55}': letter first, up to 54"):
         rq.ResourcePoolSpec("x" * 55, dedicated())
 
 
@@ -250,13 +362,17 @@ def test_model_labels_patch(ai: DiscoveryDocument) -> None:
 
 # ---- constants come from the document ------------------------------------------------------------------------
 
+
 def test_accelerator_mapping_targets_the_vertex_enum(ai: DiscoveryDocument) -> None:
     enum = ai.enum_values("GoogleCloudAiplatformV1MachineSpec", "acceleratorType")
     assert set(rq.GKE_TO_VERTEX_ACCELERATOR.values()) <= set(enum)
     assert rq.vertex_accelerator_type("nvidia-h100-80gb") == "NVIDIA_H100_80GB"
     assert rq.vertex_accelerator_type("nvidia-l4") == "NVIDIA_L4"
-    with pytest.raises(rq.VertexRequestError, match=r"accelerator 'nvidia-h100' has no known Vertex AI "
-                                                    r"MachineSpec.acceleratorType; known: nvidia-a100-80gb, "):
+    with pytest.raises(
+        rq.VertexRequestError,
+        match=r"accelerator 'nvidia-h100' has no known Vertex AI "
+        r"MachineSpec.acceleratorType; known: nvidia-a100-80gb, ",
+    ):
         rq.vertex_accelerator_type("nvidia-h100")
 
 
@@ -274,36 +390,42 @@ def test_autoscaling_metrics_are_the_documented_ones(ai: DiscoveryDocument) -> N
 def test_reservation_key_is_the_documented_one(ai: DiscoveryDocument) -> None:
     key_doc = ai.field("GoogleCloudAiplatformV1ReservationAffinity", "key")["description"]
     assert f"`{rq.RESERVATION_NAME_KEY}`" in key_doc
-    assert "resource name of the reservation" in ai.field("GoogleCloudAiplatformV1ReservationAffinity",
-                                                          "values")["description"]
+    assert (
+        "resource name of the reservation"
+        in ai.field("GoogleCloudAiplatformV1ReservationAffinity", "values")["description"]
+    )
 
 
 # ---- broken bodies fail ------------------------------------------------------------------------------------
+
 
 def test_broken_bodies_fail(ai: DiscoveryDocument) -> None:
     spec = rq.DeployedModelSpec(display_name="stable", resources=dedicated(), service_account=SA)
     good = rq.deploy_model_request(f"projects/{PROJECT}/locations/{REGION}/models/42", rq.deployed_model(spec))
 
     wrong_field = copy.deepcopy(good)
-    wrong_field["deployedModel"]["dedicatedResources"]["minReplicas"] = \
-        wrong_field["deployedModel"]["dedicatedResources"].pop("minReplicaCount")
+    wrong_field["deployedModel"]["dedicatedResources"]["minReplicas"] = wrong_field["deployedModel"][
+        "dedicatedResources"
+    ].pop("minReplicaCount")
     assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", wrong_field) == [
         "$.deployedModel.dedicatedResources.minReplicas: unknown field (GoogleCloudAiplatformV1DedicatedResources "
-        "has no field 'minReplicas'); did you mean 'minReplicaCount'?"]
+        "has no field 'minReplicas'); did you mean 'minReplicaCount'?"
+    ]
 
     wrong_enum = copy.deepcopy(good)
     wrong_enum["deployedModel"]["dedicatedResources"]["machineSpec"]["acceleratorType"] = "nvidia-h100-80gb"
     errors = ai.validate("GoogleCloudAiplatformV1DeployModelRequest", wrong_enum)
     assert len(errors) == 1 and errors[0].startswith(
         '$.deployedModel.dedicatedResources.machineSpec.acceleratorType: "nvidia-h100-80gb" is not a value of '
-        "GoogleCloudAiplatformV1MachineSpec.acceleratorType; allowed: ACCELERATOR_TYPE_UNSPECIFIED, ")
+        "GoogleCloudAiplatformV1MachineSpec.acceleratorType; allowed: ACCELERATOR_TYPE_UNSPECIFIED, "
+    )
     assert "NVIDIA_H100_80GB" in errors[0]
 
     wrong_type = copy.deepcopy(EXPECTED_UPLOAD)
     wrong_type["model"]["containerSpec"]["sharedMemorySizeMb"] = 16384
     wrong_type["model"]["containerSpec"]["deploymentTimeout"] = "60m"
     assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", wrong_type) == [
-        "$.model.containerSpec.deploymentTimeout: \"60m\" is not a google-duration (seconds with up to 9 "
+        '$.model.containerSpec.deploymentTimeout: "60m" is not a google-duration (seconds with up to 9 '
         "fractional digits and a trailing 's', e.g. '3600s' or '0.5s')",
         "$.model.containerSpec.sharedMemorySizeMb: expected string (int64, a decimal integer in a JSON string), "
         "got integer 16384",
@@ -323,11 +445,13 @@ def test_builders_refuse_invalid_values() -> None:
         rq.ContainerSpec(image=IMAGE, command=(), args=(), deployment_timeout_seconds=7201)
     with pytest.raises(rq.VertexRequestError, match="value must be"):
         rq.ModelSpec("m", rq.ReleaseArtifact("b-1", "m", "r"), container(), labels={"release": "v1.2"})
-    assert rq.ReleaseArtifact.from_uri(f"gs://acme-weights/qwen/qwen3-32b/{REVISION}/manifest.json") == \
-        rq.ReleaseArtifact("acme-weights", "qwen/qwen3-32b", REVISION)
+    assert rq.ReleaseArtifact.from_uri(
+        f"gs://acme-weights/qwen/qwen3-32b/{REVISION}/manifest.json"
+    ) == rq.ReleaseArtifact("acme-weights", "qwen/qwen3-32b", REVISION)
 
 
 # ---- the providers, driven through a fake Vertex ---------------------------------------------------------
+
 
 class FakeClock:
     def __init__(self) -> None:
@@ -351,15 +475,16 @@ class FakeVertex:
         self.polls_until_done = polls_until_done
         self.calls: list[tuple[str, dict[str, Any], Any]] = []
         self.models: dict[str, dict[str, Any]] = {}
-        self.endpoints: dict[str, dict[str, Any]] = {ENDPOINT: {"name": ENDPOINT, "displayName": "llm",
-                                                                "deployedModels": [], "trafficSplit": {}}}
+        self.endpoints: dict[str, dict[str, Any]] = {
+            ENDPOINT: {"name": ENDPOINT, "displayName": "llm", "deployedModels": [], "trafficSplit": {}}
+        }
         self.pools: dict[str, dict[str, Any]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
         self.fail_deploy = False
         self.never_done = False
         self._seq = 100
 
-    def __call__(self, region: str) -> "FakeVertex":  # the provider's transport factory
+    def __call__(self, region: str) -> FakeVertex:  # the provider's transport factory
         assert region == REGION
         return self
 
@@ -390,11 +515,19 @@ class FakeVertex:
     # -- operations --
     def _op(self, parent: str, response_type: str, response: dict[str, Any], error: str | None = None) -> dict:
         self._seq += 1
-        assert self.doc.validate(f"GoogleCloudAiplatformV1{response_type}", response, allow_read_only=True) == [] \
-            if response_type != "Empty" else True
-        op = {"name": f"{parent}/operations/{self._seq}", "done": False, "_polls": 0,
-              "_result": {"error": {"code": 9, "message": error}} if error else
-              {"response": {"@type": f"type.googleapis.com/google.cloud.aiplatform.v1.{response_type}", **response}}}
+        assert (
+            self.doc.validate(f"GoogleCloudAiplatformV1{response_type}", response, allow_read_only=True) == []
+            if response_type != "Empty"
+            else True
+        )
+        op = {
+            "name": f"{parent}/operations/{self._seq}",
+            "done": False,
+            "_polls": 0,
+            "_result": {"error": {"code": 9, "message": error}}
+            if error
+            else {"response": {"@type": f"type.googleapis.com/google.cloud.aiplatform.v1.{response_type}", **response}},
+        }
         self.operations[op["name"]] = op
         return {"name": op["name"], "done": False}
 
@@ -405,8 +538,9 @@ class FakeVertex:
             return {"name": op["name"], "done": False}
         return {"name": op["name"], "done": True, **op["_result"]}
 
-    _models_operations_get = _endpoints_operations_get = _deploymentResourcePools_operations_get = \
+    _models_operations_get = _endpoints_operations_get = _deploymentResourcePools_operations_get = (
         lambda self, params, body: self._poll(params)
+    )
 
     def _endpoints_operations_cancel(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         return {}
@@ -427,6 +561,7 @@ class FakeVertex:
 
     def _models_delete(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         from components.vertex.provider import NotFound
+
         if params["name"] not in self.models:
             raise NotFound(params["name"])
         del self.models[params["name"]]
@@ -435,6 +570,7 @@ class FakeVertex:
     # -- endpoints --
     def _endpoints_get(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         from components.vertex.provider import NotFound
+
         if params["name"] not in self.endpoints:
             raise NotFound(params["name"])
         return self.endpoints[params["name"]]
@@ -488,6 +624,7 @@ class FakeVertex:
 
     def _deploymentResourcePools_get(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         from components.vertex.provider import NotFound
+
         if params["name"] not in self.pools:
             raise NotFound(params["name"])
         return self.pools[params["name"]]
@@ -525,10 +662,13 @@ def floats(value: Any) -> Any:
 
 def deployed_model_props(min_r: int = 2, max_r: int = 4, **overrides: Any) -> dict[str, Any]:
     props = {
-        "project": PROJECT, "region": REGION, "endpoint": ENDPOINT,
+        "project": PROJECT,
+        "region": REGION,
+        "endpoint": ENDPOINT,
         "upload_model_request": rq.upload_model_request(model_spec()),
-        "deployed_model": rq.deployed_model(rq.DeployedModelSpec("stable", dedicated(min_r, max_r),
-                                                                 service_account=SA)),
+        "deployed_model": rq.deployed_model(
+            rq.DeployedModelSpec("stable", dedicated(min_r, max_r), service_account=SA)
+        ),
         "timeouts": {"upload_seconds": 1800, "deploy_seconds": 4500, "teardown_seconds": 1800},
         "__provider": "pickle-1",
     }
@@ -550,8 +690,10 @@ def test_operation_method_routes_to_the_collection_of_the_operation(ai: Discover
     for name, method in [
         (f"projects/p/locations/{REGION}/models/1/operations/2", "projects.locations.models.operations.get"),
         (f"{ENDPOINT}/operations/3", "projects.locations.endpoints.operations.get"),
-        (f"projects/p/locations/{REGION}/deploymentResourcePools/x/operations/4",
-         "projects.locations.deploymentResourcePools.operations.get"),
+        (
+            f"projects/p/locations/{REGION}/deploymentResourcePools/x/operations/4",
+            "projects.locations.deploymentResourcePools.operations.get",
+        ),
         (f"projects/p/locations/{REGION}/operations/5", "projects.locations.operations.get"),
     ]:
         assert pv.operation_method(name) == method
@@ -564,9 +706,13 @@ def test_create_uploads_deploys_and_polls(vertex: FakeVertex) -> None:
     clock = FakeClock()
     result = make(pv.DeployedModelProvider, vertex, clock).create(deployed_model_props())
     assert vertex.methods() == [
-        "projects.locations.models.upload", "projects.locations.models.operations.get",
-        "projects.locations.models.operations.get", "projects.locations.endpoints.deployModel",
-        "projects.locations.endpoints.operations.get", "projects.locations.endpoints.operations.get"]
+        "projects.locations.models.upload",
+        "projects.locations.models.operations.get",
+        "projects.locations.models.operations.get",
+        "projects.locations.endpoints.deployModel",
+        "projects.locations.endpoints.operations.get",
+        "projects.locations.endpoints.operations.get",
+    ]
     assert clock.sleeps == [10.0, 15.0, 10.0, 15.0]  # first interval, then x1.5, per operation
     model = f"projects/{PROJECT}/locations/{REGION}/models/1"
     assert vertex.bodies("projects.locations.endpoints.deployModel")[0]["deployedModel"]["model"] == model
@@ -577,7 +723,7 @@ def test_create_uploads_deploys_and_polls(vertex: FakeVertex) -> None:
 
 def test_failed_deploy_removes_the_uploaded_model(vertex: FakeVertex) -> None:
     vertex.fail_deploy = True
-    with pytest.raises(pv.OperationError, match="deploy .* failed: .* code 9: no capacity in the reservation"):
+    with pytest.raises(pv.OperationError, match=r"deploy .* failed: .* code 9: no capacity in the reservation"):
         make(pv.DeployedModelProvider, vertex).create(deployed_model_props())
     assert "projects.locations.models.delete" in vertex.methods()
     assert vertex.models == {}
@@ -587,8 +733,11 @@ def test_operation_timeout_cancels_and_names_the_operation(vertex: FakeVertex) -
     vertex.never_done = True
     clock = FakeClock()
     props = deployed_model_props(timeouts={"upload_seconds": 600, "deploy_seconds": 60, "teardown_seconds": 60})
-    with pytest.raises(pv.OperationError, match=r"upload model: operation projects/.*/models/1/operations/101 not "
-                                                r"done after 600 s; cancellation requested"):
+    with pytest.raises(
+        pv.OperationError,
+        match=r"upload model: operation projects/.*/models/1/operations/101 not "
+        r"done after 600 s; cancellation requested",
+    ):
         make(pv.DeployedModelProvider, vertex, clock).create(props)
     assert clock.sleeps[:6] == [10.0, 15.0, 22.5, 33.75, 50.625, 60.0]  # growing, then capped at 60 s
     assert sum(clock.sleeps) == 600  # bounded by the operation's timeout, to the second
@@ -605,8 +754,9 @@ def test_diff_update_versus_replace() -> None:
 
     assert diff(deployed_model_props()) == (False, [])
     assert diff(deployed_model_props(3, 6)) == (True, [])  # replica bounds: mutateDeployedModel
-    assert diff(deployed_model_props(timeouts={"upload_seconds": 60, "deploy_seconds": 60,
-                                               "teardown_seconds": 60})) == (True, [])
+    assert diff(
+        deployed_model_props(timeouts={"upload_seconds": 60, "deploy_seconds": 60, "teardown_seconds": 60})
+    ) == (True, [])
     assert diff(deployed_model_props(__provider="pickle-2")) == (True, [])
     relabelled = deployed_model_props()
     relabelled["upload_model_request"]["model"]["labels"]["team"] = "llm"
@@ -627,9 +777,12 @@ def test_update_mutates_replica_bounds_and_patches_labels(vertex: FakeVertex) ->
     news = deployed_model_props(3, 6)
     news["upload_model_request"]["model"]["labels"]["team"] = "llm"
     outs = provider.update("id", olds, news).outs
-    assert vertex.methods() == ["projects.locations.endpoints.mutateDeployedModel",
-                                "projects.locations.endpoints.operations.get",
-                                "projects.locations.endpoints.operations.get", "projects.locations.models.patch"]
+    assert vertex.methods() == [
+        "projects.locations.endpoints.mutateDeployedModel",
+        "projects.locations.endpoints.operations.get",
+        "projects.locations.endpoints.operations.get",
+        "projects.locations.models.patch",
+    ]
     mutate = vertex.bodies("projects.locations.endpoints.mutateDeployedModel")[0]
     assert mutate["updateMask"] == "dedicatedResources.minReplicaCount,dedicatedResources.maxReplicaCount"
     assert mutate["deployedModel"]["dedicatedResources"]["minReplicaCount"] == 3
@@ -654,7 +807,8 @@ def test_delete_of_the_last_model_holding_traffic_clears_the_split(vertex: FakeV
     vertex.endpoints[ENDPOINT]["trafficSplit"] = {"1000": 100}
     provider.delete("id", outs)
     assert vertex.bodies("projects.locations.endpoints.undeployModel") == [
-        {"deployedModelId": "1000", "trafficSplit": {}}]
+        {"deployedModelId": "1000", "trafficSplit": {}}
+    ]
 
 
 def test_delete_refuses_to_strand_traffic(vertex: FakeVertex) -> None:
@@ -662,7 +816,7 @@ def test_delete_refuses_to_strand_traffic(vertex: FakeVertex) -> None:
     stable = provider.create(deployed_model_props()).outs
     provider.create(deployed_model_props())
     vertex.endpoints[ENDPOINT]["trafficSplit"] = {"1000": 90, "1001": 10}
-    with pytest.raises(pv.OperationError, match="deployed model 1000 still serves 90 % of .*move its traffic"):
+    with pytest.raises(pv.OperationError, match=r"deployed model 1000 still serves 90 % of .*move its traffic"):
         provider.delete("id", stable)
 
 
@@ -683,15 +837,26 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     canary = deployer.create(deployed_model_props()).outs["deployed_model_id"]
     traffic = make(pv.EndpointTrafficProvider, vertex)
     vertex.calls.clear()
-    props = floats({"project": PROJECT, "region": REGION, "endpoint": ENDPOINT,
-                    "weights": {"stable": 100, "canary": 0}, "deployed_model_ids": {"stable": stable, "canary": canary},
-                    "inference_timeout_seconds": 1800})
+    props = floats(
+        {
+            "project": PROJECT,
+            "region": REGION,
+            "endpoint": ENDPOINT,
+            "weights": {"stable": 100, "canary": 0},
+            "deployed_model_ids": {"stable": stable, "canary": canary},
+            "inference_timeout_seconds": 1800,
+        }
+    )
     assert traffic.check({}, props).failures == []
     created = traffic.create(props)
     assert created.id == f"{ENDPOINT}/trafficSplit" and created.outs["traffic_split"] == {stable: 100}
-    assert vertex.calls == [("projects.locations.endpoints.patch",
-                             {"name": ENDPOINT, "updateMask": "trafficSplit,clientConnectionConfig.inferenceTimeout"},
-                             {"trafficSplit": {stable: 100}, "clientConnectionConfig": {"inferenceTimeout": "1800s"}})]
+    assert vertex.calls == [
+        (
+            "projects.locations.endpoints.patch",
+            {"name": ENDPOINT, "updateMask": "trafficSplit,clientConnectionConfig.inferenceTimeout"},
+            {"trafficSplit": {stable: 100}, "clientConnectionConfig": {"inferenceTimeout": "1800s"}},
+        )
+    ]
     news = {**props, "weights": {"stable": 95.0, "canary": 5.0}}
     assert traffic.diff("id", created.outs, news).changes is True
     assert traffic.diff("id", created.outs, news).replaces == []
@@ -702,19 +867,29 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     refreshed = traffic.read("id", updated).outs
     assert traffic.diff("id", refreshed, news).changes is True
     traffic.delete("id", updated)
-    assert vertex.calls[-1] == ("projects.locations.endpoints.patch", {"name": ENDPOINT, "updateMask": "trafficSplit"},
-                                {"trafficSplit": {}})
+    assert vertex.calls[-1] == (
+        "projects.locations.endpoints.patch",
+        {"name": ENDPOINT, "updateMask": "trafficSplit"},
+        {"trafficSplit": {}},
+    )
     bad = {**props, "weights": {"stable": 90, "canary": 0}}
     assert [f.reason for f in traffic.check({}, bad).failures] == [
-        "weights {'canary': 0, 'stable': 90} sum to 90, not 100"]
+        "weights {'canary': 0, 'stable': 90} sum to 90, not 100"
+    ]
 
 
 def test_resource_pool_create_patch_delete(vertex: FakeVertex) -> None:
     provider = make(pv.DeploymentResourcePoolProvider, vertex)
     spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
-    props = floats({"project": PROJECT, "region": REGION, "pool_id": spec.pool_id_for(SA),
-                    "resource_pool": rq.resource_pool(spec, SA),
-                    "timeouts": {"create_seconds": 7200, "update_seconds": 7200, "delete_seconds": 1800}})
+    props = floats(
+        {
+            "project": PROJECT,
+            "region": REGION,
+            "pool_id": spec.pool_id_for(SA),
+            "resource_pool": rq.resource_pool(spec, SA),
+            "timeouts": {"create_seconds": 7200, "update_seconds": 7200, "delete_seconds": 1800},
+        }
+    )
     outs = provider.create(props).outs
     name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{POOL_ID}"
     assert outs["name"] == name and vertex.pools[name]["serviceAccount"] == SA
@@ -735,24 +910,29 @@ def test_resource_pool_create_patch_delete(vertex: FakeVertex) -> None:
 def test_discovery_transport_builds_the_validated_bodies_unchanged() -> None:
     """The real transport (no network: the request is built, not executed) sends the builder's body as-is to the
     regional host, with the update mask as a query parameter."""
-    from google.auth.credentials import AnonymousCredentials
     import json
     from urllib.parse import parse_qs, urlparse
 
+    from google.auth.credentials import AnonymousCredentials
+
     transport = pv.DiscoveryTransport(REGION, credentials=AnonymousCredentials())
-    upload = transport.request("projects.locations.models.upload",
-                               {"parent": f"projects/{PROJECT}/locations/{REGION}"}, EXPECTED_UPLOAD)
+    upload = transport.request(
+        "projects.locations.models.upload", {"parent": f"projects/{PROJECT}/locations/{REGION}"}, EXPECTED_UPLOAD
+    )
     assert upload.method == "POST"
-    assert upload.uri.startswith(f"https://{REGION}-aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/"
-                                 f"{REGION}/models:upload")
+    assert upload.uri.startswith(
+        f"https://{REGION}-aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/{REGION}/models:upload"
+    )
     assert json.loads(upload.body) == EXPECTED_UPLOAD
     body, mask = rq.endpoint_patch({"111": 100})
     patch = transport.request("projects.locations.endpoints.patch", {"name": ENDPOINT, "updateMask": mask}, body)
     url = urlparse(patch.uri)
     assert (patch.method, url.path, parse_qs(url.query)["updateMask"]) == ("PATCH", f"/v1/{ENDPOINT}", [mask])
     assert json.loads(patch.body) == body
-    op = transport.request("projects.locations.models.operations.get",
-                           {"name": f"projects/{PROJECT}/locations/{REGION}/models/1/operations/9"})
+    op = transport.request(
+        "projects.locations.models.operations.get",
+        {"name": f"projects/{PROJECT}/locations/{REGION}/models/1/operations/9"},
+    )
     assert op.method == "GET"
     assert urlparse(op.uri).path == f"/v1/projects/{PROJECT}/locations/{REGION}/models/1/operations/9"
     with pytest.raises(TypeError, match="does not match the pattern"):  # the client checks patterns too

@@ -18,8 +18,9 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -28,14 +29,14 @@ from components.vertex import provider as pv
 from components.vertex import requests as rq
 from components.vertex.container import VERIFY_SCRIPT
 from infra.config import ConfigError
-from infra.targets.vertex.config import VertexPool
 from infra.offline import cli
 from infra.offline.stackfile import ROOT, _as_engine_string, read_stack_file
-from infra.targets.vertex.planning import pools as vx
-from infra.targets.vertex.planning import VertexPoolPlan
 from infra.planning.vllm_args import VllmInputs, render_vllm_args
 from infra.resolve import resolve_stack
 from infra.targets.vertex import compose as target
+from infra.targets.vertex.config import VertexPool
+from infra.targets.vertex.planning import VertexPoolPlan
+from infra.targets.vertex.planning import pools as vx
 from tests.discovery import DiscoveryDocument, document
 from tests.test_vertex_requests import FakeClock, FakeVertex, floats
 
@@ -59,6 +60,7 @@ W = 32.8e9
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------------
+
 
 def values() -> dict[str, Any]:
     """Decoded stack-file values (a deep copy: tests mutate them)."""
@@ -97,8 +99,13 @@ def plan_values(v: dict[str, Any], stack: str = STACK) -> dict[str, Any]:
     from infra.entry import main as program_main
     from infra.offline.runner import run_offline
 
-    run = run_offline(lambda: program_main(), project="llm-serving", stack=stack,
-                      config={k: _as_engine_string(x) for k, x in v.items()}, secret_keys=[])
+    run = run_offline(
+        lambda: program_main(),
+        project="llm-serving",
+        stack=stack,
+        config={k: _as_engine_string(x) for k, x in v.items()},
+        secret_keys=[],
+    )
     return run.inventory().to_dict()
 
 
@@ -122,6 +129,7 @@ def prod_values() -> dict[str, Any]:
 
 # ---- the shipped stack -------------------------------------------------------------------------------------------
 
+
 def test_staging_vertex_has_no_gke_sections_and_plans_with_zero_violations(tmp_path: Path, capsys) -> None:
     v = values()
     assert not {"llm-serving:gke", "llm-serving:gateway", "llm-serving:cloud_run"} & set(v)
@@ -135,9 +143,18 @@ def test_staging_vertex_has_no_gke_sections_and_plans_with_zero_violations(tmp_p
 
 def test_only_the_vertex_apis_are_enabled() -> None:
     enabled = sorted(r["inputs"]["service"] for r in resources(inv(), "gcp:projects/service:Service"))
-    assert enabled == sorted(target.SERVICES) == [
-        "aiplatform.googleapis.com", "artifactregistry.googleapis.com", "iam.googleapis.com",
-        "logging.googleapis.com", "monitoring.googleapis.com", "storage.googleapis.com"]
+    assert (
+        enabled
+        == sorted(target.SERVICES)
+        == [
+            "aiplatform.googleapis.com",
+            "artifactregistry.googleapis.com",
+            "iam.googleapis.com",
+            "logging.googleapis.com",
+            "monitoring.googleapis.com",
+            "storage.googleapis.com",
+        ]
+    )
 
 
 def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
@@ -149,18 +166,27 @@ def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
 
 # ---- derived values (hand arithmetic) -----------------------------------------------------------------------------
 
+
 def test_reservation_affinity_names_the_stacks_reservation() -> None:
     for role in ("stable", "canary"):
         spec = deployed(role)["deployed_model"]["dedicatedResources"]["machineSpec"]
-        assert spec == {"machineType": "a3-highgpu-2g", "acceleratorType": "NVIDIA_H100_80GB", "acceleratorCount": 2,
-                        "reservationAffinity": {"reservationAffinityType": "SPECIFIC_RESERVATION",
-                                                "key": "compute.googleapis.com/reservation-name",
-                                                "values": [RESERVATION]}}
+        assert spec == {
+            "machineType": "a3-highgpu-2g",
+            "acceleratorType": "NVIDIA_H100_80GB",
+            "acceleratorCount": 2,
+            "reservationAffinity": {
+                "reservationAffinityType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [RESERVATION],
+            },
+        }
     # Without owner_project the reservation is the stack's own project's.
     v = values()
     del _acc(v)["reservation"]["owner_project"]
-    assert vertex_plan(v=v).vertex.reservation_resource == \
-        f"projects/{PROJECT}/zones/us-central1-a/reservations/shared-h100-staging-vertex"
+    assert (
+        vertex_plan(v=v).vertex.reservation_resource
+        == f"projects/{PROJECT}/zones/us-central1-a/reservations/shared-h100-staging-vertex"
+    )
 
 
 def test_traffic_split_from_the_pool_weights() -> None:
@@ -168,8 +194,10 @@ def test_traffic_split_from_the_pool_weights() -> None:
     assert traffic["inputs"]["weights"] == {"stable": 90, "canary": 10}
     assert traffic["inputs"]["endpoint"] == ENDPOINT
     # What the provider sends once Vertex assigned the deployed-model ids: {id: percent}.
-    assert rq.traffic_split({"stable": 90, "canary": 10}, {"stable": "1000", "canary": "1001"}) == \
-        {"1000": 90, "1001": 10}
+    assert rq.traffic_split({"stable": 90, "canary": 10}, {"stable": "1000", "canary": "1001"}) == {
+        "1000": 90,
+        "1001": 10,
+    }
     v = values()
     _pool(v)["weight"], _pool(v, "canary")["weight"] = 100, 0
     (dark,) = resources(plan_values(v), TRAFFIC)
@@ -191,40 +219,56 @@ def test_replica_bounds_within_the_reservation() -> None:
     # rule reports the reservation as too small for max 4 + 1 + replacements 1 + 1 = 7).
     v = values()
     _pool(v)["max_replicas"] = 4
-    assert ("llm-serving:accelerators.h100-tp2.reservation.count: 5 reserved machine(s) cannot hold the Vertex pools' "
-            "max replicas 5 + a replacement deployment's min replicas 2 = 7") in issues(v)
+    assert (
+        "llm-serving:accelerators.h100-tp2.reservation.count: 5 reserved machine(s) cannot hold the Vertex pools' "
+        "max replicas 5 + a replacement deployment's min replicas 2 = 7"
+    ) in issues(v)
     _acc(v)["reservation"]["count"] = 7
     p = vertex_plan(v=v).vertex
-    assert (p.reservation_cap, p.max_replicas, p.max_reason) == (7 - 2 - 1, 4, "pool max_replicas (reservation holds 4)")
+    assert (p.reservation_cap, p.max_replicas, p.max_reason) == (
+        7 - 2 - 1,
+        4,
+        "pool max_replicas (reservation holds 4)",
+    )
     # Below the pool's max the reservation caps maxReplicaCount (the rule above reports such a stack), never below
     # the warm minimum.
     pool = VertexPool.model_validate(_pool(v))
     assert vx.replica_bounds(pool, 2) == (2, "reservation holds 2 replica(s) for this pool")
     assert vx.replica_bounds(pool, 0) == (1, "reservation holds 0 replica(s) for this pool")
-    assert vx.replica_bounds(pool, None) == (4, "pool max_replicas (no reservation: on-demand/Spot capacity is not "
-                                                "held)")
+    assert vx.replica_bounds(pool, None) == (
+        4,
+        "pool max_replicas (no reservation: on-demand/Spot capacity is not held)",
+    )
 
 
 def test_cold_load_startup_probe_and_deployment_timeout() -> None:
     # Verify: the object-metadata check (10 s); vLLM streams W at the stated 1,000 MiB/s; 150 s of engine init.
-    read = W / (1000 * MiB)                          # 31.28 s
-    cold = 10 + read + 150                           # 191.28 s
-    required = cold * 1.5                            # 286.92 s with the default margin 0.5
-    threshold = math.ceil(required / 10)             # 29 probes of 10 s
+    read = W / (1000 * MiB)  # 31.28 s
+    cold = 10 + read + 150  # 191.28 s
+    required = cold * 1.5  # 286.92 s with the default margin 0.5
+    threshold = math.ceil(required / 10)  # 29 probes of 10 s
     assert (round(read, 2), round(cold, 2), threshold) == (31.28, 191.28, 29)
     p = vertex_plan().vertex
     assert p.cold_load_seconds == pytest.approx(cold)
     assert (p.startup_failure_threshold, p.startup_window_seconds) == (29, 290)
     assert p.deployment_timeout_seconds == 290 + 600  # + the image-pull allowance
     c = container("stable")
-    assert c["startupProbe"] == {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10,
-                                 "timeoutSeconds": 10, "failureThreshold": 29, "successThreshold": 1,
-                                 "initialDelaySeconds": 0}
+    assert c["startupProbe"] == {
+        "httpGet": {"path": "/health", "port": 8000},
+        "periodSeconds": 10,
+        "timeoutSeconds": 10,
+        "failureThreshold": 29,
+        "successThreshold": 1,
+        "initialDelaySeconds": 0,
+    }
     assert c["healthProbe"]["httpGet"] == {"path": "/health", "port": 8000}
     assert c["healthProbe"]["failureThreshold"] == 3
     assert (c["deploymentTimeout"], c["sharedMemorySizeMb"]) == ("890s", str(16 * 1024))
-    assert (c["healthRoute"], c["predictRoute"], c["ports"]) == ("/health", "/v1/chat/completions",
-                                                                 [{"containerPort": 8000}])
+    assert (c["healthRoute"], c["predictRoute"], c["ports"]) == (
+        "/health",
+        "/v1/chat/completions",
+        [{"containerPort": 8000}],
+    )
 
 
 def test_a_cold_load_beyond_the_deployment_timeout_is_an_error() -> None:
@@ -238,18 +282,22 @@ def test_a_cold_load_beyond_the_deployment_timeout_is_an_error() -> None:
         f"llm-serving:serving.stable.loading: the deployment cannot wait for the cold load: {cold:.0f} s x (1 + margin "
         f"0.5) = {cold * 1.5:.0f} s needs a {n * 10} s startup window ({n} x 10 s), + 600 s image pull = "
         f"{n * 10 + 600} s, above Vertex's deploymentTimeout limit of 7200 s; load faster (loading.throughput_mib_s) "
-        "or lower startup_margin knowingly"]
+        "or lower startup_margin knowingly"
+    ]
 
 
 def test_autoscaling_on_vllms_queue_at_the_hpa_target() -> None:
     d = deployed("stable")["deployed_model"]["dedicatedResources"]
     assert d["autoscalingMetricSpecs"] == [
-        {"metricName": "prometheus.googleapis.com/vertex_vllm_num_requests_waiting", "target": 3}]
+        {"metricName": "prometheus.googleapis.com/vertex_vllm_num_requests_waiting", "target": 3}
+    ]
     v = values()
     _pool(v)["autoscaling"] = {"signal": "accelerator_duty_cycle"}
     _pool(v, "canary")["autoscaling"] = {"signal": "vllm_queue", "target": 5}
-    assert (vertex_plan("stable", v).vertex.autoscaling_metric, vertex_plan("stable", v).vertex.autoscaling_target) == \
-        ("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle", 60)
+    assert (vertex_plan("stable", v).vertex.autoscaling_metric, vertex_plan("stable", v).vertex.autoscaling_target) == (
+        "aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle",
+        60,
+    )
     assert vertex_plan("canary", v).vertex.autoscaling_target == 5
 
 
@@ -259,15 +307,29 @@ def test_vllm_args_come_from_the_one_renderer_with_the_public_name() -> None:
     budget = 79.6 * GiB * 0.9 - W / 2 - 2 * GiB
     assert math.floor(budget / (131_072 * 2160)) == 206
     assert math.floor(budget / (131_072 * 16384)) == 27  # sequences at max_model_len
-    for role, rev, release in (("stable", STABLE_REV, "qwen3-32b-fp8-2026-08-23.1"),
-                               ("canary", CANARY_REV, "qwen3-32b-fp8-2026-11-20.1")):
+    for role, rev, release in (
+        ("stable", STABLE_REV, "qwen3-32b-fp8-2026-08-23.1"),
+        ("canary", CANARY_REV, "qwen3-32b-fp8-2026-11-20.1"),
+    ):
         uri = f"gs://{BUCKET}/qwen3-32b-fp8/{rev}/"
-        expected = render_vllm_args(VllmInputs(
-            model=uri, streamer_concurrency=32, served_model_names=(release, "qwen3-32b"), port=8000,
-            tensor_parallel_size=2, max_model_len=16384, gpu_memory_utilization=0.9, max_num_seqs=206,
-            max_num_batched_tokens=8192, dtype="bfloat16", kv_cache_dtype="auto", quantization="fp8",
-            shutdown_timeout_seconds=207,  # ceil(1.5 s + 4,096 x 0.05 s = 206.3 s)
-            max_output_tokens=4096))
+        expected = render_vllm_args(
+            VllmInputs(
+                model=uri,
+                streamer_concurrency=32,
+                served_model_names=(release, "qwen3-32b"),
+                port=8000,
+                tensor_parallel_size=2,
+                max_model_len=16384,
+                gpu_memory_utilization=0.9,
+                max_num_seqs=206,
+                max_num_batched_tokens=8192,
+                dtype="bfloat16",
+                kv_cache_dtype="auto",
+                quantization="fp8",
+                shutdown_timeout_seconds=207,  # ceil(1.5 s + 4,096 x 0.05 s = 206.3 s)
+                max_output_tokens=4096,
+            )
+        )
         assert container(role)["args"] == expected
         assert vertex_plan(role).capacity.max_seqs_at_max_model_len == 27
         assert deployed(role)["upload_model_request"]["model"]["artifactUri"] == uri
@@ -288,14 +350,20 @@ def test_the_serving_account_and_callers() -> None:
     folders = [f"qwen3-32b-fp8/{STABLE_REV}/", f"qwen3-32b-fp8/{CANARY_REV}/"]
     assert reader["inputs"]["condition"]["expression"] == " || ".join(
         f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{f}") || '
-        f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{f}")' for f in folders)
+        f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{f}")'
+        for f in folders
+    )
     assert reader["inputs"]["condition"]["title"] == "llm-staging-release-folders"
     (repo,) = resources(inv(), "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
     assert (repo["inputs"]["repository"], repo["inputs"]["role"]) == ("serving", "roles/artifactregistry.reader")
-    callers = sorted((c["inputs"]["role"], c["inputs"]["member"])
-                     for c in resources(inv(), "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember"))
-    assert callers == [("roles/aiplatform.user", "group:llm-serving-team@acme.example"),
-                       ("roles/aiplatform.user", f"serviceAccount:loadgen@{PROJECT}.iam.gserviceaccount.com")]
+    callers = sorted(
+        (c["inputs"]["role"], c["inputs"]["member"])
+        for c in resources(inv(), "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember")
+    )
+    assert callers == [
+        ("roles/aiplatform.user", "group:llm-serving-team@acme.example"),
+        ("roles/aiplatform.user", f"serviceAccount:loadgen@{PROJECT}.iam.gserviceaccount.com"),
+    ]
     assert "allUsers" not in json.dumps(inv()) and "allAuthenticatedUsers" not in json.dumps(inv())
     (endpoint,) = resources(inv(), ENDPOINT_TYPE)
     assert endpoint["inputs"]["dedicatedEndpointEnabled"] is True and endpoint["inputs"]["name"] == "llm-staging"
@@ -303,15 +371,19 @@ def test_the_serving_account_and_callers() -> None:
 
 def test_private_service_connect_access() -> None:
     v = values()
-    v["llm-serving:vertex"].update(access="private_service_connect",
-                                   private_service_connect={"project_allowlist": ["acme-llm-clients"]})
+    v["llm-serving:vertex"].update(
+        access="private_service_connect", private_service_connect={"project_allowlist": ["acme-llm-clients"]}
+    )
     (endpoint,) = resources(plan_values(v), ENDPOINT_TYPE)
-    assert endpoint["inputs"]["privateServiceConnectConfig"] == {"enablePrivateServiceConnect": True,
-                                                                 "projectAllowlists": ["acme-llm-clients"]}
+    assert endpoint["inputs"]["privateServiceConnectConfig"] == {
+        "enablePrivateServiceConnect": True,
+        "projectAllowlists": ["acme-llm-clients"],
+    }
     assert "dedicatedEndpointEnabled" not in endpoint["inputs"]
 
 
 # ---- every request body against the aiplatform.v1 discovery document --------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def ai() -> DiscoveryDocument:
@@ -320,8 +392,9 @@ def ai() -> DiscoveryDocument:
 
 def _fake(ai: DiscoveryDocument) -> FakeVertex:
     vertex = FakeVertex(ai, polls_until_done=1)
-    vertex.endpoints = {ENDPOINT: {"name": ENDPOINT, "displayName": "llm-staging", "deployedModels": [],
-                                   "trafficSplit": {}}}
+    vertex.endpoints = {
+        ENDPOINT: {"name": ENDPOINT, "displayName": "llm-staging", "deployedModels": [], "trafficSplit": {}}
+    }
     return vertex
 
 
@@ -343,12 +416,18 @@ def test_every_request_body_of_this_stack_validates(ai: DiscoveryDocument) -> No
         outs[role] = {**props, **deployer.create(props).outs}
     (traffic_res,) = resources(inv(), TRAFFIC)
     traffic = _make(pv.EndpointTrafficProvider, vertex)
-    tprops = floats({**{k: v for k, v in traffic_res["inputs"].items() if k != "__provider"},
-                     "deployed_model_ids": {r: outs[r]["deployed_model_id"] for r in outs}})
+    tprops = floats(
+        {
+            **{k: v for k, v in traffic_res["inputs"].items() if k != "__provider"},
+            "deployed_model_ids": {r: outs[r]["deployed_model_id"] for r in outs},
+        }
+    )
     assert traffic.check({}, tprops).failures == []
     tout = traffic.create(tprops).outs
-    assert vertex.endpoints[ENDPOINT]["trafficSplit"] == {outs["stable"]["deployed_model_id"]: 90,
-                                                          outs["canary"]["deployed_model_id"]: 10}
+    assert vertex.endpoints[ENDPOINT]["trafficSplit"] == {
+        outs["stable"]["deployed_model_id"]: 90,
+        outs["canary"]["deployed_model_id"]: 10,
+    }
     # Scale the stable pool and relabel it (mutateDeployedModel + models.patch), promote the canary, remove stable.
     news = copy.deepcopy(outs["stable"])
     news["deployed_model"]["dedicatedResources"]["maxReplicaCount"] = 3.0
@@ -358,45 +437,78 @@ def test_every_request_body_of_this_stack_validates(ai: DiscoveryDocument) -> No
     traffic.update("id", tout, promoted)
     deployer.delete("id", outs["stable"])
     methods = set(vertex.methods())
-    assert {"projects.locations.models.upload", "projects.locations.endpoints.deployModel",
-            "projects.locations.endpoints.patch", "projects.locations.endpoints.mutateDeployedModel",
-            "projects.locations.models.patch", "projects.locations.endpoints.undeployModel",
-            "projects.locations.models.delete"} <= methods
+    assert {
+        "projects.locations.models.upload",
+        "projects.locations.endpoints.deployModel",
+        "projects.locations.endpoints.patch",
+        "projects.locations.endpoints.mutateDeployedModel",
+        "projects.locations.models.patch",
+        "projects.locations.endpoints.undeployModel",
+        "projects.locations.models.delete",
+    } <= methods
     # The bodies that went over the wire are the planned ones: every upload body is this stack's, unchanged.
     uploads = vertex.bodies("projects.locations.models.upload")
     assert uploads == [deployed("stable")["upload_model_request"], deployed("canary")["upload_model_request"]]
     for body in uploads:
-        assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", body, required=(
-            "model.displayName", "model.artifactUri", "model.containerSpec.imageUri",
-            "model.containerSpec.ports[].containerPort")) == []
+        assert (
+            ai.validate(
+                "GoogleCloudAiplatformV1UploadModelRequest",
+                body,
+                required=(
+                    "model.displayName",
+                    "model.artifactUri",
+                    "model.containerSpec.imageUri",
+                    "model.containerSpec.ports[].containerPort",
+                ),
+            )
+            == []
+        )
     for body in vertex.bodies("projects.locations.endpoints.deployModel"):
-        assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body, required=(
-            "deployedModel.model", "deployedModel.dedicatedResources.machineSpec.machineType",
-            "deployedModel.dedicatedResources.minReplicaCount")) == []
-        assert body["deployedModel"]["dedicatedResources"]["machineSpec"]["reservationAffinity"]["values"] == \
-            [RESERVATION]
+        assert (
+            ai.validate(
+                "GoogleCloudAiplatformV1DeployModelRequest",
+                body,
+                required=(
+                    "deployedModel.model",
+                    "deployedModel.dedicatedResources.machineSpec.machineType",
+                    "deployedModel.dedicatedResources.minReplicaCount",
+                ),
+            )
+            == []
+        )
+        assert body["deployedModel"]["dedicatedResources"]["machineSpec"]["reservationAffinity"]["values"] == [
+            RESERVATION
+        ]
     assert vertex.bodies("projects.locations.endpoints.patch")[0] == {
-        "trafficSplit": {"1000": 90, "1001": 10}, "clientConnectionConfig": {"inferenceTimeout": "207s"}}
+        "trafficSplit": {"1000": 90, "1001": 10},
+        "clientConnectionConfig": {"inferenceTimeout": "207s"},
+    }
 
 
 def test_a_broken_body_of_this_stack_fails(ai: DiscoveryDocument) -> None:
     good = deployed("stable")["upload_model_request"]
     assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", good) == []
     wrong_field = copy.deepcopy(good)
-    wrong_field["model"]["containerSpec"]["sharedMemorySizeMB"] = \
-        wrong_field["model"]["containerSpec"].pop("sharedMemorySizeMb")
+    wrong_field["model"]["containerSpec"]["sharedMemorySizeMB"] = wrong_field["model"]["containerSpec"].pop(
+        "sharedMemorySizeMb"
+    )
     assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", wrong_field) == [
         "$.model.containerSpec.sharedMemorySizeMB: unknown field (GoogleCloudAiplatformV1ModelContainerSpec has no "
-        "field 'sharedMemorySizeMB'); did you mean 'sharedMemorySizeMb'?"]
-    deploy = rq.deploy_model_request(f"projects/{PROJECT}/locations/{REGION}/models/1",
-                                     deployed("stable")["deployed_model"])
+        "field 'sharedMemorySizeMB'); did you mean 'sharedMemorySizeMb'?"
+    ]
+    deploy = rq.deploy_model_request(
+        f"projects/{PROJECT}/locations/{REGION}/models/1", deployed("stable")["deployed_model"]
+    )
     assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", deploy) == []
     wrong_enum = copy.deepcopy(deploy)
     wrong_enum["deployedModel"]["dedicatedResources"]["machineSpec"]["reservationAffinity"][
-        "reservationAffinityType"] = "SPECIFIC"
+        "reservationAffinityType"
+    ] = "SPECIFIC"
     (error,) = ai.validate("GoogleCloudAiplatformV1DeployModelRequest", wrong_enum)
-    assert error.startswith('$.deployedModel.dedicatedResources.machineSpec.reservationAffinity.'
-                            'reservationAffinityType: "SPECIFIC" is not a value of ')
+    assert error.startswith(
+        "$.deployedModel.dedicatedResources.machineSpec.reservationAffinity."
+        'reservationAffinityType: "SPECIFIC" is not a value of '
+    )
     assert "SPECIFIC_RESERVATION" in error
     # The fake Vertex refuses it the same way the real API would, before anything is applied.
     vertex = _fake(ai)
@@ -409,10 +521,13 @@ def test_a_broken_body_of_this_stack_fails(ai: DiscoveryDocument) -> None:
 
 # ---- the release verifier runs before vLLM, for real ---------------------------------------------------------------
 
+
 def _fake_vllm(bin_dir: Path, record: Path) -> None:
     bin_dir.mkdir()
     exe = bin_dir / "vllm"
-    exe.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    exe.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
 
 
@@ -453,8 +568,19 @@ def test_the_verifier_checks_the_release_then_execs_vllm(staging_bucket: Gcs, tm
     c = container("canary")
     assert c["command"][:2] == ["python3", "-c"]
     assert c["command"][2] == VERIFY_SCRIPT.read_text(encoding="utf-8")  # the very same verifier code
-    assert c["command"][3:] == ["gcs", "--bucket", BUCKET, "--prefix", f"qwen3-32b-fp8/{CANARY_REV}",
-                                "--expect-revision", CANARY_REV, "--exec", "--", "vllm", "serve"]
+    assert c["command"][3:] == [
+        "gcs",
+        "--bucket",
+        BUCKET,
+        "--prefix",
+        f"qwen3-32b-fp8/{CANARY_REV}",
+        "--expect-revision",
+        CANARY_REV,
+        "--exec",
+        "--",
+        "vllm",
+        "serve",
+    ]
     _stage(staging_bucket, tmp_path, CANARY_REV)
     proc, record = _run(c, staging_bucket, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -473,11 +599,14 @@ def test_a_tampered_release_never_reaches_vllm(staging_bucket: Gcs, tmp_path: Pa
 
 # ---- every validation rule, with a failing config --------------------------------------------------------------------
 
+
 def test_the_vertex_section_is_required() -> None:
     v = values()
     del v["llm-serving:vertex"]
-    assert issues(v) == ["llm-serving:vertex: required when a pool targets vertex (stable, canary): the endpoint id, "
-                         "its access and its callers"]
+    assert issues(v) == [
+        "llm-serving:vertex: required when a pool targets vertex (stable, canary): the endpoint id, "
+        "its access and its callers"
+    ]
 
 
 def test_vertex_section_schema_rules() -> None:
@@ -487,11 +616,14 @@ def test_vertex_section_schema_rules() -> None:
         "llm-serving:vertex.caller_members[0]: allUsers would let anyone call the endpoint and spend its GPUs: name "
         "principals (user:, group:, serviceAccount:, domain:, principal:, principalSet:)",
         "llm-serving:vertex.caller_members[1]: 'alice@acme.example' is not an IAM member: <type>:<id> with type user, "
-        "group, serviceAccount, domain, principal or principalSet"]
+        "group, serviceAccount, domain, principal or principalSet",
+    ]
     v = values()
     v["llm-serving:vertex"]["access"] = "private_service_connect"
-    assert issues(v) == ["llm-serving:vertex.private_service_connect: required with access: private_service_connect "
-                         "(the consumer projects)"]
+    assert issues(v) == [
+        "llm-serving:vertex.private_service_connect: required with access: private_service_connect "
+        "(the consumer projects)"
+    ]
     v = values()
     v["llm-serving:vertex"]["private_service_connect"] = {"project_allowlist": ["acme-llm-clients"]}
     assert issues(v) == ["llm-serving:vertex.private_service_connect: only with access: private_service_connect"]
@@ -510,7 +642,9 @@ def test_pool_schema_rules() -> None:
     assert issues(v) == ["llm-serving:serving.canary.max_replicas: must be >= min_replicas (2), got 1"]
     v = values()
     _pool(v)["loading"]["path"] = "hyperdisk_ml"
-    assert issues(v) == ["llm-serving:serving.stable.loading.path: Input should be 'gcs_streaming' (got 'hyperdisk_ml')"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.loading.path: Input should be 'gcs_streaming' (got 'hyperdisk_ml')"
+    ]
     v = values()
     _pool(v)["instances"] = 1
     assert issues(v) == ["llm-serving:serving.stable.instances: unknown key (not part of the schema)"]
@@ -526,8 +660,10 @@ def test_the_gpu_must_be_offered_by_vertex() -> None:
     v = values()
     _acc(v).update(machine_type="a4-highgpu-2g", gpu_type="nvidia-b200", allow_unknown_machine_pair=True)
     (msg,) = issues(v)
-    assert msg.startswith("llm-serving:accelerators.h100-tp2.gpu_type: nvidia-b200 has no known Vertex AI "
-                          "MachineSpec.acceleratorType; known: nvidia-a100-80gb, ")
+    assert msg.startswith(
+        "llm-serving:accelerators.h100-tp2.gpu_type: nvidia-b200 has no known Vertex AI "
+        "MachineSpec.acceleratorType; known: nvidia-a100-80gb, "
+    )
 
 
 def test_the_release_fills_the_machine() -> None:
@@ -537,14 +673,16 @@ def test_the_release_fills_the_machine() -> None:
         f"llm-serving:serving.{role}.accelerator: release {rel!r} runs on tensor_parallel_size 2 GPU(s), a h100-tp2 "
         "replica (a3-highgpu-4g) has 4: one Vertex replica is one machine, so pick the topology whose GPU count "
         "equals the release's tensor parallelism"
-        for role, rel in (("canary", "qwen3-32b-fp8-2026-11-20.1"), ("stable", "qwen3-32b-fp8-2026-08-23.1"))]
+        for role, rel in (("canary", "qwen3-32b-fp8-2026-11-20.1"), ("stable", "qwen3-32b-fp8-2026-08-23.1"))
+    ]
 
 
 def test_the_accelerator_zone_is_the_stacks() -> None:
     v = values()
     _acc(v)["zone"] = "us-central1-b"
-    assert issues(v) == ["llm-serving:accelerators.h100-tp2.zone: zone 'us-central1-b' is not one of the stack's "
-                         "zones ['us-central1-a']"]
+    assert issues(v) == [
+        "llm-serving:accelerators.h100-tp2.zone: zone 'us-central1-b' is not one of the stack's zones ['us-central1-a']"
+    ]
 
 
 def test_the_reservation_is_an_existing_one() -> None:
@@ -553,7 +691,8 @@ def test_the_reservation_is_an_existing_one() -> None:
     assert issues(v) == [
         "llm-serving:accelerators.h100-tp2.reservation.mode: Vertex pools consume an existing reservation by name "
         "(mode: existing); the vertex target does not create one, and the Vertex AI service agent needs "
-        "compute.reservations read on its project"]
+        "compute.reservations read on its project"
+    ]
 
 
 def test_the_reservation_holds_max_plus_replacement() -> None:
@@ -561,7 +700,8 @@ def test_the_reservation_holds_max_plus_replacement() -> None:
     _acc(v)["reservation"]["count"] = 4  # needs (2 + 1) + (1 + 1) = 5
     assert issues(v) == [
         "llm-serving:accelerators.h100-tp2.reservation.count: 4 reserved machine(s) cannot hold the Vertex pools' max "
-        "replicas 3 + a replacement deployment's min replicas 2 = 5"]
+        "replicas 3 + a replacement deployment's min replicas 2 = 5"
+    ]
 
 
 def test_the_releases_share_one_weights_bucket() -> None:
@@ -571,23 +711,31 @@ def test_the_releases_share_one_weights_bucket() -> None:
     v["llm-serving:releases"][1] = canary
     assert issues(v) == [
         "llm-serving:releases[1].weight_manifest: bucket 'acme-llm-other-weights' differs from "
-        "'acme-llm-staging-weights' of the stable release: the Vertex serving account reads exactly one weights bucket"]
+        "'acme-llm-staging-weights' of the stable release: the Vertex serving account reads exactly one weights bucket"
+    ]
 
 
 def test_a_split_across_targets_is_refused() -> None:
     v = values()
     _pool(v, "canary")["target"] = "cloud_run"
     found = issues(v)
-    assert ("llm-serving:serving.canary.target: stable targets vertex and canary cloud_run: a Vertex traffic split is "
-            "between the deployed models of one endpoint; put both pools on one target") not in found  # schema first
+    assert (
+        "llm-serving:serving.canary.target: stable targets vertex and canary cloud_run: a Vertex traffic split is "
+        "between the deployed models of one endpoint; put both pools on one target"
+    ) not in found  # schema first
     assert any(i.startswith("llm-serving:serving.canary.") for i in found)
     v = json.loads(json.dumps(read_stack_file("dev-cloudrun", ROOT / "stacks").values))
-    v["llm-serving:serving"]["canary"] = {**_pool(values(), "canary"), "release": "qwen3-8b-fp8-2026-11-02.1",
-                                          "weight": 0}
+    v["llm-serving:serving"]["canary"] = {
+        **_pool(values(), "canary"),
+        "release": "qwen3-8b-fp8-2026-11-02.1",
+        "weight": 0,
+    }
     v["llm-serving:serving"]["stable"]["weight"] = 100
-    assert ("llm-serving:serving.canary.target: stable targets cloud_run and canary vertex: a traffic split works "
-            "within one target (one Cloud Run service's revisions or one Vertex endpoint's deployed models); put both "
-            "pools on one") in issues(v, "dev-cloudrun")
+    assert (
+        "llm-serving:serving.canary.target: stable targets cloud_run and canary vertex: a traffic split works "
+        "within one target (one Cloud Run service's revisions or one Vertex endpoint's deployed models); put both "
+        "pools on one"
+    ) in issues(v, "dev-cloudrun")
 
 
 def test_prod_rules() -> None:
@@ -598,17 +746,20 @@ def test_prod_rules() -> None:
     v["llm-serving:vertex"]["protect"] = False
     assert issues(v, "prod-vertex") == [
         "llm-serving:serving.stable.min_replicas: prod keeps at least 2 warm replicas per Vertex pool, got 1",
-        "llm-serving:vertex.protect: prod must protect the Vertex endpoint and its serving account from deletion"]
+        "llm-serving:vertex.protect: prod must protect the Vertex endpoint and its serving account from deletion",
+    ]
     v = prod_values()
     del _acc(v)["reservation"]
     assert issues(v, "prod-vertex") == [
         "llm-serving:accelerators.h100-tp2.reservation: prod Vertex pools must consume a specific zonal reservation "
-        "(quota is not capacity)"]
+        "(quota is not capacity)"
+    ]
     v = prod_values()
     del _acc(v)["reservation"]
     _acc(v)["spot"] = True
     assert issues(v, "prod-vertex") == [
-        "llm-serving:accelerators.h100-tp2.spot: Spot VMs are not allowed in prod: they are preempted without notice"]
+        "llm-serving:accelerators.h100-tp2.spot: Spot VMs are not allowed in prod: they are preempted without notice"
+    ]
 
 
 def test_images_come_from_the_stack_registry() -> None:
@@ -617,8 +768,8 @@ def test_images_come_from_the_stack_registry() -> None:
     assert issues(v) == [
         f"llm-serving:releases[{i}].image: the Vertex serving account reads the stack's repository "
         f"us-central1-docker.pkg.dev/{PROJECT}/other/... only, got {image}"
-        for i, image in enumerate(json.loads((ROOT / p).read_text())["image"]
-                                  for p in values()["llm-serving:releases"])]
+        for i, image in enumerate(json.loads((ROOT / p).read_text())["image"] for p in values()["llm-serving:releases"])
+    ]
     del v["llm-serving:vertex"]["repository"]  # no repository: the Vertex AI Service Agent pulls the image
     resolve_stack(v, STACK, ROOT)
 
@@ -626,5 +777,6 @@ def test_images_come_from_the_stack_registry() -> None:
 def test_an_unknown_target_names_all_three() -> None:
     v = values()
     _pool(v)["target"] = "vertex-ai"
-    assert issues(v) == ["llm-serving:serving.stable.target: unknown serving target 'vertex-ai'; known: gke, "
-                         "cloud_run, vertex"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.target: unknown serving target 'vertex-ai'; known: gke, cloud_run, vertex"
+    ]

@@ -65,8 +65,12 @@ class CloudRunServingArgs:
         if not roles or len(set(roles)) != len(roles) or roles[0] != "stable":
             problems.append(f"pools: stable first, one entry per role, got {roles}")
         if sum(p.weight for p in self.pools) != 100 or any(not 0 <= p.weight <= 100 for p in self.pools):
-            problems.append(f"pools: weights {dict((p.role, p.weight) for p in self.pools)} must be 0-100 and sum to 100")
-        problems += [f"pools[{r}].role: lowercase letter first, up to 20 of [a-z0-9-]" for r in roles if not _ROLE_RE.match(r)]
+            problems.append(
+                f"pools: weights {dict((p.role, p.weight) for p in self.pools)} must be 0-100 and sum to 100"
+            )
+        problems += [
+            f"pools[{r}].role: lowercase letter first, up to 20 of [a-z0-9-]" for r in roles if not _ROLE_RE.match(r)
+        ]
         if not _SERVICE_RE.match(self.service_name):
             problems.append(f"service_name {self.service_name!r}: 2-26 of [a-z0-9-], letter first")
         if not _ACCOUNT_ID_RE.match(self.service_account_id):
@@ -85,9 +89,12 @@ class CloudRunServingArgs:
 
     @property
     def context(self) -> svc.TemplateContext:
-        return svc.TemplateContext(service_account_email=service_account_email(self.project, self.service_account_id),
-                                   collector_image=self.collector_image, hub_token=self.hub_token,
-                                   environment=self.environment)
+        return svc.TemplateContext(
+            service_account_email=service_account_email(self.project, self.service_account_id),
+            collector_image=self.collector_image,
+            hub_token=self.hub_token,
+            environment=self.environment,
+        )
 
     def revision_names(self) -> dict[str, str]:
         """Each pool's revision name (deterministic: a function of its rendered template)."""
@@ -106,24 +113,40 @@ class CloudRunServing(Component):
 
         # ---- identity: a dedicated account, each grant on one resource ------------------------------------------
         self.service_account = gcp.serviceaccount.Account(
-            f"{name}-sa", project=p, account_id=args.service_account_id,
+            f"{name}-sa",
+            project=p,
+            account_id=args.service_account_id,
             display_name=f"Cloud Run serving: {args.service_name}",
             description="Runs the vLLM revisions of the Cloud Run service; reads the weights bucket only",
-            opts=self.child_opts())
+            opts=self.child_opts(),
+        )
         member = self.service_account.email.apply(lambda e: f"serviceAccount:{e}")
         buckets = sorted({pool.revision.release.weights_bucket for pool in args.pools})
-        self.weights_readers = {b: gcp.storage.BucketIAMMember(
-            f"{name}-weights-reader-{b}", bucket=b, role=svc.WEIGHTS_READER_ROLE, member=member,
-            opts=self.child_opts()) for b in buckets}
+        self.weights_readers = {
+            b: gcp.storage.BucketIAMMember(
+                f"{name}-weights-reader-{b}",
+                bucket=b,
+                role=svc.WEIGHTS_READER_ROLE,
+                member=member,
+                opts=self.child_opts(),
+            )
+            for b in buckets
+        }
         grants: list[pulumi.Resource] = list(self.weights_readers.values())
         self.hub_token_accessor: gcp.secretmanager.SecretIamMember | None = None
         if args.hub_token is not None:
             self.hub_token_accessor = gcp.secretmanager.SecretIamMember(
-                f"{name}-hub-token-accessor", project=p, secret_id=args.hub_token.secret_id,
-                role=svc.SECRET_ACCESSOR_ROLE, member=member, opts=self.child_opts())
+                f"{name}-hub-token-accessor",
+                project=p,
+                secret_id=args.hub_token.secret_id,
+                role=svc.SECRET_ACCESSOR_ROLE,
+                member=member,
+                opts=self.child_opts(),
+            )
             grants.append(self.hub_token_accessor)
         self.metric_writer = gcp.projects.IAMMember(
-            f"{name}-metric-writer", project=p, role=svc.METRIC_WRITER_ROLE, member=member, opts=self.child_opts())
+            f"{name}-metric-writer", project=p, role=svc.METRIC_WRITER_ROLE, member=member, opts=self.child_opts()
+        )
         grants.append(self.metric_writer)
 
         # ---- the service: the newest pool's revision as template, traffic by revision name and tag --------------
@@ -131,29 +154,46 @@ class CloudRunServing(Component):
         self.revision_names = args.revision_names()
         newest = args.pools[-1]
         self.service = gcp.cloudrunv2.Service(
-            f"{name}-service", name=args.service_name, project=p, location=r, ingress=args.ingress,
-            launch_stage=args.launch_stage, deletion_protection=args.protect, invoker_iam_disabled=False,
+            f"{name}-service",
+            name=args.service_name,
+            project=p,
+            location=r,
+            ingress=args.ingress,
+            launch_stage=args.launch_stage,
+            deletion_protection=args.protect,
+            invoker_iam_disabled=False,
             description=f"vLLM serving ({args.environment}): each pool is a tagged revision",
             labels=svc.resource_labels(args.environment),
             template=svc.revision_template(newest.revision, ctx, self.revision_names[newest.role]),
             traffics=svc.traffic(self.revision_names, {pool.role: pool.weight for pool in args.pools}),
             # A revision that starts before its grants cannot mount the bucket or read the secret.
-            opts=self.child_opts(depends_on=[self.service_account, *grants], protect=args.protect))
+            opts=self.child_opts(depends_on=[self.service_account, *grants], protect=args.protect),
+        )
 
         # ---- callers: configured members only, never public ------------------------------------------------------
         self.invokers = [
             gcp.cloudrunv2.ServiceIamMember(
-                f"{name}-invoker-{i}", project=p, location=r, name=self.service.name, role=svc.INVOKER_ROLE,
-                member=svc.checked_member(m), opts=self.child_opts())
+                f"{name}-invoker-{i}",
+                project=p,
+                location=r,
+                name=self.service.name,
+                role=svc.INVOKER_ROLE,
+                member=svc.checked_member(m),
+                opts=self.child_opts(),
+            )
             for i, m in enumerate(args.invoker_members)
         ]
 
         self.uri: pulumi.Output[str] = self.service.uri
         self.service_account_email = self.service_account.email
-        self.register_outputs({
-            "uri": self.uri, "service_account": self.service_account_email, "revisions": self.revision_names,
-            "traffic": {pool.role: pool.weight for pool in args.pools},
-        })
+        self.register_outputs(
+            {
+                "uri": self.uri,
+                "service_account": self.service_account_email,
+                "revisions": self.revision_names,
+                "traffic": {pool.role: pool.weight for pool in args.pools},
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -180,27 +220,45 @@ class CloudRunObservability(Component):
     def __init__(self, name: str, args: CloudRunObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
         revisions = list(args.revisions)
-        self.dashboard_json = dashboard_json(f"LLM serving — {args.environment} (Cloud Run {args.service_name})",
-                                             monitoring.panels(args.service_name, revisions, args.thresholds))
-        self.dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", project=args.project,
-                                                  dashboard_json=self.dashboard_json, opts=self.child_opts())
+        self.dashboard_json = dashboard_json(
+            f"LLM serving — {args.environment} (Cloud Run {args.service_name})",
+            monitoring.panels(args.service_name, revisions, args.thresholds),
+        )
+        self.dashboard = gcp.monitoring.Dashboard(
+            f"{name}-dashboard", project=args.project, dashboard_json=self.dashboard_json, opts=self.child_opts()
+        )
         self.channels, self.channel_names = notification_channels(
-            name, args.project, args.environment, args.notification_channels, self.child_opts)
+            name, args.project, args.environment, args.notification_channels, self.child_opts
+        )
         self.alert_specs = monitoring.alert_specs(args.service_name, revisions, args.thresholds)
-        self.alert_policies = [alert_policy(name, args.project, args.environment, self.channel_names, s,
-                                            self.child_opts()) for s in self.alert_specs]
-        self.register_outputs({
-            "dashboard": self.dashboard.id,
-            "alert_policies": [a.display_name for a in self.alert_policies],
-        })
+        self.alert_policies = [
+            alert_policy(name, args.project, args.environment, self.channel_names, s, self.child_opts())
+            for s in self.alert_specs
+        ]
+        self.register_outputs(
+            {
+                "dashboard": self.dashboard.id,
+                "alert_policies": [a.display_name for a in self.alert_policies],
+            }
+        )
 
 
-def revision_views(args: CloudRunServingArgs, instance_hourly_usd: Mapping[str, float],
-                   planned_cost: Mapping[str, float | None]) -> tuple[monitoring.RevisionView, ...]:
+def revision_views(
+    args: CloudRunServingArgs, instance_hourly_usd: Mapping[str, float], planned_cost: Mapping[str, float | None]
+) -> tuple[monitoring.RevisionView, ...]:
     """What observability needs about each pool of a service, by its revision name."""
     names = args.revision_names()
-    return tuple(monitoring.RevisionView(
-        role=p.role, release=p.revision.release.release, revision=names[p.role], weight=p.weight,
-        min_instances=p.revision.min_instances, max_instances=p.revision.max_instances,
-        concurrency=p.revision.concurrency, instance_hourly_usd=instance_hourly_usd[p.role],
-        planned_cost_per_million_usd=planned_cost[p.role]) for p in args.pools)
+    return tuple(
+        monitoring.RevisionView(
+            role=p.role,
+            release=p.revision.release.release,
+            revision=names[p.role],
+            weight=p.weight,
+            min_instances=p.revision.min_instances,
+            max_instances=p.revision.max_instances,
+            concurrency=p.revision.concurrency,
+            instance_hourly_usd=instance_hourly_usd[p.role],
+            planned_cost_per_million_usd=planned_cost[p.role],
+        )
+        for p in args.pools
+    )

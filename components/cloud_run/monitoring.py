@@ -42,24 +42,51 @@ def panels(service: str, revisions: list[RevisionView], t: Thresholds) -> list[P
     out = split_vllm_panels(sel, m.cloud_run_labels(service), g, w, t, "revision / release", "instance")
     for r in revisions:
         tag = f"{r.role} ({r.release}, {r.revision})"
-        out.append(Panel(f"Instances and concurrency — {tag}", (
-            ("instances reporting", m.cloud_run_instance_count(service, r.revision)),
-            ("running requests per instance", m.cloud_run_running_per_instance(service, r.revision)),
-        ), "", (("max instances", float(r.max_instances)), ("concurrency per instance", float(r.concurrency)))))
+        out.append(
+            Panel(
+                f"Instances and concurrency — {tag}",
+                (
+                    ("instances reporting", m.cloud_run_instance_count(service, r.revision)),
+                    ("running requests per instance", m.cloud_run_running_per_instance(service, r.revision)),
+                ),
+                "",
+                (("max instances", float(r.max_instances)), ("concurrency per instance", float(r.concurrency))),
+            )
+        )
         if r.planned_cost_per_million_usd is None:
-            text = (f"**{tag}: capacity plan cost per 1M output tokens: unmeasured.** No throughput measured at the "
-                    f"SLO for this release on this GPU (serving.{r.role}.measured); an instance costs "
-                    f"${r.instance_hourly_usd:.2f}/h while it runs. The chart beside shows the observed cost.")
+            text = (
+                f"**{tag}: capacity plan cost per 1M output tokens: unmeasured.** No throughput measured at the "
+                f"SLO for this release on this GPU (serving.{r.role}.measured); an instance costs "
+                f"${r.instance_hourly_usd:.2f}/h while it runs. The chart beside shows the observed cost."
+            )
         else:
-            text = (f"**{tag}: capacity plan cost per 1M output tokens: ${r.planned_cost_per_million_usd:.2f}** at the "
-                    f"measured throughput; an instance ${r.instance_hourly_usd:.2f}/h.")
+            text = (
+                f"**{tag}: capacity plan cost per 1M output tokens: ${r.planned_cost_per_million_usd:.2f}** at the "
+                f"measured throughput; an instance ${r.instance_hourly_usd:.2f}/h."
+            )
         out.append(Panel(f"Cost per 1M output tokens (plan) — {tag}", text=text))
-        out.append(Panel(f"Cost per 1M output tokens at live throughput — {tag} (USD)", (
-            ("observed $/1M output tokens", m.cost_per_million_at(
-                m.cloud_run_instance_count(service, r.revision), m.cloud_run_serving(service, r.revision),
-                r.instance_hourly_usd, w)),
-        ), "", (() if r.planned_cost_per_million_usd is None
-                else (("plan at measured throughput", r.planned_cost_per_million_usd),))))
+        out.append(
+            Panel(
+                f"Cost per 1M output tokens at live throughput — {tag} (USD)",
+                (
+                    (
+                        "observed $/1M output tokens",
+                        m.cost_per_million_at(
+                            m.cloud_run_instance_count(service, r.revision),
+                            m.cloud_run_serving(service, r.revision),
+                            r.instance_hourly_usd,
+                            w,
+                        ),
+                    ),
+                ),
+                "",
+                (
+                    ()
+                    if r.planned_cost_per_million_usd is None
+                    else (("plan at measured throughput", r.planned_cost_per_million_usd),)
+                ),
+            )
+        )
     return out
 
 
@@ -75,11 +102,19 @@ def alert_specs(service: str, revisions: list[RevisionView], t: Thresholds) -> l
         specs += [
             # Every instance runs at its concurrency cap and no instance can be added: Cloud Run holds further
             # requests in its pending queue and answers 429 when that overflows.
-            AlertSpec("ConcurrencyCapAtMaxInstances", r.role,
-                      f"Pool {r.role} runs {r.concurrency} request(s) per instance (its concurrency cap) on all "
-                      f"{r.max_instances} max instance(s): Cloud Run cannot add capacity",
-                      m.cloud_run_running_per_instance(service, r.revision), ">=", r.concurrency, 300, user_facing,
-                      guard_signal=m.cloud_run_instance_count(service, r.revision), guard_min=r.max_instances),
+            AlertSpec(
+                "ConcurrencyCapAtMaxInstances",
+                r.role,
+                f"Pool {r.role} runs {r.concurrency} request(s) per instance (its concurrency cap) on all "
+                f"{r.max_instances} max instance(s): Cloud Run cannot add capacity",
+                m.cloud_run_running_per_instance(service, r.revision),
+                ">=",
+                r.concurrency,
+                300,
+                user_facing,
+                guard_signal=m.cloud_run_instance_count(service, r.revision),
+                guard_min=r.max_instances,
+            ),
         ]
         # A pool that scales to zero legitimately has no series while idle; only a warm pool with traffic must
         # always be finishing requests.
@@ -87,6 +122,7 @@ def alert_specs(service: str, revisions: list[RevisionView], t: Thresholds) -> l
             specs.append(no_traffic_spec(r.role, r.weight, sel, t))
     canary, stable = by_role.get("canary"), by_role.get("stable")
     if canary is not None and stable is not None and canary.weight > 0:
-        specs.append(canary_spec(m.cloud_run_serving(service, canary.revision),
-                                 m.cloud_run_serving(service, stable.revision), t))
+        specs.append(
+            canary_spec(m.cloud_run_serving(service, canary.revision), m.cloud_run_serving(service, stable.revision), t)
+        )
     return specs

@@ -29,9 +29,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -39,8 +40,15 @@ from pulumi import _types  # the SDK's input-type helpers (pinned pulumi==3.272.
 
 from .. import naming
 from ..serving.spec import VLLM_COMMAND
-from .spec import (COLLECTOR_CPU, COLLECTOR_HEALTH_PATH, COLLECTOR_HEALTH_PORT, COLLECTOR_MEMORY_MIB,
-                   COLLECTOR_PROBE_SECONDS, HubToken, RevisionSpec)
+from .spec import (
+    COLLECTOR_CPU,
+    COLLECTOR_HEALTH_PATH,
+    COLLECTOR_HEALTH_PORT,
+    COLLECTOR_MEMORY_MIB,
+    COLLECTOR_PROBE_SECONDS,
+    HubToken,
+    RevisionSpec,
+)
 
 run = gcp.cloudrunv2
 
@@ -72,8 +80,10 @@ def inline_source(path: Path) -> str:
     """A script's text for ``python3 -c``; refused when it would not fit one argument."""
     text = path.read_text(encoding="utf-8")
     if len(text.encode("utf-8")) >= MAX_ARG_BYTES:
-        raise ValueError(f"{path.name} is {len(text.encode('utf-8'))} bytes: it cannot be passed as one argument "
-                         f"(MAX_ARG_STRLEN {MAX_ARG_BYTES})")
+        raise ValueError(
+            f"{path.name} is {len(text.encode('utf-8'))} bytes: it cannot be passed as one argument "
+            f"(MAX_ARG_STRLEN {MAX_ARG_BYTES})"
+        )
     return text
 
 
@@ -84,9 +94,21 @@ def server_command(spec: RevisionSpec) -> list[str]:
     manifest's revision to be the release's, on one hashing thread per vCPU."""
     serve = [*VLLM_COMMAND, *spec.vllm_args]
     checked = spec.staged_path or spec.mount_path
-    verify = ["python3", "-c", inline_source(VERIFY_SCRIPT), "dir", "--path", checked,
-              "--workers", str(spec.verify_workers), "--expect-revision", spec.release.model_revision,
-              "--exec", "--", *serve]
+    verify = [
+        "python3",
+        "-c",
+        inline_source(VERIFY_SCRIPT),
+        "dir",
+        "--path",
+        checked,
+        "--workers",
+        str(spec.verify_workers),
+        "--expect-revision",
+        spec.release.model_revision,
+        "--exec",
+        "--",
+        *serve,
+    ]
     if spec.staged_path is None:
         return verify
     return ["python3", "-c", inline_source(STAGE_SCRIPT), spec.mount_path, spec.staged_path, *verify]
@@ -102,66 +124,107 @@ def server_env(hub_token: HubToken | None) -> list[run.ServiceTemplateContainerE
     }
     env = [run.ServiceTemplateContainerEnvArgs(name=k, value=v) for k, v in sorted(values.items())]
     if hub_token is not None:
-        env.append(run.ServiceTemplateContainerEnvArgs(
-            name="HF_TOKEN", value_source=run.ServiceTemplateContainerEnvValueSourceArgs(
-                secret_key_ref=run.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
-                    secret=hub_token.secret_id, version=hub_token.version))))
+        env.append(
+            run.ServiceTemplateContainerEnvArgs(
+                name="HF_TOKEN",
+                value_source=run.ServiceTemplateContainerEnvValueSourceArgs(
+                    secret_key_ref=run.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
+                        secret=hub_token.secret_id, version=hub_token.version
+                    )
+                ),
+            )
+        )
     return env
 
 
 def server_container(spec: RevisionSpec, hub_token: HubToken | None) -> run.ServiceTemplateContainerArgs:
     p = spec.probes
     command = server_command(spec)
-    mounts = [run.ServiceTemplateContainerVolumeMountArgs(name=naming.CLOUD_RUN_WEIGHTS_VOLUME,
-                                                          mount_path=spec.mount_path)]
+    mounts = [
+        run.ServiceTemplateContainerVolumeMountArgs(name=naming.CLOUD_RUN_WEIGHTS_VOLUME, mount_path=spec.mount_path)
+    ]
     if spec.staged_path is not None:
-        mounts.append(run.ServiceTemplateContainerVolumeMountArgs(name=naming.CLOUD_RUN_STAGED_VOLUME,
-                                                                  mount_path=naming.STAGED_WEIGHTS_ROOT))
+        mounts.append(
+            run.ServiceTemplateContainerVolumeMountArgs(
+                name=naming.CLOUD_RUN_STAGED_VOLUME, mount_path=naming.STAGED_WEIGHTS_ROOT
+            )
+        )
     return run.ServiceTemplateContainerArgs(
         name=naming.CLOUD_RUN_SERVING_CONTAINER,
         image=spec.release.image,  # by digest only (validated in infra/config/release.py)
-        commands=command[:1], args=command[1:],
+        commands=command[:1],
+        args=command[1:],
         ports=run.ServiceTemplateContainerPortsArgs(name="http1", container_port=naming.CLOUD_RUN_VLLM_PORT),
         envs=server_env(hub_token),
         resources=run.ServiceTemplateContainerResourcesArgs(
-            limits={"cpu": str(spec.shape.cpu), "memory": f"{spec.shape.memory_gib}Gi",
-                    naming.GPU_RESOURCE: str(spec.shape.gpu_count)},
+            limits={
+                "cpu": str(spec.shape.cpu),
+                "memory": f"{spec.shape.memory_gib}Gi",
+                naming.GPU_RESOURCE: str(spec.shape.gpu_count),
+            },
             # GPU services need instance-based billing: CPU stays allocated outside requests (Cloud Run GPU page).
-            cpu_idle=False, startup_cpu_boost=False),
+            cpu_idle=False,
+            startup_cpu_boost=False,
+        ),
         volume_mounts=mounts,
         startup_probe=run.ServiceTemplateContainerStartupProbeArgs(
-            http_get=run.ServiceTemplateContainerStartupProbeHttpGetArgs(path=naming.HEALTH_PATH,
-                                                                         port=naming.CLOUD_RUN_VLLM_PORT),
-            initial_delay_seconds=p.startup_initial_delay_seconds, period_seconds=p.startup_period_seconds,
-            timeout_seconds=p.startup_timeout_seconds, failure_threshold=p.startup_failure_threshold),
+            http_get=run.ServiceTemplateContainerStartupProbeHttpGetArgs(
+                path=naming.HEALTH_PATH, port=naming.CLOUD_RUN_VLLM_PORT
+            ),
+            initial_delay_seconds=p.startup_initial_delay_seconds,
+            period_seconds=p.startup_period_seconds,
+            timeout_seconds=p.startup_timeout_seconds,
+            failure_threshold=p.startup_failure_threshold,
+        ),
         liveness_probe=run.ServiceTemplateContainerLivenessProbeArgs(
-            http_get=run.ServiceTemplateContainerLivenessProbeHttpGetArgs(path=naming.HEALTH_PATH,
-                                                                          port=naming.CLOUD_RUN_VLLM_PORT),
-            period_seconds=p.liveness_period_seconds, timeout_seconds=p.liveness_timeout_seconds,
-            failure_threshold=p.liveness_failure_threshold))
+            http_get=run.ServiceTemplateContainerLivenessProbeHttpGetArgs(
+                path=naming.HEALTH_PATH, port=naming.CLOUD_RUN_VLLM_PORT
+            ),
+            period_seconds=p.liveness_period_seconds,
+            timeout_seconds=p.liveness_timeout_seconds,
+            failure_threshold=p.liveness_failure_threshold,
+        ),
+    )
 
 
 def collector_container(image: str) -> run.ServiceTemplateContainerArgs:
     """The Managed Prometheus sidecar with its default config (vLLM on 8080 ``/metrics`` every 30 s); it starts
     once vLLM passed its startup probe."""
     return run.ServiceTemplateContainerArgs(
-        name=naming.CLOUD_RUN_COLLECTOR_CONTAINER, image=image,
+        name=naming.CLOUD_RUN_COLLECTOR_CONTAINER,
+        image=image,
         depends_ons=[naming.CLOUD_RUN_SERVING_CONTAINER],
         resources=run.ServiceTemplateContainerResourcesArgs(
-            limits={"cpu": str(COLLECTOR_CPU), "memory": f"{COLLECTOR_MEMORY_MIB}Mi"}, cpu_idle=False),
+            limits={"cpu": str(COLLECTOR_CPU), "memory": f"{COLLECTOR_MEMORY_MIB}Mi"}, cpu_idle=False
+        ),
         liveness_probe=run.ServiceTemplateContainerLivenessProbeArgs(
-            http_get=run.ServiceTemplateContainerLivenessProbeHttpGetArgs(path=COLLECTOR_HEALTH_PATH,
-                                                                          port=COLLECTOR_HEALTH_PORT),
-            period_seconds=COLLECTOR_PROBE_SECONDS, timeout_seconds=COLLECTOR_PROBE_SECONDS))
+            http_get=run.ServiceTemplateContainerLivenessProbeHttpGetArgs(
+                path=COLLECTOR_HEALTH_PATH, port=COLLECTOR_HEALTH_PORT
+            ),
+            period_seconds=COLLECTOR_PROBE_SECONDS,
+            timeout_seconds=COLLECTOR_PROBE_SECONDS,
+        ),
+    )
 
 
 def volumes(spec: RevisionSpec) -> list[run.ServiceTemplateVolumeArgs]:
-    vols = [run.ServiceTemplateVolumeArgs(name=naming.CLOUD_RUN_WEIGHTS_VOLUME, gcs=run.ServiceTemplateVolumeGcsArgs(
-        bucket=spec.release.weights_bucket, read_only=True, mount_options=list(spec.mount_options)))]
+    vols = [
+        run.ServiceTemplateVolumeArgs(
+            name=naming.CLOUD_RUN_WEIGHTS_VOLUME,
+            gcs=run.ServiceTemplateVolumeGcsArgs(
+                bucket=spec.release.weights_bucket, read_only=True, mount_options=list(spec.mount_options)
+            ),
+        )
+    ]
     if spec.staging_size_gib is not None:
-        vols.append(run.ServiceTemplateVolumeArgs(name=naming.CLOUD_RUN_STAGED_VOLUME,
-                                                  empty_dir=run.ServiceTemplateVolumeEmptyDirArgs(
-                                                      medium="MEMORY", size_limit=f"{spec.staging_size_gib}Gi")))
+        vols.append(
+            run.ServiceTemplateVolumeArgs(
+                name=naming.CLOUD_RUN_STAGED_VOLUME,
+                empty_dir=run.ServiceTemplateVolumeEmptyDirArgs(
+                    medium="MEMORY", size_limit=f"{spec.staging_size_gib}Gi"
+                ),
+            )
+        )
     return vols
 
 
@@ -179,8 +242,11 @@ def template_annotations(spec: RevisionSpec) -> dict[str, str]:
 
 
 def resource_labels(environment: str) -> dict[str, str]:
-    return {naming.gcp_label_key(naming.PART_OF_LABEL): naming.PART_OF,
-            naming.gcp_label_key(naming.COMPONENT_LABEL): naming.MODEL_SERVER_COMPONENT, "environment": environment}
+    return {
+        naming.gcp_label_key(naming.PART_OF_LABEL): naming.PART_OF,
+        naming.gcp_label_key(naming.COMPONENT_LABEL): naming.MODEL_SERVER_COMPONENT,
+        "environment": environment,
+    }
 
 
 @dataclass(frozen=True)
@@ -205,13 +271,21 @@ def revision_template(spec: RevisionSpec, ctx: TemplateContext, revision: str | 
         volumes=volumes(spec),
         node_selector=run.ServiceTemplateNodeSelectorArgs(accelerator=spec.shape.gpu),
         gpu_zonal_redundancy_disabled=spec.shape.zonal_redundancy_disabled,
-        scaling=run.ServiceTemplateScalingArgs(min_instance_count=spec.min_instances,
-                                               max_instance_count=spec.max_instances),
+        scaling=run.ServiceTemplateScalingArgs(
+            min_instance_count=spec.min_instances, max_instance_count=spec.max_instances
+        ),
         max_instance_request_concurrency=spec.concurrency,
         timeout=f"{spec.timeout_seconds}s",
-        vpc_access=None if vpc is None else run.ServiceTemplateVpcAccessArgs(
-            egress=vpc.egress, network_interfaces=[run.ServiceTemplateVpcAccessNetworkInterfaceArgs(
-                network=vpc.network, subnetwork=vpc.subnetwork, tags=list(vpc.tags) or None)]),
+        vpc_access=None
+        if vpc is None
+        else run.ServiceTemplateVpcAccessArgs(
+            egress=vpc.egress,
+            network_interfaces=[
+                run.ServiceTemplateVpcAccessNetworkInterfaceArgs(
+                    network=vpc.network, subnetwork=vpc.subnetwork, tags=list(vpc.tags) or None
+                )
+            ],
+        ),
     )
 
 
@@ -233,7 +307,7 @@ def canonical(value: Any) -> Any:
 
 def revision_slug(release_id: str, room: int) -> str:
     """The release id as a DNS-label fragment (``.`` becomes ``-``), cut to ``room`` characters."""
-    slug = release_id.replace(".", "-")[:max(0, room)]
+    slug = release_id.replace(".", "-")[: max(0, room)]
     return slug.strip("-")
 
 
@@ -249,8 +323,12 @@ def traffic(names: Mapping[str, str], weights: Mapping[str, int]) -> list[run.Se
     """One entry per pool, stable first: its revision by name, its weight, its role as tag. A weight of 0 is sent
     explicitly so the tagged revision stays addressable."""
     order = sorted(names, key=lambda r: (r != "stable", r))
-    return [run.ServiceTrafficArgs(type=TRAFFIC_BY_REVISION, revision=names[r], percent=weights[r],
-                                   tag=naming.cloud_run_revision_tag(r)) for r in order]
+    return [
+        run.ServiceTrafficArgs(
+            type=TRAFFIC_BY_REVISION, revision=names[r], percent=weights[r], tag=naming.cloud_run_revision_tag(r)
+        )
+        for r in order
+    ]
 
 
 def checked_member(member: str) -> str:

@@ -120,9 +120,13 @@ class RevisionSpec:
 
     def __post_init__(self) -> None:
         if (self.staging_size_gib is None) != (self.staged_path is None):
-            raise ValueError(f"RevisionSpec.staged_path: give it exactly when staging_size_gib is set (pool {self.role!r})")
+            raise ValueError(
+                f"RevisionSpec.staged_path: give it exactly when staging_size_gib is set (pool {self.role!r})"
+            )
         if self.shape.gpu_count != self.release.tensor_parallel_size:
-            raise ValueError(f"RevisionSpec.shape.gpu_count: {self.shape.gpu_count} GPU(s) for tensor_parallel_size "
-                             f"{self.release.tensor_parallel_size} (pool {self.role!r})")
+            raise ValueError(
+                f"RevisionSpec.shape.gpu_count: {self.shape.gpu_count} GPU(s) for tensor_parallel_size "
+                f"{self.release.tensor_parallel_size} (pool {self.role!r})"
+            )
         if not self.min_instances <= self.max_instances:
             raise ValueError(f"RevisionSpec.max_instances: {self.max_instances} < min_instances {self.min_instances}")

@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 import time
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 EXIT_USAGE = 2
 EXIT_COPY = 5
@@ -33,7 +33,7 @@ def say(line: str) -> None:
     print(LOG_PREFIX + line, flush=True)
 
 
-def copy_tree(source: str, target: str) -> "tuple[int, int]":
+def copy_tree(source: str, target: str) -> tuple[int, int]:
     """Copy every regular file under ``source`` to ``target`` (created, with its parents); returns (files, bytes).
     File contents only (no owner or mode bits: the volume is read-only and the copy is private to the instance);
     a symbolic link is refused rather than followed, like the verifier refuses it."""
@@ -53,8 +53,8 @@ def copy_tree(source: str, target: str) -> "tuple[int, int]":
     return files, total
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args: List[str] = list(sys.argv[1:] if argv is None else argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    args: list[str] = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3:
         say("error: usage: SOURCE TARGET COMMAND [ARG ...]")
         return EXIT_USAGE

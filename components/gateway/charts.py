@@ -59,20 +59,30 @@ class EppChartProfile:
 
 EPP_CHARTS: dict[str, EppChartProfile] = {
     "v1.1.0": EppChartProfile(
-        version="v1.1.0", image_tag="v1.1.0", default_kv_metric=KV_METRIC_LEGACY, flags_layout="list",
-        monitoring_switch="gke", objective_api_version="inference.networking.x-k8s.io/v1alpha2",
+        version="v1.1.0",
+        image_tag="v1.1.0",
+        default_kv_metric=KV_METRIC_LEGACY,
+        flags_layout="list",
+        monitoring_switch="gke",
+        objective_api_version="inference.networking.x-k8s.io/v1alpha2",
         crd_commit="f5bce5a2b2afa106fb70084186be051022704bec",
         crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",),
         # Not read at source for this release: its EPP's built-in saturation defaults apply (README).
         states_picker_config=False,
     ),
     "v1.5.0": EppChartProfile(
-        version="v1.5.0", image_tag="v1.5.0", default_kv_metric=KV_METRIC_CURRENT, flags_layout="map",
-        monitoring_switch="prometheus", objective_api_version="inference.networking.x-k8s.io/v1alpha2",
+        version="v1.5.0",
+        image_tag="v1.5.0",
+        default_kv_metric=KV_METRIC_CURRENT,
+        flags_layout="map",
+        monitoring_switch="prometheus",
+        objective_api_version="inference.networking.x-k8s.io/v1alpha2",
         crd_commit="df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849",
         # The v1.5.0 EPP also watches InferenceModelRewrite (chart templates/rbac.yaml), so its CRD is installed.
-        crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
-                   "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml"),
+        crd_files=(
+            "config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
+            "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml",
+        ),
         states_picker_config=True,
     ),
 }

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -20,8 +19,13 @@ from . import objects as o
 from .charts import crd_urls
 
 #: Kinds the picker chart renders that this program owns (see chart_filter.py).
-CHART_DROPPED_KINDS: tuple[str, ...] = ("InferencePool", "HealthCheckPolicy", "GCPBackendPolicy",
-                                        "InferenceObjective", "HTTPRoute")
+CHART_DROPPED_KINDS: tuple[str, ...] = (
+    "InferencePool",
+    "HealthCheckPolicy",
+    "GCPBackendPolicy",
+    "InferenceObjective",
+    "HTTPRoute",
+)
 #: The post-renderer's source file. Its text is passed inline (``python3 -c <source>``) so the command does
 #: not depend on the working directory the Kubernetes provider runs Helm in, and the plan stays
 #: machine-independent (no absolute path).
@@ -33,8 +37,11 @@ SSL_PROFILE = "MODERN"
 #: callouts such as Model Armor; see README "Deploying for real" for how to check the agent it creates.
 SERVICE_EXTENSIONS_API = "networkservices.googleapis.com"
 #: Roles the Google-managed Service Extensions agent needs to call Model Armor from the load balancer.
-MODEL_ARMOR_AGENT_ROLES = ("roles/modelarmor.calloutUser", "roles/modelarmor.user",
-                           "roles/serviceusage.serviceUsageConsumer")
+MODEL_ARMOR_AGENT_ROLES = (
+    "roles/modelarmor.calloutUser",
+    "roles/modelarmor.user",
+    "roles/serviceusage.serviceUsageConsumer",
+)
 
 
 def post_renderer() -> k8s.helm.v4.PostRendererArgs:
@@ -47,13 +54,22 @@ def post_renderer() -> k8s.helm.v4.PostRendererArgs:
 def _cr(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     meta = obj["metadata"]
     return k8s.apiextensions.CustomResource(
-        name, api_version=obj["apiVersion"], kind=obj["kind"],
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"],
-                                            labels=meta.get("labels"), annotations=meta.get("annotations")),
-        spec=obj["spec"], opts=opts)
+        name,
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            labels=meta.get("labels"),
+            annotations=meta.get("annotations"),
+        ),
+        spec=obj["spec"],
+        opts=opts,
+    )
 
 
 # ---- one pool ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PoolBackendArgs:
@@ -87,9 +103,16 @@ class PoolBackend(Component):
         self.epp = k8s.helm.v4.Chart(
             naming.epp_name(role),
             k8s.helm.v4.ChartArgs(
-                chart=gw.epp.chart, version=gw.epp.version, name=naming.pool_name(role), namespace=ns,
-                values=self.chart_values, post_renderer=post_renderer(), skip_crds=True),
-            opts=self.child_opts(depends_on=[self.inference_pool]))
+                chart=gw.epp.chart,
+                version=gw.epp.version,
+                name=naming.pool_name(role),
+                namespace=ns,
+                values=self.chart_values,
+                post_renderer=post_renderer(),
+                skip_crds=True,
+            ),
+            opts=self.child_opts(depends_on=[self.inference_pool]),
+        )
 
         # No PodDisruptionBudget for the picker. With more than one replica the chart turns on leader election
         # and points the readiness probe at the gRPC health service "readiness", which only the leader passes
@@ -98,21 +121,28 @@ class PoolBackend(Component):
         # a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
         # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
-        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool),
-                                k8s_opts)
-        self.backend_policy = _cr(f"{naming.pool_name(role)}-backendpolicy",
-                                  o.backend_policy_object(pool, gw, args.backend_timeout_seconds), k8s_opts)
+        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool), k8s_opts)
+        self.backend_policy = _cr(
+            f"{naming.pool_name(role)}-backendpolicy",
+            o.backend_policy_object(pool, gw, args.backend_timeout_seconds),
+            k8s_opts,
+        )
         self.objectives = [
             _cr(f"{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
-            for obj in o.objective_objects(pool, args.priority_classes, gw.epp.profile)]
-        self.reference_grant = _cr(f"{naming.pool_name(role)}-reference-grant",
-                                   o.reference_grant_object(pool, args.gateway_namespace), k8s_opts)
+            for obj in o.objective_objects(pool, args.priority_classes, gw.epp.profile)
+        ]
+        self.reference_grant = _cr(
+            f"{naming.pool_name(role)}-reference-grant",
+            o.reference_grant_object(pool, args.gateway_namespace),
+            k8s_opts,
+        )
 
         self.pool_name = naming.pool_name(role)
         self.register_outputs({"pool_name": self.pool_name, "epp_service": naming.epp_name(role)})
 
 
 # ---- body-based routing ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class BodyRouterArgs:
@@ -140,65 +170,119 @@ class BodyRouter(Component):
         selector = {naming.NAME_LABEL: naming.BODY_ROUTER_NAME}
         meta = k8s.meta.v1.ObjectMetaArgs(name=naming.BODY_ROUTER_NAME, namespace=args.namespace, labels=labels)
         self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-ksa", metadata=meta, automount_service_account_token=False, opts=child)
+            f"{name}-ksa", metadata=meta, automount_service_account_token=False, opts=child
+        )
         core = k8s.core.v1
         self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=meta,
+            f"{name}-deployment",
+            metadata=meta,
             spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=args.replicas, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                replicas=args.replicas,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
                 template=core.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                     spec=core.PodSpecArgs(
                         # Redundant routers on different nodes where the system pool allows it: a node drain then
                         # never takes every router at once.
-                        affinity=core.AffinityArgs(pod_anti_affinity=core.PodAntiAffinityArgs(
-                            preferred_during_scheduling_ignored_during_execution=[core.WeightedPodAffinityTermArgs(
-                                weight=100, pod_affinity_term=core.PodAffinityTermArgs(
-                                    topology_key="kubernetes.io/hostname",
-                                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)))]))
-                        if args.replicas > 1 else None,
+                        affinity=core.AffinityArgs(
+                            pod_anti_affinity=core.PodAntiAffinityArgs(
+                                preferred_during_scheduling_ignored_during_execution=[
+                                    core.WeightedPodAffinityTermArgs(
+                                        weight=100,
+                                        pod_affinity_term=core.PodAffinityTermArgs(
+                                            topology_key="kubernetes.io/hostname",
+                                            label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                                        ),
+                                    )
+                                ]
+                            )
+                        )
+                        if args.replicas > 1
+                        else None,
                         service_account_name=naming.BODY_ROUTER_NAME,
                         # The router only parses bodies (no LoRA ConfigMaps are read): no API token needed.
                         automount_service_account_token=False,
                         security_context=core.PodSecurityContextArgs(
-                            run_as_non_root=True, run_as_user=o.BODY_ROUTER_UID, run_as_group=o.BODY_ROUTER_UID,
-                            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
-                        containers=[core.ContainerArgs(
-                            name="bbr", image=f"{o.BODY_ROUTER_IMAGE}:{args.version}", args=o.body_router_args(),
-                            ports=[core.ContainerPortArgs(name="grpc", container_port=naming.BODY_ROUTER_PORT),
-                                   core.ContainerPortArgs(name="grpc-health",
-                                                          container_port=naming.BODY_ROUTER_HEALTH_PORT)],
-                            readiness_probe=core.ProbeArgs(grpc=core.GRPCActionArgs(
-                                port=naming.BODY_ROUTER_HEALTH_PORT)),
-                            security_context=core.SecurityContextArgs(
-                                allow_privilege_escalation=False, read_only_root_filesystem=True,
-                                capabilities=core.CapabilitiesArgs(drop=["ALL"])))]))),
-            opts=self.child_opts(depends_on=[self.service_account]))
+                            run_as_non_root=True,
+                            run_as_user=o.BODY_ROUTER_UID,
+                            run_as_group=o.BODY_ROUTER_UID,
+                            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                        containers=[
+                            core.ContainerArgs(
+                                name="bbr",
+                                image=f"{o.BODY_ROUTER_IMAGE}:{args.version}",
+                                args=o.body_router_args(),
+                                ports=[
+                                    core.ContainerPortArgs(name="grpc", container_port=naming.BODY_ROUTER_PORT),
+                                    core.ContainerPortArgs(
+                                        name="grpc-health", container_port=naming.BODY_ROUTER_HEALTH_PORT
+                                    ),
+                                ],
+                                readiness_probe=core.ProbeArgs(
+                                    grpc=core.GRPCActionArgs(port=naming.BODY_ROUTER_HEALTH_PORT)
+                                ),
+                                security_context=core.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    read_only_root_filesystem=True,
+                                    capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+            opts=self.child_opts(depends_on=[self.service_account]),
+        )
         self.service = core.Service(
-            f"{name}-service", metadata=meta,
-            spec=core.ServiceSpecArgs(selector=selector, type="ClusterIP", ports=[core.ServicePortArgs(
-                name="grpc", protocol="TCP", port=naming.BODY_ROUTER_PORT, target_port=naming.BODY_ROUTER_PORT,
-                # The load balancer speaks HTTP/2 (gRPC ext_proc) to the router (chart templates/bbr.yaml).
-                app_protocol="HTTP2")]),
-            opts=child)
+            f"{name}-service",
+            metadata=meta,
+            spec=core.ServiceSpecArgs(
+                selector=selector,
+                type="ClusterIP",
+                ports=[
+                    core.ServicePortArgs(
+                        name="grpc",
+                        protocol="TCP",
+                        port=naming.BODY_ROUTER_PORT,
+                        target_port=naming.BODY_ROUTER_PORT,
+                        # The load balancer speaks HTTP/2 (gRPC ext_proc) to the router (chart templates/bbr.yaml).
+                        app_protocol="HTTP2",
+                    )
+                ],
+            ),
+            opts=child,
+        )
         self.pdb = None
         if args.replicas > 1:
             # Unlike the pickers (leader election: the standby is never Ready), every router serves: a voluntary
             # disruption may take one at a time.
             self.pdb = k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-pdb", metadata=meta, spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-                    max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)),
-                opts=child)
+                f"{name}-pdb",
+                metadata=meta,
+                spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                    max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)
+                ),
+                opts=child,
+            )
         k8s_opts = self.child_opts()
-        self.health_check = _cr(f"{name}-healthcheck", o.body_router_health_check_object(args.namespace),
-                                pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.service])))
-        self.extension = _cr(f"{name}-extension", o.body_router_extension_object(args.namespace, args.fail_open),
-                             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
-                                 depends_on=[self.service, self.health_check])))
+        self.health_check = _cr(
+            f"{name}-healthcheck",
+            o.body_router_health_check_object(args.namespace),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.service])),
+        )
+        self.extension = _cr(
+            f"{name}-extension",
+            o.body_router_extension_object(args.namespace, args.fail_open),
+            pulumi.ResourceOptions.merge(
+                k8s_opts, pulumi.ResourceOptions(depends_on=[self.service, self.health_check])
+            ),
+        )
         self.register_outputs({"service": naming.BODY_ROUTER_NAME})
 
 
 # ---- the gateway ------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class InferenceGatewayArgs:
@@ -223,13 +307,15 @@ class InferenceGatewayArgs:
         if not self.pools:
             raise ValueError("InferenceGatewayArgs.pools: the gateway needs at least one pool to route to")
         if sum(p.weight for p in self.pools) != 100:
-            raise ValueError(f"InferenceGatewayArgs.pools: weights must sum to 100, got "
-                             f"{[(p.role, p.weight) for p in self.pools]}")
+            raise ValueError(
+                f"InferenceGatewayArgs.pools: weights must sum to 100, got {[(p.role, p.weight) for p in self.pools]}"
+            )
         if self.gateway.gateway_class == "gke-l7-rilb" and self.subnetwork is None:
             raise ValueError("InferenceGatewayArgs.subnetwork: the internal gateway class reserves its address there")
         if self.gateway.model_armor is not None and self.project_number is None:
-            raise ValueError("InferenceGatewayArgs.project_number: Model Armor needs it for the Service Extensions "
-                             "agent")
+            raise ValueError(
+                "InferenceGatewayArgs.project_number: Model Armor needs it for the Service Extensions agent"
+            )
 
 
 def address_name(environment: str) -> str:
@@ -252,11 +338,17 @@ class InferenceGateway(Component):
         child = self.child_opts()
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-ns-{naming.GATEWAY_NAMESPACE}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=naming.GATEWAY_NAMESPACE, labels={
-                naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: "gateway",
-                # No pods run here (the load balancer is Google's): the strictest profile costs nothing.
-                "pod-security.kubernetes.io/enforce": "restricted"}),
-            opts=child)
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=naming.GATEWAY_NAMESPACE,
+                labels={
+                    naming.PART_OF_LABEL: naming.PART_OF,
+                    naming.COMPONENT_LABEL: "gateway",
+                    # No pods run here (the load balancer is Google's): the strictest profile costs nothing.
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                },
+            ),
+            opts=child,
+        )
         #: The gateway namespace as an Output: every gateway object waits for the Namespace through it.
         ns: pulumi.Output[str] = self.namespace.metadata.name
         k8s_opts = self.child_opts()
@@ -266,104 +358,184 @@ class InferenceGateway(Component):
         # Internal: SHARED_LOADBALANCER_VIP because the HTTP and HTTPS listeners become two forwarding rules
         # on the same VIP.
         self.address = gcp.compute.Address(
-            f"{name}-address", name=address_name(args.environment), project=args.project, region=args.region,
+            f"{name}-address",
+            name=address_name(args.environment),
+            project=args.project,
+            region=args.region,
             address_type="INTERNAL" if internal else "EXTERNAL",
             network_tier=None if internal else "STANDARD",
             purpose="SHARED_LOADBALANCER_VIP" if internal else None,
             subnetwork=args.subnetwork if internal else None,
-            description="GKE Inference Gateway VIP (llm-serving)", opts=child)
+            description="GKE Inference Gateway VIP (llm-serving)",
+            opts=child,
+        )
         self.ssl_policy = gcp.compute.RegionSslPolicy(
-            f"{name}-ssl-policy", name=ssl_policy_name(args.environment), project=args.project,
-            region=args.region, min_tls_version=SSL_MIN_TLS, profile=SSL_PROFILE, opts=child)
+            f"{name}-ssl-policy",
+            name=ssl_policy_name(args.environment),
+            project=args.project,
+            region=args.region,
+            min_tls_version=SSL_MIN_TLS,
+            profile=SSL_PROFILE,
+            opts=child,
+        )
 
         self.crds = None
         if gw.epp.install_objective_crds:
             # GKE installs only the GA CRDs (GAIE releases and the llm-d GKE guide); the objective API the picker reads is installed here,
             # from the same upstream commit as the pinned picker.
             self.crds = k8s.yaml.v2.ConfigGroup(
-                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)), opts=self.child_opts())
+                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)), opts=self.child_opts()
+            )
 
-        self.gateway = _cr(f"{name}-gateway", o.gateway_object(gw, ns, address_name(args.environment)),
-                           pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.address])))
+        self.gateway = _cr(
+            f"{name}-gateway",
+            o.gateway_object(gw, ns, address_name(args.environment)),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.address])),
+        )
         self.gateway_policy = _cr(
-            f"{name}-gateway-policy", o.gateway_policy_object(gw, ns, ssl_policy_name(args.environment)),
-            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.ssl_policy, self.gateway])))
+            f"{name}-gateway-policy",
+            o.gateway_policy_object(gw, ns, ssl_policy_name(args.environment)),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.ssl_policy, self.gateway])),
+        )
 
         pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
         self.pools: dict[str, PoolBackend] = {}
         for p in args.pools:
             self.pools[p.role] = PoolBackend(
                 f"{name}-{p.role}",
-                PoolBackendArgs(pool=p, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
-                                priority_classes=args.priority_classes, gateway_namespace=ns),
-                opts=pool_opts)
+                PoolBackendArgs(
+                    pool=p,
+                    gateway=gw,
+                    backend_timeout_seconds=args.backend_timeout_seconds,
+                    priority_classes=args.priority_classes,
+                    gateway_namespace=ns,
+                ),
+                opts=pool_opts,
+            )
 
         self.model_pools: dict[str, PoolBackend] = {}
         for m in args.models:
             self.model_pools[m.pool.role] = PoolBackend(
                 f"{name}-{m.pool.role}",
-                PoolBackendArgs(pool=m.pool, gateway=gw, backend_timeout_seconds=args.backend_timeout_seconds,
-                                priority_classes=args.priority_classes, gateway_namespace=ns),
-                opts=pool_opts)
+                PoolBackendArgs(
+                    pool=m.pool,
+                    gateway=gw,
+                    backend_timeout_seconds=args.backend_timeout_seconds,
+                    priority_classes=args.priority_classes,
+                    gateway_namespace=ns,
+                ),
+                opts=pool_opts,
+            )
         self.body_router = None
         if args.models:
-            self.body_router = BodyRouter(f"{name}-body-router", BodyRouterArgs(
-                namespace=ns, version=gw.epp.version, replicas=gw.epp.replicas,
-                fail_open=gw.epp.failure_mode == "FailOpen"), opts=self.child_opts(depends_on=[self.gateway]))
+            self.body_router = BodyRouter(
+                f"{name}-body-router",
+                BodyRouterArgs(
+                    namespace=ns,
+                    version=gw.epp.version,
+                    replicas=gw.epp.replicas,
+                    fail_open=gw.epp.failure_mode == "FailOpen",
+                ),
+                opts=self.child_opts(depends_on=[self.gateway]),
+            )
 
-        backends = [x for b in (*self.pools.values(), *self.model_pools.values())
-                    for x in (b.inference_pool, b.reference_grant)]
-        self.api_route = _cr(f"{name}-api-route", o.api_route_object(gw, ns, args.pools, args.models),
-                             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
-                                 depends_on=[self.gateway, *backends])))
-        self.redirect_route = _cr(f"{name}-redirect-route", o.redirect_route_object(gw, ns),
-                                  pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway])))
+        backends = [
+            x for b in (*self.pools.values(), *self.model_pools.values()) for x in (b.inference_pool, b.reference_grant)
+        ]
+        self.api_route = _cr(
+            f"{name}-api-route",
+            o.api_route_object(gw, ns, args.pools, args.models),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *backends])),
+        )
+        self.redirect_route = _cr(
+            f"{name}-redirect-route",
+            o.redirect_route_object(gw, ns),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway])),
+        )
 
         self.iap_members: list[gcp.iap.WebIamMember] = []
         if gw.iap.enabled:
-            iap_api = gcp.projects.Service(f"{name}-iap-api", project=args.project, service="iap.googleapis.com",
-                                           disable_on_destroy=False, opts=child)
+            iap_api = gcp.projects.Service(
+                f"{name}-iap-api",
+                project=args.project,
+                service="iap.googleapis.com",
+                disable_on_destroy=False,
+                opts=child,
+            )
             self.iap_members = [
-                gcp.iap.WebIamMember(f"{name}-iap-accessor-{i}", project=args.project,
-                                     role="roles/iap.httpsResourceAccessor", member=m,
-                                     opts=self.child_opts(depends_on=[iap_api]))
-                for i, m in enumerate(gw.iap.members)]
+                gcp.iap.WebIamMember(
+                    f"{name}-iap-accessor-{i}",
+                    project=args.project,
+                    role="roles/iap.httpsResourceAccessor",
+                    member=m,
+                    opts=self.child_opts(depends_on=[iap_api]),
+                )
+                for i, m in enumerate(gw.iap.members)
+            ]
             if gw.iap.programmatic_clients:
                 # API clients (not browsers) authenticate with an OAuth client of their own: IAP accepts their ID
                 # tokens only when the client is listed here. Service accounts can instead send a self-signed JWT
                 # (README, "Deploying for real"), which needs no listing.
                 self.iap_settings = gcp.iap.Settings(
-                    f"{name}-iap-settings", name=f"projects/{args.project}/iap_web/compute-{args.region}",
+                    f"{name}-iap-settings",
+                    name=f"projects/{args.project}/iap_web/compute-{args.region}",
                     access_settings=gcp.iap.SettingsAccessSettingsArgs(
                         oauth_settings=gcp.iap.SettingsAccessSettingsOauthSettingsArgs(
-                            programmatic_clients=list(gw.iap.programmatic_clients))),
-                    opts=self.child_opts(depends_on=[iap_api]))
+                            programmatic_clients=list(gw.iap.programmatic_clients)
+                        )
+                    ),
+                    opts=self.child_opts(depends_on=[iap_api]),
+                )
 
         self.model_armor = None
         if gw.model_armor is not None:
             assert args.project_number is not None  # checked by InferenceGatewayArgs
-            armor_api = gcp.projects.Service(f"{name}-modelarmor-api", project=args.project,
-                                             service="modelarmor.googleapis.com", disable_on_destroy=False,
-                                             opts=child)
+            armor_api = gcp.projects.Service(
+                f"{name}-modelarmor-api",
+                project=args.project,
+                service="modelarmor.googleapis.com",
+                disable_on_destroy=False,
+                opts=child,
+            )
             # The Service Extensions agent (service-<number>@gcp-sa-dep) calls Model Armor from the load balancer.
             # A service agent exists only once something creates it; granting roles to it first fails, so the
             # stack creates it and grants to its ``member`` output.
             self.extensions_agent = gcp.projects.ServiceIdentity(
-                f"{name}-service-extensions-agent", project=args.project, service=SERVICE_EXTENSIONS_API,
-                opts=self.child_opts(depends_on=[armor_api]))
-            grants = [gcp.projects.IAMMember(f"{name}-modelarmor-{role.split('/')[1].replace('.', '-')}",
-                                             project=args.project, role=role, member=self.extensions_agent.member,
-                                             opts=self.child_opts(depends_on=[armor_api]))
-                      for role in MODEL_ARMOR_AGENT_ROLES]
+                f"{name}-service-extensions-agent",
+                project=args.project,
+                service=SERVICE_EXTENSIONS_API,
+                opts=self.child_opts(depends_on=[armor_api]),
+            )
+            grants = [
+                gcp.projects.IAMMember(
+                    f"{name}-modelarmor-{role.split('/')[1].replace('.', '-')}",
+                    project=args.project,
+                    role=role,
+                    member=self.extensions_agent.member,
+                    opts=self.child_opts(depends_on=[armor_api]),
+                )
+                for role in MODEL_ARMOR_AGENT_ROLES
+            ]
             self.model_armor = _cr(
                 f"{name}-model-armor",
-                o.model_armor_object(gw, ns, args.region,
-                                     (args.public_model_name, *(m.model_name for m in args.models)),
-                                     tuple(p.release for p in (*args.pools, *(m.pool for m in args.models)))),
-                pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])))
+                o.model_armor_object(
+                    gw,
+                    ns,
+                    args.region,
+                    (args.public_model_name, *(m.model_name for m in args.models)),
+                    tuple(p.release for p in (*args.pools, *(m.pool for m in args.models))),
+                ),
+                pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])),
+            )
 
         self.address_value = self.address.address
         self.hostnames = list(gw.hostnames)
-        self.register_outputs({"address": self.address_value, "hostnames": self.hostnames,
-                               "namespace": ns, "pools": sorted(self.pools),
-                               **({"model_pools": sorted(self.model_pools)} if self.model_pools else {})})
+        self.register_outputs(
+            {
+                "address": self.address_value,
+                "hostnames": self.hostnames,
+                "namespace": ns,
+                "pools": sorted(self.pools),
+                **({"model_pools": sorted(self.model_pools)} if self.model_pools else {}),
+            }
+        )

@@ -63,6 +63,7 @@ EPP_MEMORY_LIMIT = "2Gi"
 
 # ---- typed inputs -------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CertificateSpec:
     """Regional certificates of the HTTPS listener, created outside the program and referenced by name."""
@@ -84,8 +85,9 @@ class SaturationSpec:
         if self.queue_depth_threshold < 1:
             raise ValueError(f"SaturationSpec.queue_depth_threshold: must be >= 1, got {self.queue_depth_threshold}")
         if not 0 < self.kv_cache_util_threshold <= 1:
-            raise ValueError(f"SaturationSpec.kv_cache_util_threshold: must be in (0, 1], got "
-                             f"{self.kv_cache_util_threshold}")
+            raise ValueError(
+                f"SaturationSpec.kv_cache_util_threshold: must be in (0, 1], got {self.kv_cache_util_threshold}"
+            )
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,10 @@ class EndpointPickerSpec:
 
     def __post_init__(self) -> None:
         if self.version not in EPP_CHARTS:
-            raise ValueError(f"EndpointPickerSpec.version: unsupported chart release {self.version!r}; "
-                             f"supported: {', '.join(EPP_CHARTS)}")
+            raise ValueError(
+                f"EndpointPickerSpec.version: unsupported chart release {self.version!r}; "
+                f"supported: {', '.join(EPP_CHARTS)}"
+            )
 
     @property
     def profile(self) -> EppChartProfile:
@@ -162,8 +166,10 @@ class PriorityClassSpec:
 
     def __post_init__(self) -> None:
         if self.sheddable != (self.priority < 0):
-            raise ValueError(f"PriorityClassSpec.priority: class {self.name!r} has sheddable={self.sheddable} but "
-                             f"priority {self.priority} (the picker sheds exactly priority < 0)")
+            raise ValueError(
+                f"PriorityClassSpec.priority: class {self.name!r} has sheddable={self.sheddable} but "
+                f"priority {self.priority} (the picker sheds exactly priority < 0)"
+            )
 
 
 def epp_pod_selector(role: str) -> dict[str, str]:
@@ -172,8 +178,11 @@ def epp_pod_selector(role: str) -> dict[str, str]:
 
 
 def labels(component: str, role: str | None = None) -> dict[str, str]:
-    out = {naming.PART_OF_LABEL: naming.PART_OF, naming.COMPONENT_LABEL: component,
-           "app.kubernetes.io/managed-by": "pulumi"}
+    out = {
+        naming.PART_OF_LABEL: naming.PART_OF,
+        naming.COMPONENT_LABEL: component,
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
     if role is not None:
         out[naming.POOL_LABEL] = role
     return out
@@ -185,23 +194,33 @@ def _meta(name: str, namespace: Any, component: str, role: str | None = None) ->
 
 # ---- Gateway ----------------------------------------------------------------------------------------------
 
+
 def tls_options(gw: GatewaySpec) -> dict[str, str]:
-    key = ("networking.gke.io/cert-manager-certs" if gw.certificate.source == "certificate-manager"
-           else "networking.gke.io/pre-shared-certs")
+    key = (
+        "networking.gke.io/cert-manager-certs"
+        if gw.certificate.source == "certificate-manager"
+        else "networking.gke.io/pre-shared-certs"
+    )
     return {key: ",".join(gw.certificate.names)}
 
 
 def gateway_object(gw: GatewaySpec, namespace: Any, address_name: str) -> dict[str, Any]:
     same_ns = {"namespaces": {"from": "Same"}}
     return {
-        "apiVersion": GATEWAY_API, "kind": "Gateway",
+        "apiVersion": GATEWAY_API,
+        "kind": "Gateway",
         "metadata": _meta(GATEWAY_NAME, namespace, "gateway"),
         "spec": {
             "gatewayClassName": gw.gateway_class,
             "addresses": [{"type": "NamedAddress", "value": address_name}],
             "listeners": [
-                {"name": HTTPS_LISTENER, "protocol": "HTTPS", "port": 443, "allowedRoutes": same_ns,
-                 "tls": {"mode": "Terminate", "options": tls_options(gw)}},
+                {
+                    "name": HTTPS_LISTENER,
+                    "protocol": "HTTPS",
+                    "port": 443,
+                    "allowedRoutes": same_ns,
+                    "tls": {"mode": "Terminate", "options": tls_options(gw)},
+                },
                 # Plain HTTP exists only to answer with a redirect (see redirect_route_object).
                 {"name": HTTP_LISTENER, "protocol": "HTTP", "port": 80, "allowedRoutes": same_ns},
             ],
@@ -214,10 +233,10 @@ def gateway_policy_object(gw: GatewaySpec, namespace: Any, ssl_policy_name: str)
     if gw.gateway_class == "gke-l7-rilb":
         default["allowGlobalAccess"] = gw.allow_global_access
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "GCPGatewayPolicy",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPGatewayPolicy",
         "metadata": _meta(GATEWAY_NAME, namespace, "gateway"),
-        "spec": {"targetRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME},
-                 "default": default},
+        "spec": {"targetRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME}, "default": default},
     }
 
 
@@ -227,13 +246,15 @@ def _parent(section: str) -> dict[str, str]:
 
 def redirect_route_object(gw: GatewaySpec, namespace: Any) -> dict[str, Any]:
     return {
-        "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
+        "apiVersion": GATEWAY_API,
+        "kind": "HTTPRoute",
         "metadata": _meta(REDIRECT_ROUTE_NAME, namespace, "gateway"),
         "spec": {
             "parentRefs": [_parent(HTTP_LISTENER)],
             "hostnames": list(gw.hostnames),
-            "rules": [{"filters": [{"type": "RequestRedirect",
-                                    "requestRedirect": {"scheme": "https", "statusCode": 301}}]}],
+            "rules": [
+                {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+            ],
         },
     }
 
@@ -258,32 +279,56 @@ def model_rule(route: ModelRoute) -> dict[str, Any]:
     weighted split."""
     p = route.pool
     return {
-        "matches": [{"path": {"type": "PathPrefix", "value": prefix},
-                     "headers": [{"type": "Exact", "name": naming.MODEL_NAME_HEADER, "value": route.model_name}]}
-                    for prefix in MODEL_ROUTED_PATH_PREFIXES],
-        "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
-                         "namespace": p.namespace, "weight": 1}],
+        "matches": [
+            {
+                "path": {"type": "PathPrefix", "value": prefix},
+                "headers": [{"type": "Exact", "name": naming.MODEL_NAME_HEADER, "value": route.model_name}],
+            }
+            for prefix in MODEL_ROUTED_PATH_PREFIXES
+        ],
+        "backendRefs": [
+            {
+                "group": POOL_GROUP,
+                "kind": "InferencePool",
+                "name": naming.pool_name(p.role),
+                "namespace": p.namespace,
+                "weight": 1,
+            }
+        ],
     }
 
 
-def api_route_object(gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...],
-                     models: tuple[ModelRoute, ...] = ()) -> dict[str, Any]:
+def api_route_object(
+    gw: GatewaySpec, namespace: Any, pools: tuple[PoolRoute, ...], models: tuple[ModelRoute, ...] = ()
+) -> dict[str, Any]:
     """OpenAI paths -> weighted InferencePools. Weighted routing picks a pool first; cache-aware endpoint
     choice then happens inside that (cache-compatible) pool. A weight-0 backend stays attached: a dark canary
     is warm and scraped but gets no user requests. Each pool lives in its own namespace, so every backend names
     it, and the pool's :func:`reference_grant_object` admits the reference. Co-hosted models add one rule each
     (:func:`model_rule`), after the weighted one."""
     return {
-        "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
+        "apiVersion": GATEWAY_API,
+        "kind": "HTTPRoute",
         "metadata": _meta(API_ROUTE_NAME, namespace, "gateway"),
         "spec": {
             "parentRefs": [_parent(HTTPS_LISTENER)],
             "hostnames": list(gw.hostnames),
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
-                "backendRefs": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(p.role),
-                                 "namespace": p.namespace, "weight": p.weight} for p in pools],
-            }, *(model_rule(m) for m in models)],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in OPENAI_PATH_PREFIXES],
+                    "backendRefs": [
+                        {
+                            "group": POOL_GROUP,
+                            "kind": "InferencePool",
+                            "name": naming.pool_name(p.role),
+                            "namespace": p.namespace,
+                            "weight": p.weight,
+                        }
+                        for p in pools
+                    ],
+                },
+                *(model_rule(m) for m in models),
+            ],
         },
     }
 
@@ -297,9 +342,11 @@ def reference_grant_object(pool: PoolRoute, gateway_namespace: Any) -> dict[str,
     """Lets the API route (in the gateway's namespace) send traffic to this pool's InferencePool, and to nothing
     else in the pool's namespace. v1beta1: the version every Gateway API bundle since v0.6 serves."""
     return {
-        "apiVersion": REFERENCE_GRANT_API, "kind": "ReferenceGrant",
-        "metadata": _meta(f"{API_ROUTE_NAME}-to-{naming.pool_name(pool.role)}", pool.namespace, "inference-pool",
-                          pool.role),
+        "apiVersion": REFERENCE_GRANT_API,
+        "kind": "ReferenceGrant",
+        "metadata": _meta(
+            f"{API_ROUTE_NAME}-to-{naming.pool_name(pool.role)}", pool.namespace, "inference-pool", pool.role
+        ),
         "spec": {
             "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": gateway_namespace}],
             "to": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}],
@@ -309,13 +356,16 @@ def reference_grant_object(pool: PoolRoute, gateway_namespace: Any) -> dict[str,
 
 def inference_pool_object(pool: PoolRoute, failure_mode: str) -> dict[str, Any]:
     return {
-        "apiVersion": POOL_API, "kind": "InferencePool",
+        "apiVersion": POOL_API,
+        "kind": "InferencePool",
         "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {
             "selector": {"matchLabels": dict(pool.selector)},
             "targetPorts": [{"number": naming.VLLM_PORT}],
             "endpointPickerRef": {
-                "group": "", "kind": "Service", "name": naming.epp_name(pool.role),
+                "group": "",
+                "kind": "Service",
+                "name": naming.epp_name(pool.role),
                 "port": {"number": naming.EPP_EXT_PROC_PORT},
                 # Stated, not defaulted (the CRD default is FailClose): the reason is config's
                 # gateway.epp.failure_mode_reason.
@@ -331,14 +381,20 @@ def _target(pool: PoolRoute) -> dict[str, str]:
 
 def health_check_policy_object(pool: PoolRoute) -> dict[str, Any]:
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "HealthCheckPolicy",
         "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {
             "targetRef": _target(pool),
             "default": {
-                "checkIntervalSec": HC_INTERVAL_SECONDS, "timeoutSec": HC_TIMEOUT_SECONDS,
-                "healthyThreshold": HC_HEALTHY_THRESHOLD, "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
-                "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT}},
+                "checkIntervalSec": HC_INTERVAL_SECONDS,
+                "timeoutSec": HC_TIMEOUT_SECONDS,
+                "healthyThreshold": HC_HEALTHY_THRESHOLD,
+                "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
+                "config": {
+                    "type": "HTTP",
+                    "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT},
+                },
             },
         },
     }
@@ -349,8 +405,7 @@ def log_sample_rate(rate: float) -> int:
     return round(rate * 1_000_000)
 
 
-def backend_policy_object(pool: PoolRoute, gw: GatewaySpec,
-                          timeout: int) -> dict[str, Any]:
+def backend_policy_object(pool: PoolRoute, gw: GatewaySpec, timeout: int) -> dict[str, Any]:
     """``timeout``: the backend-service timeout, the planner's ceiling of the longest allowed stream."""
     default: dict[str, Any] = {
         # The longest allowed stream must finish: LB timeout = ceil(TTFT objective + max output x ITL objective).
@@ -368,25 +423,37 @@ def backend_policy_object(pool: PoolRoute, gw: GatewaySpec,
             iap["oauth2ClientSecret"] = {"name": gw.iap.oauth_client_secret_name}
         default["iap"] = iap
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "GCPBackendPolicy",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPBackendPolicy",
         "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {"targetRef": _target(pool), "default": default},
     }
 
 
-def objective_objects(pool: PoolRoute, classes: tuple[PriorityClassSpec, ...],
-                      profile: EppChartProfile) -> list[dict[str, Any]]:
+def objective_objects(
+    pool: PoolRoute, classes: tuple[PriorityClassSpec, ...], profile: EppChartProfile
+) -> list[dict[str, Any]]:
     """One InferenceObjective per class, named as the class, in the pool's namespace: the picker looks the class a
     request names up by object name in its own namespace and keeps only objectives whose ``poolRef`` is its pool,
     so each pool needs its own copy under the bare name (hence a namespace per pool)."""
-    return [{
-        "apiVersion": profile.objective_api_version, "kind": "InferenceObjective",
-        "metadata": {**_meta(c.name, pool.namespace, "inference-objective", pool.role),
-                     "annotations": {"llm-serving.io/description": c.description,
-                                     naming.SHEDDABLE_ANNOTATION: "true" if c.sheddable else "false"}},
-        "spec": {"priority": c.priority, "poolRef": {"group": POOL_GROUP, "kind": "InferencePool",
-                                                     "name": naming.pool_name(pool.role)}},
-    } for c in classes]
+    return [
+        {
+            "apiVersion": profile.objective_api_version,
+            "kind": "InferenceObjective",
+            "metadata": {
+                **_meta(c.name, pool.namespace, "inference-objective", pool.role),
+                "annotations": {
+                    "llm-serving.io/description": c.description,
+                    naming.SHEDDABLE_ANNOTATION: "true" if c.sheddable else "false",
+                },
+            },
+            "spec": {
+                "priority": c.priority,
+                "poolRef": {"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)},
+            },
+        }
+        for c in classes
+    ]
 
 
 def kv_metric_flag(profile: EppChartProfile, kv_cache_metric: str) -> str | None:
@@ -416,20 +483,31 @@ def picker_config(saturation: SaturationSpec) -> dict[str, Any]:
             {"type": "queue-scorer"},
             {"type": "kv-cache-utilization-scorer"},
             {"type": "prefix-cache-scorer"},
-            {"type": "metrics-data-source",
-             "parameters": {"scheme": "http", "path": naming.METRICS_PATH, "insecureSkipVerify": True}},
+            {
+                "type": "metrics-data-source",
+                "parameters": {"scheme": "http", "path": naming.METRICS_PATH, "insecureSkipVerify": True},
+            },
             {"type": "core-metrics-extractor"},
-            {"type": "utilization-detector", "parameters": {
-                "queueDepthThreshold": saturation.queue_depth_threshold,
-                "kvCacheUtilThreshold": saturation.kv_cache_util_threshold,
-                "metricsStalenessThreshold": SATURATION_METRICS_STALENESS,
-                "headroom": 0.0}},
+            {
+                "type": "utilization-detector",
+                "parameters": {
+                    "queueDepthThreshold": saturation.queue_depth_threshold,
+                    "kvCacheUtilThreshold": saturation.kv_cache_util_threshold,
+                    "metricsStalenessThreshold": SATURATION_METRICS_STALENESS,
+                    "headroom": 0.0,
+                },
+            },
         ],
-        "schedulingProfiles": [{"name": "default", "plugins": [
-            {"pluginRef": "queue-scorer", "weight": 2},
-            {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
-            {"pluginRef": "prefix-cache-scorer", "weight": 3},
-        ]}],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    {"pluginRef": "queue-scorer", "weight": 2},
+                    {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
+                ],
+            }
+        ],
         "saturationDetector": {"pluginRef": "utilization-detector"},
     }
 
@@ -441,8 +519,9 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
     kv = kv_metric_flag(profile, gw.epp.kv_cache_metric)
     if kv is not None:
         flags["kv-cache-usage-percentage-metric"] = kv
-    rendered_flags: Any = ([{"name": k, "value": v} for k, v in flags.items()] if profile.flags_layout == "list"
-                           else flags)
+    rendered_flags: Any = (
+        [{"name": k, "value": v} for k, v in flags.items()] if profile.flags_layout == "list" else flags
+    )
     monitoring: dict[str, Any] = {"interval": EPP_MONITORING_INTERVAL}
     if profile.monitoring_switch == "gke":
         monitoring["gke"] = {"enabled": True}
@@ -459,26 +538,42 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
         "monitoring": monitoring,
         "affinity": {
             # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                                   "labelSelector": {"matchLabels": epp_pod_selector(pool.role)}}}]},
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": epp_pod_selector(pool.role)},
+                        },
+                    }
+                ]
+            },
             # On the CPU system pool (GPU nodes are tainted, and a picker must never hold a GPU node's memory).
             # The chart reads no nodeSelector: affinity is its only way to place the pods.
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": naming.POOL_KIND_LABEL, "operator": "In", "values": ["system"]}]}]}},
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": naming.POOL_KIND_LABEL, "operator": "In", "values": ["system"]}]}
+                    ]
+                }
+            },
         },
         # The chart's default (4 CPU / 8 GiB requests) exceeds an e2-standard-4's allocatable 3920m CPU: the pickers
         # would stay Pending. 500m / 1 GiB lets the adapter (250m / 400Mi), GKE's system pods and four pickers (two
         # pools x leader + standby) share one e2-standard-4; the standby idles and the leader's work per request
         # is scoring a few endpoints. Both requests are set because Helm merges maps (a lone cpu would keep the
         # chart's 8Gi). No CPU limit: a throttled picker adds latency to every request it routes.
-        "resources": {"requests": {"cpu": EPP_CPU_REQUEST, "memory": EPP_MEMORY_REQUEST},
-                      "limits": {"memory": EPP_MEMORY_LIMIT}},
+        "resources": {
+            "requests": {"cpu": EPP_CPU_REQUEST, "memory": EPP_MEMORY_REQUEST},
+            "limits": {"memory": EPP_MEMORY_LIMIT},
+        },
     }
     if profile.states_picker_config:
         ext["pluginsConfigFile"] = PICKER_CONFIG_FILE
-        ext["pluginsCustomConfig"] = {PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation), indent=2,
-                                                                     sort_keys=True)}
+        ext["pluginsCustomConfig"] = {
+            PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation), indent=2, sort_keys=True)
+        }
     return {
         "provider": {"name": "gke"},
         "inferenceExtension": ext,
@@ -492,40 +587,57 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
 
 # ---- Model Armor ----------------------------------------------------------------------------------------------
 
-MODEL_ARMOR_EVENTS = ("RequestHeaders", "RequestBody", "RequestTrailers",
-                      "ResponseHeaders", "ResponseBody", "ResponseTrailers")
+MODEL_ARMOR_EVENTS = (
+    "RequestHeaders",
+    "RequestBody",
+    "RequestTrailers",
+    "ResponseHeaders",
+    "ResponseBody",
+    "ResponseTrailers",
+)
 
 
 def model_armor_service(region: str) -> str:
     return f"modelarmor.{region}.rep.googleapis.com"
 
 
-def model_armor_object(gw: GatewaySpec, namespace: Any, region: str, public_model_names: tuple[str, ...],
-                       releases: tuple[str, ...]) -> dict[str, Any]:
+def model_armor_object(
+    gw: GatewaySpec, namespace: Any, region: str, public_model_names: tuple[str, ...], releases: tuple[str, ...]
+) -> dict[str, Any]:
     """Screens prompts and responses of every served name: requests carry a public model name, responses name
     the release that served them (``--served-model-name <release id> <public name>``)."""
     assert gw.model_armor is not None
     tmpl = gw.model_armor.template
-    settings = [{"model": m, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
-                for m in sorted({*public_model_names, *releases})]
+    settings = [
+        {"model": m, "user_prompt_template_id": tmpl, "model_response_template_id": tmpl}
+        for m in sorted({*public_model_names, *releases})
+    ]
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "GCPTrafficExtension",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPTrafficExtension",
         "metadata": _meta(MODEL_ARMOR_EXTENSION_NAME, namespace, "gateway"),
         "spec": {
             "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME}],
-            "extensionChains": [{
-                "name": "model-armor",
-                "matchCondition": {"celExpressions": [
-                    {"celMatcher": f'request.path.startsWith("{p}")'} for p in OPENAI_PATH_PREFIXES[:2]]},
-                "extensions": [{
+            "extensionChains": [
+                {
                     "name": "model-armor",
-                    "googleAPIServiceName": model_armor_service(region),
-                    "supportedEvents": list(MODEL_ARMOR_EVENTS),
-                    "timeout": f"{gw.model_armor.timeout_ms}ms",
-                    "failOpen": gw.model_armor.fail_open,
-                    "metadata": {"model_armor_settings": json.dumps(settings, separators=(",", ":"))},
-                }],
-            }],
+                    "matchCondition": {
+                        "celExpressions": [
+                            {"celMatcher": f'request.path.startsWith("{p}")'} for p in OPENAI_PATH_PREFIXES[:2]
+                        ]
+                    },
+                    "extensions": [
+                        {
+                            "name": "model-armor",
+                            "googleAPIServiceName": model_armor_service(region),
+                            "supportedEvents": list(MODEL_ARMOR_EVENTS),
+                            "timeout": f"{gw.model_armor.timeout_ms}ms",
+                            "failOpen": gw.model_armor.fail_open,
+                            "metadata": {"model_armor_settings": json.dumps(settings, separators=(",", ":"))},
+                        }
+                    ],
+                }
+            ],
         },
     }
 
@@ -546,9 +658,16 @@ def body_router_args() -> list[str]:
     LoRA adapters to base models from ConfigMaps: no adapters are served here, so the router needs no Kubernetes
     API read either)."""
     plugin = json.dumps({"fieldName": "model", "headerName": naming.MODEL_NAME_HEADER}, separators=(",", ":"))
-    return ["--streaming", "--grpc-port", str(naming.BODY_ROUTER_PORT),
-            "--grpc-health-port", str(naming.BODY_ROUTER_HEALTH_PORT),
-            "--plugin", f"body-field-to-header:model-extractor:{plugin}", "--tracing=false"]
+    return [
+        "--streaming",
+        "--grpc-port",
+        str(naming.BODY_ROUTER_PORT),
+        "--grpc-health-port",
+        str(naming.BODY_ROUTER_HEALTH_PORT),
+        "--plugin",
+        f"body-field-to-header:model-extractor:{plugin}",
+        "--tracing=false",
+    ]
 
 
 def body_router_extension_object(namespace: Any, fail_open: bool) -> dict[str, Any]:
@@ -558,25 +677,37 @@ def body_router_extension_object(namespace: Any, fail_open: bool) -> dict[str, A
     router cannot see reaches the weighted pools (a co-hosted model's request then gets vLLM's 404 "model does
     not exist"), closed = it fails."""
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "GCPRoutingExtension",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPRoutingExtension",
         "metadata": _meta(naming.BODY_ROUTER_NAME, namespace, "gateway"),
         "spec": {
             "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY_NAME}],
-            "extensionChains": [{
-                "name": "body-based-routing",
-                "matchCondition": {"celExpressions": [
-                    {"celMatcher": f'request.path.startsWith("{p}")'} for p in MODEL_ROUTED_PATH_PREFIXES]},
-                "extensions": [{
-                    "name": "model-name-to-header",
-                    "authority": f"{naming.BODY_ROUTER_NAME}.{GATEWAY_NAME}.internal",
-                    "timeout": BODY_ROUTER_TIMEOUT,
-                    "supportedEvents": ["RequestHeaders", "RequestBody", "RequestTrailers"],
-                    "requestBodySendMode": "FullDuplexStreamed",
-                    "failOpen": fail_open,
-                    "backendRef": {"group": "", "kind": "Service", "name": naming.BODY_ROUTER_NAME,
-                                   "port": naming.BODY_ROUTER_PORT},
-                }],
-            }],
+            "extensionChains": [
+                {
+                    "name": "body-based-routing",
+                    "matchCondition": {
+                        "celExpressions": [
+                            {"celMatcher": f'request.path.startsWith("{p}")'} for p in MODEL_ROUTED_PATH_PREFIXES
+                        ]
+                    },
+                    "extensions": [
+                        {
+                            "name": "model-name-to-header",
+                            "authority": f"{naming.BODY_ROUTER_NAME}.{GATEWAY_NAME}.internal",
+                            "timeout": BODY_ROUTER_TIMEOUT,
+                            "supportedEvents": ["RequestHeaders", "RequestBody", "RequestTrailers"],
+                            "requestBodySendMode": "FullDuplexStreamed",
+                            "failOpen": fail_open,
+                            "backendRef": {
+                                "group": "",
+                                "kind": "Service",
+                                "name": naming.BODY_ROUTER_NAME,
+                                "port": naming.BODY_ROUTER_PORT,
+                            },
+                        }
+                    ],
+                }
+            ],
         },
     }
 
@@ -584,11 +715,16 @@ def body_router_extension_object(namespace: Any, fail_open: bool) -> dict[str, A
 def body_router_health_check_object(namespace: Any) -> dict[str, Any]:
     """The load balancer health-checks the router's Service on its gRPC health port (chart templates/gke.yaml)."""
     return {
-        "apiVersion": GKE_POLICY_API, "kind": "HealthCheckPolicy",
+        "apiVersion": GKE_POLICY_API,
+        "kind": "HealthCheckPolicy",
         "metadata": _meta(naming.BODY_ROUTER_NAME, namespace, "gateway"),
         "spec": {
-            "default": {"config": {"type": "GRPC", "grpcHealthCheck": {
-                "portSpecification": "USE_FIXED_PORT", "port": naming.BODY_ROUTER_HEALTH_PORT}}},
+            "default": {
+                "config": {
+                    "type": "GRPC",
+                    "grpcHealthCheck": {"portSpecification": "USE_FIXED_PORT", "port": naming.BODY_ROUTER_HEALTH_PORT},
+                }
+            },
             "targetRef": {"group": "", "kind": "Service", "name": naming.BODY_ROUTER_NAME},
         },
     }

@@ -65,30 +65,49 @@ class CustomMetricsAdapter(Component):
         subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=KSA, namespace=NAMESPACE)
 
         self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata=meta(name=NAMESPACE, labels={naming.PART_OF_LABEL: naming.PART_OF}),
-            opts=child)
+            f"{name}-ns", metadata=meta(name=NAMESPACE, labels={naming.PART_OF_LABEL: naming.PART_OF}), opts=child
+        )
         ns_child = self.child_opts(depends_on=[self.namespace])
-        self.ksa = k8s.core.v1.ServiceAccount(f"{name}-ksa", metadata=meta(name=KSA, namespace=NAMESPACE), opts=ns_child)
+        self.ksa = k8s.core.v1.ServiceAccount(
+            f"{name}-ksa", metadata=meta(name=KSA, namespace=NAMESPACE), opts=ns_child
+        )
         self.auth_delegator = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-auth-delegator", metadata=meta(name="custom-metrics:system:auth-delegator"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                             name="system:auth-delegator"),
-            subjects=[subject], opts=ns_child)
+            f"{name}-auth-delegator",
+            metadata=meta(name="custom-metrics:system:auth-delegator"),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="system:auth-delegator"
+            ),
+            subjects=[subject],
+            opts=ns_child,
+        )
         self.auth_reader = k8s.rbac.v1.RoleBinding(
-            f"{name}-auth-reader", metadata=meta(name="custom-metrics-auth-reader", namespace="kube-system"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
-                                             name="extension-apiserver-authentication-reader"),
-            subjects=[subject], opts=ns_child)
+            f"{name}-auth-reader",
+            metadata=meta(name="custom-metrics-auth-reader", namespace="kube-system"),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="extension-apiserver-authentication-reader"
+            ),
+            subjects=[subject],
+            opts=ns_child,
+        )
         self.resource_reader = k8s.rbac.v1.ClusterRole(
-            f"{name}-resource-reader", metadata=meta(name="custom-metrics-resource-reader"),
-            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods", "nodes", "nodes/stats"],
-                                              verbs=["get", "list", "watch"])],
-            opts=child)
+            f"{name}-resource-reader",
+            metadata=meta(name="custom-metrics-resource-reader"),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=[""], resources=["pods", "nodes", "nodes/stats"], verbs=["get", "list", "watch"]
+                )
+            ],
+            opts=child,
+        )
         self.resource_reader_binding = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-resource-reader-binding", metadata=meta(name="custom-metrics-resource-reader"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                             name="custom-metrics-resource-reader"),
-            subjects=[subject], opts=ns_child)
+            f"{name}-resource-reader-binding",
+            metadata=meta(name="custom-metrics-resource-reader"),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="custom-metrics-resource-reader"
+            ),
+            subjects=[subject],
+            opts=ns_child,
+        )
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta(name=KSA, namespace=NAMESPACE, labels=LABELS),
@@ -102,52 +121,77 @@ class CustomMetricsAdapter(Component):
                     spec=k8s.core.v1.PodSpecArgs(
                         service_account_name=KSA,
                         node_selector={"kubernetes.io/os": "linux"},
-                        containers=[k8s.core.v1.ContainerArgs(
-                            name="pod-custom-metrics-stackdriver-adapter",
-                            image=image(args.image_digest),
-                            image_pull_policy="IfNotPresent",
-                            command=["/adapter", "--use-new-resource-model=true",
-                                     "--fallback-for-container-metrics=true"],
-                            resources=k8s.core.v1.ResourceRequirementsArgs(requests=RESOURCES, limits=RESOURCES),
-                        )],
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="pod-custom-metrics-stackdriver-adapter",
+                                image=image(args.image_digest),
+                                image_pull_policy="IfNotPresent",
+                                command=[
+                                    "/adapter",
+                                    "--use-new-resource-model=true",
+                                    "--fallback-for-container-metrics=true",
+                                ],
+                                resources=k8s.core.v1.ResourceRequirementsArgs(requests=RESOURCES, limits=RESOURCES),
+                            )
+                        ],
                     ),
                 ),
             ),
-            opts=self.child_opts(depends_on=[self.ksa]))
+            opts=self.child_opts(depends_on=[self.ksa]),
+        )
         self.service = k8s.core.v1.Service(
-            f"{name}-service", metadata=meta(name=KSA, namespace=NAMESPACE, labels=LABELS),
+            f"{name}-service",
+            metadata=meta(name=KSA, namespace=NAMESPACE, labels=LABELS),
             spec=k8s.core.v1.ServiceSpecArgs(
-                type="ClusterIP", selector=LABELS,
-                ports=[k8s.core.v1.ServicePortArgs(port=443, target_port=443, protocol="TCP")]),
-            opts=ns_child)
+                type="ClusterIP",
+                selector=LABELS,
+                ports=[k8s.core.v1.ServicePortArgs(port=443, target_port=443, protocol="TCP")],
+            ),
+            opts=ns_child,
+        )
         self.api_services = [
             k8s.apiregistration.v1.APIService(
                 f"{name}-{version}-{group.split('.')[0]}",
                 metadata=meta(name=f"{version}.{group}"),
                 spec=k8s.apiregistration.v1.APIServiceSpecArgs(
-                    group=group, version=version,
+                    group=group,
+                    version=version,
                     # Upstream registers the adapter without a CA bundle (its serving cert is self-signed).
                     insecure_skip_tls_verify=True,
-                    group_priority_minimum=100, version_priority=priority,
-                    service=k8s.apiregistration.v1.ServiceReferenceArgs(name=KSA, namespace=NAMESPACE)),
-                opts=self.child_opts(depends_on=[self.service]))
+                    group_priority_minimum=100,
+                    version_priority=priority,
+                    service=k8s.apiregistration.v1.ServiceReferenceArgs(name=KSA, namespace=NAMESPACE),
+                ),
+                opts=self.child_opts(depends_on=[self.service]),
+            )
             for group, version, priority in API_SERVICES
         ]
         self.external_reader = k8s.rbac.v1.ClusterRole(
-            f"{name}-external-metrics-reader", metadata=meta(name="external-metrics-reader"),
-            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=["external.metrics.k8s.io"], resources=["*"],
-                                              verbs=["list", "get", "watch"])],
-            opts=child)
+            f"{name}-external-metrics-reader",
+            metadata=meta(name="external-metrics-reader"),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=["external.metrics.k8s.io"], resources=["*"], verbs=["list", "get", "watch"]
+                )
+            ],
+            opts=child,
+        )
         self.external_reader_binding = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-external-metrics-reader-binding", metadata=meta(name="external-metrics-reader"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                             name="external-metrics-reader"),
-            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name="horizontal-pod-autoscaler",
-                                              namespace="kube-system")],
-            opts=child)
+            f"{name}-external-metrics-reader-binding",
+            metadata=meta(name="external-metrics-reader"),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="external-metrics-reader"
+            ),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name="horizontal-pod-autoscaler", namespace="kube-system"
+                )
+            ],
+            opts=child,
+        )
         self.principal = wi_principal(args.project_number, args.workload_pool, NAMESPACE, KSA)
         # See MONITORING_VIEWER: the one justified project-level read role.
         self.monitoring_viewer = gcp.projects.IAMMember(
-            f"{name}-monitoring-viewer", project=args.project, role=MONITORING_VIEWER, member=self.principal,
-            opts=child)
+            f"{name}-monitoring-viewer", project=args.project, role=MONITORING_VIEWER, member=self.principal, opts=child
+        )
         self.register_outputs({"principal": self.principal, "image": image(args.image_digest)})

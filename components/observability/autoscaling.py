@@ -23,7 +23,7 @@ def quantity(value: float) -> str:
     """Kubernetes quantity text: 3 -> "3", 0.8 -> "800m"."""
     if float(value).is_integer():
         return str(int(value))
-    return f"{int(round(value * 1000))}m"
+    return f"{round(value * 1000)}m"
 
 
 def _pods_metric(metric: metrics.Gauge, average: float) -> k8s.autoscaling.v2.MetricSpecArgs:
@@ -43,7 +43,8 @@ def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.Ho
         metric_specs.append(_pods_metric(metrics.KV_CACHE_USAGE, p.kv_cache_target))
     return k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
         scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
-            api_version="apps/v1", kind="Deployment", name=deployment),
+            api_version="apps/v1", kind="Deployment", name=deployment
+        ),
         min_replicas=p.min_replicas,
         max_replicas=p.max_replicas,
         metrics=metric_specs,
@@ -54,10 +55,12 @@ def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.Ho
                 stabilization_window_seconds=p.scale_up_window_seconds,
                 select_policy="Max",
                 policies=[
-                    k8s.autoscaling.v2.HPAScalingPolicyArgs(type="Percent", value=SCALE_UP_PERCENT,
-                                                            period_seconds=SCALE_UP_PERIOD_S),
-                    k8s.autoscaling.v2.HPAScalingPolicyArgs(type="Pods", value=SCALE_UP_PODS,
-                                                            period_seconds=SCALE_UP_PERIOD_S),
+                    k8s.autoscaling.v2.HPAScalingPolicyArgs(
+                        type="Percent", value=SCALE_UP_PERCENT, period_seconds=SCALE_UP_PERIOD_S
+                    ),
+                    k8s.autoscaling.v2.HPAScalingPolicyArgs(
+                        type="Pods", value=SCALE_UP_PODS, period_seconds=SCALE_UP_PERIOD_S
+                    ),
                 ],
             ),
             scale_down=k8s.autoscaling.v2.HPAScalingRulesArgs(
@@ -66,8 +69,9 @@ def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.Ho
                 select_policy="Min",
                 policies=[
                     # One pod per longest-stream period: pods leave one at a time, each after the last drained.
-                    k8s.autoscaling.v2.HPAScalingPolicyArgs(type="Pods", value=1,
-                                                            period_seconds=p.scale_down_period_seconds),
+                    k8s.autoscaling.v2.HPAScalingPolicyArgs(
+                        type="Pods", value=1, period_seconds=p.scale_down_period_seconds
+                    ),
                 ],
             ),
         ),

@@ -33,8 +33,9 @@ prediction/online/...``) are named by Cloud Monitoring's PromQL mapping and spli
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 from .. import naming
 
@@ -135,6 +136,7 @@ def gmp_custom_metric(metric: Gauge) -> str:
 
 # ---- naming contract helpers --------------------------------------------------------------------------------
 
+
 def pod_name_regex(role: str) -> str:
     """Pods of Deployment ``vllm-<role>`` are ``vllm-<role>-<replicaset hash>-<pod hash>``; the two trailing
     dash-free segments keep ``vllm-<role>-epp-…`` pods out."""
@@ -142,6 +144,7 @@ def pod_name_regex(role: str) -> str:
 
 
 # ---- PromQL builders ------------------------------------------------------------------------------------------
+
 
 def _fmt(value: float) -> str:
     text = repr(float(value))
@@ -184,8 +187,7 @@ def quantile(h: Histogram, q: float, window: str, sel: str, group: Iterable[str]
 
 
 def mean_of(h: Histogram, window: str, sel: str, group: Iterable[str] = SPLIT) -> str:
-    return (f"{agg('sum', group)} (rate({h.sum}{sel}[{window}])) / "
-            f"{agg('sum', group)} (rate({h.count}{sel}[{window}]))")
+    return f"{agg('sum', group)} (rate({h.sum}{sel}[{window}])) / {agg('sum', group)} (rate({h.count}{sel}[{window}]))"
 
 
 def rate_sum(c: Counter, window: str, sel: str, group: Iterable[str] = SPLIT) -> str:
@@ -206,16 +208,20 @@ def waiting_per_pod(role: str) -> str:
     return f"sum({NUM_REQUESTS_WAITING.series}{serving(role)}) / {pod_count(role)}"
 
 
-def prefix_hit_rate(window: str, sel: str, group: Iterable[str] = SPLIT, hits: Counter | None = None,
-                    queries: Counter | None = None) -> str:
+def prefix_hit_rate(
+    window: str, sel: str, group: Iterable[str] = SPLIT, hits: Counter | None = None, queries: Counter | None = None
+) -> str:
     group = tuple(group)
     hits, queries = hits or PREFIX_CACHE_HITS, queries or PREFIX_CACHE_QUERIES
-    return (f"{rate_sum(hits, window, sel, group)} / {rate_sum(queries, window, sel, group)}")
+    return f"{rate_sum(hits, window, sel, group)} / {rate_sum(queries, window, sel, group)}"
 
 
 def finish_success_ratio(window: str, sel_role: str | None = None) -> str:
-    good = matchers(**namespace_of(sel_role), **({POOL_LABEL: sel_role} if sel_role else {}),
-                    finished_reason_re="|".join(GOOD_FINISH_REASONS))
+    good = matchers(
+        **namespace_of(sel_role),
+        **({POOL_LABEL: sel_role} if sel_role else {}),
+        finished_reason_re="|".join(GOOD_FINISH_REASONS),
+    )
     return f"{rate_sum(REQUEST_SUCCESS, window, good)} / {rate_sum(REQUEST_SUCCESS, window, serving(sel_role))}"
 
 
@@ -229,8 +235,9 @@ def success_ratio(window: str, labels: dict[str, str], group: Iterable[str], fin
 
 def cost_per_million_at(count: str, sel: str, replica_hourly_usd: float, window: str) -> str:
     """Observed cost per 1M output tokens of the replicas ``count`` counts, over the tokens ``sel`` generates."""
-    return (f"{_fmt(replica_hourly_usd)} * {count} * 1000000 / "
-            f"(3600 * sum(rate({GENERATION_TOKENS.total}{sel}[{window}])))")
+    return (
+        f"{_fmt(replica_hourly_usd)} * {count} * 1000000 / (3600 * sum(rate({GENERATION_TOKENS.total}{sel}[{window}])))"
+    )
 
 
 def cost_per_million_output_tokens(role: str, replica_hourly_usd: float, window: str) -> str:
@@ -306,14 +313,15 @@ def cloud_run_serving(service: str, revision: str | None = None) -> str:
 
 def cloud_run_instance_count(service: str, revision: str) -> str:
     """Instances of a revision the sidecars currently report (each instance runs its own collector)."""
-    return (f"count(count by ({CLOUD_RUN_INSTANCE_LABEL}) "
-            f"({NUM_REQUESTS_RUNNING.series}{cloud_run_serving(service, revision)}))")
+    return (
+        f"count(count by ({CLOUD_RUN_INSTANCE_LABEL}) "
+        f"({NUM_REQUESTS_RUNNING.series}{cloud_run_serving(service, revision)}))"
+    )
 
 
 def cloud_run_running_per_instance(service: str, revision: str) -> str:
     """Requests vLLM runs per instance: Cloud Run sends at most the revision's concurrency to one instance."""
     return f"sum({NUM_REQUESTS_RUNNING.series}{cloud_run_serving(service, revision)}) / {cloud_run_instance_count(service, revision)}"
-
 
 
 # ---- Vertex AI: AI AutoMetrics' label model -------------------------------------------------------------------
@@ -373,14 +381,18 @@ def vertex_serving(endpoint_id: str, deployed_model: str | None = None) -> str:
 
 def vertex_replica_count(endpoint_id: str, deployed_model: str) -> str:
     """Replicas of a deployed model whose vLLM AutoMetrics currently reports."""
-    return (f"count(count by ({VERTEX_REPLICA_LABEL}) "
-            f"({on_vertex(NUM_REQUESTS_RUNNING).series}{vertex_serving(endpoint_id, deployed_model)}))")
+    return (
+        f"count(count by ({VERTEX_REPLICA_LABEL}) "
+        f"({on_vertex(NUM_REQUESTS_RUNNING).series}{vertex_serving(endpoint_id, deployed_model)}))"
+    )
 
 
 def vertex_waiting_per_replica(endpoint_id: str, deployed_model: str) -> str:
     """Vertex's queue autoscaling signal as the dashboard sees it: waiting requests per replica."""
-    return (f"sum({on_vertex(NUM_REQUESTS_WAITING).series}{vertex_serving(endpoint_id, deployed_model)}) / "
-            f"{vertex_replica_count(endpoint_id, deployed_model)}")
+    return (
+        f"sum({on_vertex(NUM_REQUESTS_WAITING).series}{vertex_serving(endpoint_id, deployed_model)}) / "
+        f"{vertex_replica_count(endpoint_id, deployed_model)}"
+    )
 
 
 # ---- Vertex AI: the endpoint's own Cloud Monitoring metrics ---------------------------------------------------------
@@ -407,13 +419,22 @@ def cloud_monitoring_promql_name(metric_type: str) -> str:
 
 
 VERTEX_REPLICAS = Gauge(cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/replicas"))
-VERTEX_TARGET_REPLICAS = Gauge(cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/target_replicas"))
-VERTEX_DUTY_CYCLE = Gauge(cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle"))
+VERTEX_TARGET_REPLICAS = Gauge(
+    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/target_replicas")
+)
+VERTEX_DUTY_CYCLE = Gauge(
+    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle")
+)
 #: DELTA metrics: PromQL on Cloud Monitoring reads them with rate(), like counters (no ``_total`` suffix).
-VERTEX_PREDICTION_COUNT = Gauge(cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/prediction_count"))
-VERTEX_RESPONSE_COUNT = Gauge(cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/response_count"))
+VERTEX_PREDICTION_COUNT = Gauge(
+    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/prediction_count")
+)
+VERTEX_RESPONSE_COUNT = Gauge(
+    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/response_count")
+)
 VERTEX_PREDICTION_LATENCIES = Histogram(
-    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/prediction_latencies"))
+    cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/prediction_latencies")
+)
 
 
 def vertex_endpoint_metric(endpoint_id: str, **extra: str) -> str:

@@ -27,6 +27,7 @@ Decisions stated here once:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -91,6 +92,7 @@ DNS_PODS = ("kube-dns", "node-local-dns")
 
 # ---- identity ------------------------------------------------------------------------------------------
 
+
 def selector_labels(role: str) -> dict[str, str]:
     """The Deployment's selector, and also what the pool's InferencePool, picker, PDB and NetworkPolicy select.
 
@@ -118,8 +120,10 @@ def pod_labels(role: str, release: ReleaseInfo) -> dict[str, str]:
 
 def scripts() -> dict[str, str]:
     """The ConfigMap's data: file name -> text."""
-    return {PROBE_SCRIPT_NAME: PROBE_SCRIPT.read_text(encoding="utf-8"),
-            VERIFY_SCRIPT_NAME: VERIFY_SCRIPT.read_text(encoding="utf-8")}
+    return {
+        PROBE_SCRIPT_NAME: PROBE_SCRIPT.read_text(encoding="utf-8"),
+        VERIFY_SCRIPT_NAME: VERIFY_SCRIPT.read_text(encoding="utf-8"),
+    }
 
 
 def scripts_digest(files: dict[str, str]) -> str:
@@ -146,8 +150,9 @@ class PodResources:
 
     def __post_init__(self) -> None:
         if self.shm_gib * 2 > self.memory_gib:
-            raise ValueError(f"PodResources.shm_gib: {self.shm_gib} GiB may use at most half of memory_gib "
-                             f"({self.memory_gib} GiB)")
+            raise ValueError(
+                f"PodResources.shm_gib: {self.shm_gib} GiB may use at most half of memory_gib ({self.memory_gib} GiB)"
+            )
 
 
 @dataclass(frozen=True)
@@ -201,11 +206,15 @@ class ModelServerArgs:
 
     def __post_init__(self) -> None:
         if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
-            raise ValueError(f"ModelServerArgs.hyperdisk_claim: pool {self.role!r} loads via hyperdisk_ml but no "
-                             "Hyperdisk ML claim was given")
+            raise ValueError(
+                f"ModelServerArgs.hyperdisk_claim: pool {self.role!r} loads via hyperdisk_ml but no "
+                "Hyperdisk ML claim was given"
+            )
         if self.resources.gpus != self.release.tensor_parallel_size:
-            raise ValueError(f"ModelServerArgs.resources.gpus: {self.resources.gpus} GPU(s) for tensor_parallel_size "
-                             f"{self.release.tensor_parallel_size} (one GPU per rank)")
+            raise ValueError(
+                f"ModelServerArgs.resources.gpus: {self.resources.gpus} GPU(s) for tensor_parallel_size "
+                f"{self.release.tensor_parallel_size} (one GPU per rank)"
+            )
 
 
 def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
@@ -223,6 +232,7 @@ def plan_annotations(args: ModelServerArgs) -> dict[str, str]:
 
 # ---- pod -----------------------------------------------------------------------------------------------
 
+
 def verify_command(args: ModelServerArgs) -> list[str]:
     """The release check the init container runs before vLLM may start: object metadata against the manifest for a
     gs:// stream (no second download), every mounted byte hashed against it otherwise; both require the manifest's
@@ -230,10 +240,26 @@ def verify_command(args: ModelServerArgs) -> list[str]:
     rel = args.release
     script = ["python3", f"{SCRIPTS_MOUNT_PATH}/{VERIFY_SCRIPT_NAME}"]
     if args.loading_path == "gcs_streaming":
-        return [*script, "gcs", "--bucket", rel.weights_bucket, "--prefix", rel.weights_prefix,
-                "--expect-revision", rel.model_revision]
-    return [*script, "dir", "--path", args.model_root, "--workers", str(args.verify_workers),
-            "--expect-revision", rel.model_revision]
+        return [
+            *script,
+            "gcs",
+            "--bucket",
+            rel.weights_bucket,
+            "--prefix",
+            rel.weights_prefix,
+            "--expect-revision",
+            rel.model_revision,
+        ]
+    return [
+        *script,
+        "dir",
+        "--path",
+        args.model_root,
+        "--workers",
+        str(args.verify_workers),
+        "--expect-revision",
+        rel.model_revision,
+    ]
 
 
 def verify_container(args: ModelServerArgs) -> core.ContainerArgs:
@@ -245,24 +271,44 @@ def verify_container(args: ModelServerArgs) -> core.ContainerArgs:
         mounts.append(core.VolumeMountArgs(name="weights", mount_path=args.model_root, read_only=True))
     cpu = f"{args.resources.cpu:g}"
     return core.ContainerArgs(
-        name=naming.VERIFY_CONTAINER, image=args.release.image, image_pull_policy="IfNotPresent",
+        name=naming.VERIFY_CONTAINER,
+        image=args.release.image,
+        image_pull_policy="IfNotPresent",
         command=verify_command(args),
         # Requests no more than the server does, so the pod's effective request is unchanged (init containers run
         # one at a time, before the server).
-        resources=core.ResourceRequirementsArgs(requests={"cpu": cpu, "memory": VERIFY_MEMORY},
-                                                limits={"memory": VERIFY_MEMORY}),
-        volume_mounts=mounts, security_context=container_security_context(),
-        termination_message_policy="FallbackToLogsOnError")
+        resources=core.ResourceRequirementsArgs(
+            requests={"cpu": cpu, "memory": VERIFY_MEMORY}, limits={"memory": VERIFY_MEMORY}
+        ),
+        volume_mounts=mounts,
+        security_context=container_security_context(),
+        termination_message_policy="FallbackToLogsOnError",
+    )
 
 
 def _probe(mode: str, deadline: int) -> list[str]:
-    return ["python3", f"{SCRIPTS_MOUNT_PATH}/{PROBE_SCRIPT_NAME}", mode, "--port", str(naming.VLLM_PORT),
-            "--deadline-seconds", str(deadline)]
+    return [
+        "python3",
+        f"{SCRIPTS_MOUNT_PATH}/{PROBE_SCRIPT_NAME}",
+        mode,
+        "--port",
+        str(naming.VLLM_PORT),
+        "--deadline-seconds",
+        str(deadline),
+    ]
 
 
 def _identity(args: ModelServerArgs) -> list[str]:
-    return ["--release-id", args.release.release, "--public-name", args.public_model_name,
-            "--model-root", args.model_root, "--max-model-len", str(args.release.max_model_len)]
+    return [
+        "--release-id",
+        args.release.release,
+        "--public-name",
+        args.public_model_name,
+        "--model-root",
+        args.model_root,
+        "--max-model-len",
+        str(args.release.max_model_len),
+    ]
 
 
 def startup_command(args: ModelServerArgs) -> list[str]:
@@ -281,8 +327,13 @@ def readiness_command(args: ModelServerArgs) -> list[str]:
 
 def liveness_command(args: ModelServerArgs) -> list[str]:
     """A dead engine, or requests in flight without token progress for the stall window."""
-    return _probe("liveness", args.probes.liveness_deadline_seconds) + [
-        "--stall-seconds", str(args.probes.liveness_stall_seconds), "--state-file", LIVENESS_STATE_FILE]
+    return [
+        *_probe("liveness", args.probes.liveness_deadline_seconds),
+        "--stall-seconds",
+        str(args.probes.liveness_stall_seconds),
+        "--state-file",
+        LIVENESS_STATE_FILE,
+    ]
 
 
 def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
@@ -303,25 +354,44 @@ def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
 
 def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
     vols = [
-        core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory",
-                                                                            size_limit=f"{args.resources.shm_gib}Gi")),
+        core.VolumeArgs(
+            name="dshm",
+            empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{args.resources.shm_gib}Gi"),
+        ),
         core.VolumeArgs(name="tmp", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{TMP_SIZE_GIB}Gi")),
         core.VolumeArgs(name="home", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit=f"{CACHE_SIZE_GIB}Gi")),
-        core.VolumeArgs(name="scripts", config_map=core.ConfigMapVolumeSourceArgs(
-            name=naming.scripts_config_map_name(args.role), default_mode=0o444)),
+        core.VolumeArgs(
+            name="scripts",
+            config_map=core.ConfigMapVolumeSourceArgs(
+                name=naming.scripts_config_map_name(args.role), default_mode=0o444
+            ),
+        ),
     ]
     path = args.loading_path
     if path == "hyperdisk_ml":
-        vols.append(core.VolumeArgs(name="weights", persistent_volume_claim=core.PersistentVolumeClaimVolumeSourceArgs(
-            claim_name=args.hyperdisk_claim, read_only=True)))
+        vols.append(
+            core.VolumeArgs(
+                name="weights",
+                persistent_volume_claim=core.PersistentVolumeClaimVolumeSourceArgs(
+                    claim_name=args.hyperdisk_claim, read_only=True
+                ),
+            )
+        )
     elif path == "gcs_fuse":
-        vols.append(core.VolumeArgs(name="weights", csi=core.CSIVolumeSourceArgs(
-            driver=GCSFUSE_DRIVER, read_only=True,
-            volume_attributes={
-                "bucketName": args.release.weights_bucket,
-                # only-dir: the mount root is the release's immutable folder, nothing else of the bucket.
-                "mountOptions": f"implicit-dirs,only-dir={args.release.weights_prefix}",
-            })))
+        vols.append(
+            core.VolumeArgs(
+                name="weights",
+                csi=core.CSIVolumeSourceArgs(
+                    driver=GCSFUSE_DRIVER,
+                    read_only=True,
+                    volume_attributes={
+                        "bucketName": args.release.weights_bucket,
+                        # only-dir: the mount root is the release's immutable folder, nothing else of the bucket.
+                        "mountOptions": f"implicit-dirs,only-dir={args.release.weights_prefix}",
+                    },
+                ),
+            )
+        )
     return vols
 
 
@@ -333,7 +403,11 @@ def volume_mounts(args: ModelServerArgs) -> list[core.VolumeMountArgs]:
         core.VolumeMountArgs(name="scripts", mount_path=SCRIPTS_MOUNT_PATH, read_only=True),
     ]
     if args.loading_path in ("hyperdisk_ml", "gcs_fuse"):
-        mounts.append(core.VolumeMountArgs(name="weights", mount_path=naming.weights_mount_path(args.release.weights_prefix), read_only=True))
+        mounts.append(
+            core.VolumeMountArgs(
+                name="weights", mount_path=naming.weights_mount_path(args.release.weights_prefix), read_only=True
+            )
+        )
     return mounts
 
 
@@ -350,8 +424,12 @@ def resources(args: ModelServerArgs) -> core.ResourceRequirementsArgs:
 
 def container_security_context() -> core.SecurityContextArgs:
     return core.SecurityContextArgs(
-        run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID, privileged=False,
-        allow_privilege_escalation=False, read_only_root_filesystem=True,
+        run_as_non_root=True,
+        run_as_user=RUN_AS_UID,
+        run_as_group=RUN_AS_UID,
+        privileged=False,
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=True,
         capabilities=core.CapabilitiesArgs(drop=["ALL"]),
         seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
     )
@@ -371,17 +449,27 @@ def container(args: ModelServerArgs) -> core.ContainerArgs:
         volume_mounts=volume_mounts(args),
         security_context=container_security_context(),
         startup_probe=core.ProbeArgs(
-            exec_=core.ExecActionArgs(command=startup_command(args)), period_seconds=probes.startup_period_seconds,
-            failure_threshold=probes.startup_failure_threshold, timeout_seconds=probes.startup_timeout_seconds),
+            exec_=core.ExecActionArgs(command=startup_command(args)),
+            period_seconds=probes.startup_period_seconds,
+            failure_threshold=probes.startup_failure_threshold,
+            timeout_seconds=probes.startup_timeout_seconds,
+        ),
         readiness_probe=core.ProbeArgs(
             exec_=core.ExecActionArgs(command=readiness_command(args)),
-            period_seconds=probes.readiness_period_seconds, timeout_seconds=probes.readiness_timeout_seconds,
-            failure_threshold=probes.readiness_failure_threshold, success_threshold=1),
+            period_seconds=probes.readiness_period_seconds,
+            timeout_seconds=probes.readiness_timeout_seconds,
+            failure_threshold=probes.readiness_failure_threshold,
+            success_threshold=1,
+        ),
         liveness_probe=core.ProbeArgs(
-            exec_=core.ExecActionArgs(command=liveness_command(args)), period_seconds=probes.liveness_period_seconds,
-            timeout_seconds=probes.liveness_timeout_seconds, failure_threshold=probes.liveness_failure_threshold),
-        lifecycle=core.LifecycleArgs(pre_stop=core.LifecycleHandlerArgs(
-            sleep=core.SleepActionArgs(seconds=probes.pre_stop_seconds))),
+            exec_=core.ExecActionArgs(command=liveness_command(args)),
+            period_seconds=probes.liveness_period_seconds,
+            timeout_seconds=probes.liveness_timeout_seconds,
+            failure_threshold=probes.liveness_failure_threshold,
+        ),
+        lifecycle=core.LifecycleArgs(
+            pre_stop=core.LifecycleHandlerArgs(sleep=core.SleepActionArgs(seconds=probes.pre_stop_seconds))
+        ),
         termination_message_policy="FallbackToLogsOnError",
     )
 
@@ -403,22 +491,41 @@ def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
         enable_service_links=False,
         termination_grace_period_seconds=probes.termination_grace_seconds,
         node_selector={naming.ACCELERATOR_LABEL: args.accelerator},
-        tolerations=[core.TolerationArgs(key=naming.GPU_TAINT_KEY, operator="Equal", value=naming.GPU_TAINT_VALUE,
-                                         effect=naming.GPU_TAINT_EFFECT)],
-        topology_spread_constraints=[core.TopologySpreadConstraintArgs(
-            # One replica per node where possible: a node loss then costs one replica, which the N+1
-            # headroom absorbs. Tainted / non-matching nodes are not counted as empty domains.
-            max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
-            label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
-            node_affinity_policy="Honor", node_taints_policy="Honor")],
-        affinity=core.AffinityArgs(pod_anti_affinity=core.PodAntiAffinityArgs(
-            required_during_scheduling_ignored_during_execution=[core.PodAffinityTermArgs(
+        tolerations=[
+            core.TolerationArgs(
+                key=naming.GPU_TAINT_KEY, operator="Equal", value=naming.GPU_TAINT_VALUE, effect=naming.GPU_TAINT_EFFECT
+            )
+        ],
+        topology_spread_constraints=[
+            core.TopologySpreadConstraintArgs(
+                # One replica per node where possible: a node loss then costs one replica, which the N+1
+                # headroom absorbs. Tainted / non-matching nodes are not counted as empty domains.
+                max_skew=1,
                 topology_key="kubernetes.io/hostname",
-                label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)))]))
-        if args.one_per_node else None,
+                when_unsatisfiable="DoNotSchedule",
+                label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
+                node_affinity_policy="Honor",
+                node_taints_policy="Honor",
+            )
+        ],
+        affinity=core.AffinityArgs(
+            pod_anti_affinity=core.PodAntiAffinityArgs(
+                required_during_scheduling_ignored_during_execution=[
+                    core.PodAffinityTermArgs(
+                        topology_key="kubernetes.io/hostname",
+                        label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
+                    )
+                ]
+            )
+        )
+        if args.one_per_node
+        else None,
         security_context=core.PodSecurityContextArgs(
-            run_as_non_root=True, run_as_user=RUN_AS_UID, run_as_group=RUN_AS_UID,
-            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+            run_as_non_root=True,
+            run_as_user=RUN_AS_UID,
+            run_as_group=RUN_AS_UID,
+            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+        ),
         init_containers=[verify_container(args)],
         containers=[container(args)],
         volumes=volumes(args),
@@ -447,17 +554,21 @@ def deployment_spec(args: ModelServerArgs, script_sha: str) -> k8s.apps.v1.Deplo
         selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
         strategy=k8s.apps.v1.DeploymentStrategyArgs(
             type="RollingUpdate",
-            rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=args.max_surge, max_unavailable=0)),
+            rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=args.max_surge, max_unavailable=0),
+        ),
         progress_deadline_seconds=progress_deadline_seconds(probes),
         revision_history_limit=REVISION_HISTORY_LIMIT,
         template=core.PodTemplateSpecArgs(
-            metadata=meta.ObjectMetaArgs(labels=pod_labels(args.role, args.release),
-                                         annotations=pod_annotations(args, script_sha)),
-            spec=pod_spec(args)),
+            metadata=meta.ObjectMetaArgs(
+                labels=pod_labels(args.role, args.release), annotations=pod_annotations(args, script_sha)
+            ),
+            spec=pod_spec(args),
+        ),
     )
 
 
 # ---- disruption budget and network policy --------------------------------------------------------------
+
 
 def pdb_spec(role: str, max_unavailable: int) -> k8s.policy.v1.PodDisruptionBudgetSpecArgs:
     """A voluntary disruption (node upgrade, drain) may take down as many replicas as the N+1 headroom
@@ -473,47 +584,83 @@ def _tcp(*ports: int) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
     return [k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=p) for p in ports]
 
 
-def network_policy_spec(role: str, proxy_only_cidr: str,
-                        clients: tuple[PodPeer, ...] = ()) -> k8s.networking.v1.NetworkPolicySpecArgs:
+def network_policy_spec(
+    role: str, proxy_only_cidr: str, clients: tuple[PodPeer, ...] = ()
+) -> k8s.networking.v1.NetworkPolicySpecArgs:
     net = k8s.networking.v1
-    ns_in = lambda names: meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(  # noqa: E731
-        key="kubernetes.io/metadata.name", operator="In", values=list(names))])
+
+    def ns_in(names: Sequence[str]) -> meta.LabelSelectorArgs:
+        return meta.LabelSelectorArgs(
+            match_expressions=[
+                meta.LabelSelectorRequirementArgs(key="kubernetes.io/metadata.name", operator="In", values=list(names))
+            ]
+        )
+
     ingress = [
-        net.NetworkPolicyIngressRuleArgs(ports=_tcp(naming.VLLM_PORT), from_=[
-            # Requests: the regional gateway's Envoy proxies live in the proxy-only subnet.
-            net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
-            # Load-balancer health checks of the InferencePool backends.
-            *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
-            # This pool's endpoint picker scrapes /metrics to score endpoints (GAIE epplib selector label).
-            net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(
-                match_labels={naming.EPP_POD_LABEL: naming.epp_name(role)})),
-            # Managed Prometheus collectors scrape /metrics.
-            net.NetworkPolicyPeerArgs(namespace_selector=ns_in(GMP_NAMESPACES),
-                                      pod_selector=meta.LabelSelectorArgs(match_labels=GMP_COLLECTOR_LABELS)),
-            # Named clients in their own namespace (the benchmark Job while it measures this pool).
-            *[net.NetworkPolicyPeerArgs(namespace_selector=ns_in([c.namespace]),
-                                        pod_selector=meta.LabelSelectorArgs(match_labels=dict(c.labels)))
-              for c in clients],
-        ]),
+        net.NetworkPolicyIngressRuleArgs(
+            ports=_tcp(naming.VLLM_PORT),
+            from_=[
+                # Requests: the regional gateway's Envoy proxies live in the proxy-only subnet.
+                net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
+                # Load-balancer health checks of the InferencePool backends.
+                *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
+                # This pool's endpoint picker scrapes /metrics to score endpoints (GAIE epplib selector label).
+                net.NetworkPolicyPeerArgs(
+                    pod_selector=meta.LabelSelectorArgs(match_labels={naming.EPP_POD_LABEL: naming.epp_name(role)})
+                ),
+                # Managed Prometheus collectors scrape /metrics.
+                net.NetworkPolicyPeerArgs(
+                    namespace_selector=ns_in(GMP_NAMESPACES),
+                    pod_selector=meta.LabelSelectorArgs(match_labels=GMP_COLLECTOR_LABELS),
+                ),
+                # Named clients in their own namespace (the benchmark Job while it measures this pool).
+                *[
+                    net.NetworkPolicyPeerArgs(
+                        namespace_selector=ns_in([c.namespace]),
+                        pod_selector=meta.LabelSelectorArgs(match_labels=dict(c.labels)),
+                    )
+                    for c in clients
+                ],
+            ],
+        ),
     ]
     egress = [
         net.NetworkPolicyEgressRuleArgs(
-            to=[net.NetworkPolicyPeerArgs(
-                namespace_selector=ns_in(["kube-system"]),
-                pod_selector=meta.LabelSelectorArgs(match_expressions=[meta.LabelSelectorRequirementArgs(
-                    key="k8s-app", operator="In", values=list(DNS_PODS))]))],
-            ports=[net.NetworkPolicyPortArgs(protocol="UDP", port=53), net.NetworkPolicyPortArgs(protocol="TCP", port=53)]),
-        *[net.NetworkPolicyEgressRuleArgs(to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=cidr))], ports=_tcp(*ports))
-          for cidr, ports in METADATA_ENDPOINTS],
+            to=[
+                net.NetworkPolicyPeerArgs(
+                    namespace_selector=ns_in(["kube-system"]),
+                    pod_selector=meta.LabelSelectorArgs(
+                        match_expressions=[
+                            meta.LabelSelectorRequirementArgs(key="k8s-app", operator="In", values=list(DNS_PODS))
+                        ]
+                    ),
+                )
+            ],
+            ports=[
+                net.NetworkPolicyPortArgs(protocol="UDP", port=53),
+                net.NetworkPolicyPortArgs(protocol="TCP", port=53),
+            ],
+        ),
+        *[
+            net.NetworkPolicyEgressRuleArgs(
+                to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=cidr))], ports=_tcp(*ports)
+            )
+            for cidr, ports in METADATA_ENDPOINTS
+        ],
         net.NetworkPolicyEgressRuleArgs(
-            to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_API_RANGES], ports=_tcp(443)),
+            to=[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_API_RANGES], ports=_tcp(443)
+        ),
     ]
     return net.NetworkPolicySpecArgs(
         pod_selector=meta.LabelSelectorArgs(match_labels=selector_labels(role)),
-        policy_types=["Ingress", "Egress"], ingress=ingress, egress=egress)
+        policy_types=["Ingress", "Egress"],
+        ingress=ingress,
+        egress=egress,
+    )
 
 
 # ---- the component ------------------------------------------------------------------------------------
+
 
 class ModelServer(Component):
     """One pool's vLLM Deployment and its companions. Pass the Kubernetes provider and what the objects must
@@ -528,24 +675,33 @@ class ModelServer(Component):
         child = self.child_opts()
         common_labels = pod_labels(args.role, args.release)
         meta_of = lambda n, ann=None: meta.ObjectMetaArgs(  # noqa: E731
-            name=n, namespace=args.namespace, labels=common_labels, annotations=ann)
+            name=n, namespace=args.namespace, labels=common_labels, annotations=ann
+        )
         deployment = naming.deployment_name(args.role)
 
         self.config_map = core.ConfigMap(
-            f"{name}-scripts", metadata=meta_of(naming.scripts_config_map_name(args.role)),
-            data=files, opts=child)
+            f"{name}-scripts", metadata=meta_of(naming.scripts_config_map_name(args.role)), data=files, opts=child
+        )
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta_of(deployment, {**args.release.annotations(), **plan_annotations(args)}),
             spec=deployment_spec(args, sha),
-            opts=self.child_opts(depends_on=[self.config_map], ignore_changes=["spec.replicas"],
-                                 custom_timeouts=rollout_timeout(args)))
+            opts=self.child_opts(
+                depends_on=[self.config_map], ignore_changes=["spec.replicas"], custom_timeouts=rollout_timeout(args)
+            ),
+        )
         self.pdb = k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb", metadata=meta_of(deployment), spec=pdb_spec(args.role, args.max_unavailable_disruptions),
-            opts=child)
+            f"{name}-pdb",
+            metadata=meta_of(deployment),
+            spec=pdb_spec(args.role, args.max_unavailable_disruptions),
+            opts=child,
+        )
         self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-netpol", metadata=meta_of(deployment),
-            spec=network_policy_spec(args.role, args.proxy_only_cidr, args.clients), opts=child)
+            f"{name}-netpol",
+            metadata=meta_of(deployment),
+            spec=network_policy_spec(args.role, args.proxy_only_cidr, args.clients),
+            opts=child,
+        )
 
         self.role = args.role
         self.release_id = args.release.release
@@ -559,8 +715,14 @@ class ModelServer(Component):
         self.probes = args.probes
         self.vllm_args = list(args.vllm_args)
         self.termination_grace_seconds = args.probes.termination_grace_seconds
-        self.register_outputs({
-            "deployment_name": self.deployment_name, "release_id": self.release_id, "selector": self.pool_selector,
-            "port": self.port, "vllm_args": self.vllm_args, "probes": args.probes.to_dict(),
-            "termination_grace_seconds": self.termination_grace_seconds,
-        })
+        self.register_outputs(
+            {
+                "deployment_name": self.deployment_name,
+                "release_id": self.release_id,
+                "selector": self.pool_selector,
+                "port": self.port,
+                "vllm_args": self.vllm_args,
+                "probes": args.probes.to_dict(),
+                "termination_grace_seconds": self.termination_grace_seconds,
+            }
+        )

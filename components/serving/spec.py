@@ -60,11 +60,16 @@ class ReleaseInfo:
     def export(self) -> dict[str, Any]:
         """The identity as the stack exports it (seed field names)."""
         return {
-            "model_revision": self.model_revision, "tokenizer_revision": self.tokenizer_revision,
-            "image": self.image, "weight_manifest": self.weight_manifest, "max_model_len": self.max_model_len,
+            "model_revision": self.model_revision,
+            "tokenizer_revision": self.tokenizer_revision,
+            "image": self.image,
+            "weight_manifest": self.weight_manifest,
+            "max_model_len": self.max_model_len,
             "tensor_parallel_size": self.tensor_parallel_size,
-            "sampling_defaults_version": self.sampling_defaults_version, "quantization": self.quantization,
-            "dtype": self.dtype, "vllm_version": self.vllm_version,
+            "sampling_defaults_version": self.sampling_defaults_version,
+            "quantization": self.quantization,
+            "dtype": self.dtype,
+            "vllm_version": self.vllm_version,
         }
 
 

@@ -22,16 +22,31 @@ MAX_ARG_BYTES = 128 * 1024
 def verifier_source() -> str:
     text = VERIFY_SCRIPT.read_text(encoding="utf-8")
     if len(text.encode("utf-8")) >= MAX_ARG_BYTES:
-        raise ValueError(f"{VERIFY_SCRIPT.name} is {len(text.encode('utf-8'))} bytes: it cannot be passed as one "
-                         f"argument (MAX_ARG_STRLEN {MAX_ARG_BYTES})")
+        raise ValueError(
+            f"{VERIFY_SCRIPT.name} is {len(text.encode('utf-8'))} bytes: it cannot be passed as one "
+            f"argument (MAX_ARG_STRLEN {MAX_ARG_BYTES})"
+        )
     return text
 
 
 def verified_server_command(bucket: str, prefix: str, revision: str) -> tuple[str, ...]:
     """``python3 -c <verifier> gcs --bucket B --prefix <model>/<revision> --expect-revision R --exec -- vllm serve``;
     the container's ``args`` follow it."""
-    return ("python3", "-c", verifier_source(), "gcs", "--bucket", bucket, "--prefix", prefix,
-            "--expect-revision", revision, "--exec", "--", *VLLM_COMMAND)
+    return (
+        "python3",
+        "-c",
+        verifier_source(),
+        "gcs",
+        "--bucket",
+        bucket,
+        "--prefix",
+        prefix,
+        "--expect-revision",
+        revision,
+        "--exec",
+        "--",
+        *VLLM_COMMAND,
+    )
 
 
 #: The container's environment: the weights come from the release folder, never from a model hub (hub downloads

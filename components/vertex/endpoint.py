@@ -36,8 +36,9 @@ Prerequisites outside this component (cannot be created from here without projec
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -152,8 +153,10 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     """Every problem with ``args`` (empty when valid); nothing is registered unless this is empty."""
     problems: list[str] = []
     if not _ENDPOINT_ID_RE.match(args.endpoint_id):
-        problems.append(f"endpoint_id {args.endpoint_id!r}: letter first, then up to 62 of [a-z0-9-], "
-                        "not ending in '-' (aiplatform.v1 endpoints.create endpointId)")
+        problems.append(
+            f"endpoint_id {args.endpoint_id!r}: letter first, then up to 62 of [a-z0-9-], "
+            "not ending in '-' (aiplatform.v1 endpoints.create endpointId)"
+        )
     if not _ACCOUNT_ID_RE.match(args.service_account_id):
         problems.append(f"service_account_id {args.service_account_id!r}: 6-30 of [a-z0-9-], letter first")
     if not args.deployments:
@@ -171,7 +174,8 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     if args.deployments and sum(d.weight for d in args.deployments if isinstance(d.weight, int)) != 100:
         problems.append(f"deployments: weights {dict((d.role, d.weight) for d in args.deployments)} must sum to 100")
     if args.resource_pool is not None and not any(
-            isinstance(d.placement, CoHosted) and d.placement.resource_pool is None for d in args.deployments):
+        isinstance(d.placement, CoHosted) and d.placement.resource_pool is None for d in args.deployments
+    ):
         problems.append("resource_pool is set but no deployment is co-hosted on it (idle accelerators)")
     if args.private_service_connect is not None and not args.private_service_connect.project_allowlist:
         problems.append("private_service_connect.project_allowlist: at least one consumer project")
@@ -180,8 +184,10 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
             if member in _PUBLIC_MEMBERS:
                 problems.append(f"caller_members: {member} would make the endpoint public")
             elif not _MEMBER_RE.match(member):
-                problems.append(f"caller_members: {member!r} is not an IAM member (user:, group:, serviceAccount:, "
-                                "domain:, principal:, principalSet:)")
+                problems.append(
+                    f"caller_members: {member!r} is not an IAM member (user:, group:, serviceAccount:, "
+                    "domain:, principal:, principalSet:)"
+                )
     for prefix in args.weights_prefixes:
         if not _PREFIX_RE.match(prefix):
             problems.append(f"weights_prefixes: {prefix!r} is not <model>/<revision> (no leading or trailing '/')")
@@ -196,17 +202,21 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     return problems
 
 
-def weights_condition(bucket: str, prefixes: tuple[str, ...], endpoint_id: str
-                      ) -> gcp.storage.BucketIAMMemberConditionArgs:
+def weights_condition(
+    bucket: str, prefixes: tuple[str, ...], endpoint_id: str
+) -> gcp.storage.BucketIAMMemberConditionArgs:
     """Objects of the release folders, and listings under them (the verifier and the streamer list each folder)."""
     folders = [f"{p}/" for p in prefixes]
     expression = " || ".join(
         f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{f}") || '
-        f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{f}")' for f in folders)
+        f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{f}")'
+        for f in folders
+    )
     return gcp.storage.BucketIAMMemberConditionArgs(
         title=f"{endpoint_id}-release-folders"[:100],
         description=("Read " + ", ".join(f"gs://{bucket}/{f}" for f in folders) + " only: the served releases")[:256],
-        expression=expression)
+        expression=expression,
+    )
 
 
 def service_account_email(project: str, account_id: str) -> str:
@@ -236,41 +246,67 @@ class VertexServing(Component):
 
         # ---- identity: the containers' service account, bucket-scoped read only ----------------------------
         self.service_account = gcp.serviceaccount.Account(
-            f"{name}-sa", project=p, account_id=args.service_account_id,
+            f"{name}-sa",
+            project=p,
+            account_id=args.service_account_id,
             display_name=f"Vertex AI serving: {args.display_name}",
             description="Runs the vLLM containers of the Vertex endpoint; reads the weights bucket only",
-            opts=self._child(protect=args.protect))
+            opts=self._child(protect=args.protect),
+        )
         self.service_account_email: pulumi.Output[str] = self.service_account.email
         member = self.service_account.email.apply(lambda e: f"serviceAccount:{e}")
         self.weights_reader = gcp.storage.BucketIAMMember(
-            f"{name}-weights-reader", bucket=args.weights_bucket, role=WEIGHTS_READER_ROLE, member=member,
-            condition=None if not args.weights_prefixes else pulumi.Output.from_input(args.weights_bucket).apply(
-                lambda b: weights_condition(b, args.weights_prefixes, args.endpoint_id)),
-            opts=self._child())
+            f"{name}-weights-reader",
+            bucket=args.weights_bucket,
+            role=WEIGHTS_READER_ROLE,
+            member=member,
+            condition=None
+            if not args.weights_prefixes
+            else pulumi.Output.from_input(args.weights_bucket).apply(
+                lambda b: weights_condition(b, args.weights_prefixes, args.endpoint_id)
+            ),
+            opts=self._child(),
+        )
         grants: list[pulumi.Resource] = [self.weights_reader]
         self.image_reader: gcp.artifactregistry.RepositoryIamMember | None = None
         if args.image_repository is not None:
             repo = args.image_repository
             self.image_reader = gcp.artifactregistry.RepositoryIamMember(
-                f"{name}-image-reader", project=repo.project, location=repo.location, repository=repo.repository_id,
-                role=IMAGE_READER_ROLE, member=member, opts=self._child())
+                f"{name}-image-reader",
+                project=repo.project,
+                location=repo.location,
+                repository=repo.repository_id,
+                role=IMAGE_READER_ROLE,
+                member=member,
+                opts=self._child(),
+            )
             grants.append(self.image_reader)
 
         # ---- endpoint -----------------------------------------------------------------------------------
         psc = args.private_service_connect
         self.endpoint = gcp.vertex.AiEndpoint(
-            f"{name}-endpoint", name=args.endpoint_id, project=p, location=r, region=r,
-            display_name=args.display_name, description="vLLM (OpenAI protocol via rawPredict/streamRawPredict)",
+            f"{name}-endpoint",
+            name=args.endpoint_id,
+            project=p,
+            location=r,
+            region=r,
+            display_name=args.display_name,
+            description="vLLM (OpenAI protocol via rawPredict/streamRawPredict)",
             labels=dict(sorted(args.labels.items())),
             dedicated_endpoint_enabled=True if psc is None else None,
-            private_service_connect_config=None if psc is None else (
+            private_service_connect_config=None
+            if psc is None
+            else (
                 gcp.vertex.AiEndpointPrivateServiceConnectConfigArgs(
-                    enable_private_service_connect=True, project_allowlists=list(psc.project_allowlist))),
+                    enable_private_service_connect=True, project_allowlists=list(psc.project_allowlist)
+                )
+            ),
             # The split is owned by the EndpointTraffic resource; the endpoint resource must never reset it.
             # The id is fixed, so a replacement cannot create the new endpoint beside the old one: delete first
             # (Pulumi's deleteBeforeReplace, for "resources that cannot exist side-by-side"; it cascades to the
             # deployments, which must leave the old endpoint anyway).
-            opts=self._child(protect=args.protect, ignore_changes=["trafficSplit"], delete_before_replace=True))
+            opts=self._child(protect=args.protect, ignore_changes=["trafficSplit"], delete_before_replace=True),
+        )
         self.endpoint_name: pulumi.Output[str] = self.endpoint.name.apply(lambda n: rq.endpoint_name(p, r, n))
 
         # ---- co-hosting pool -----------------------------------------------------------------------------
@@ -283,9 +319,13 @@ class VertexServing(Component):
             self.resource_pool = pv.DeploymentResourcePool(
                 f"{name}-pool-{spec.name}",
                 pv.DeploymentResourcePoolInputs(
-                    project=p, region=r, pool_id=pool_id,
-                    resource_pool=self.service_account.email.apply(lambda e: rq.resource_pool(spec, e))),
-                opts=self._child(depends_on=grants))
+                    project=p,
+                    region=r,
+                    pool_id=pool_id,
+                    resource_pool=self.service_account.email.apply(lambda e: rq.resource_pool(spec, e)),
+                ),
+                opts=self._child(depends_on=grants),
+            )
 
         # ---- deployments, one after the other ------------------------------------------------------------
         self.deployments: dict[str, pv.DeployedModel] = {}
@@ -295,11 +335,15 @@ class VertexServing(Component):
             deployed = self.deployments[d.role] = pv.DeployedModel(
                 f"{name}-{d.role}",
                 pv.DeployedModelInputs(
-                    project=p, region=r, endpoint=self.endpoint_name,
+                    project=p,
+                    region=r,
+                    endpoint=self.endpoint_name,
                     upload_model_request=self._upload_request(model, args.image_repository is not None),
                     deployed_model=self._deployed_model(d),
-                    timeouts=pv.DeployTimeouts.for_container(d.model.container)),
-                opts=self._child(depends_on=[*grants, *previous, *self._pool_dependency(d)]))
+                    timeouts=pv.DeployTimeouts.for_container(d.model.container),
+                ),
+                opts=self._child(depends_on=[*grants, *previous, *self._pool_dependency(d)]),
+            )
             previous = [deployed]
 
         # ---- traffic ------------------------------------------------------------------------------------
@@ -307,26 +351,39 @@ class VertexServing(Component):
         self.traffic = pv.EndpointTraffic(
             f"{name}-traffic",
             pv.EndpointTrafficInputs(
-                project=p, region=r, endpoint=self.endpoint_name, weights=self.weights,
+                project=p,
+                region=r,
+                endpoint=self.endpoint_name,
+                weights=self.weights,
                 deployed_model_ids={role: dm.deployed_model_id for role, dm in self.deployments.items()},
-                inference_timeout_seconds=args.inference_timeout_seconds),
-            opts=self._child())
+                inference_timeout_seconds=args.inference_timeout_seconds,
+            ),
+            opts=self._child(),
+        )
 
         # ---- callers ------------------------------------------------------------------------------------
         self.callers = [
             gcp.vertex.AiEndpointIamMember(
-                f"{name}-caller-{i}", project=p, location=r, endpoint=self.endpoint.name, role=args.caller_role,
-                member=pulumi.Output.from_input(m).apply(_checked_member), opts=self._child())
+                f"{name}-caller-{i}",
+                project=p,
+                location=r,
+                endpoint=self.endpoint.name,
+                role=args.caller_role,
+                member=pulumi.Output.from_input(m).apply(_checked_member),
+                opts=self._child(),
+            )
             for i, m in enumerate(args.caller_members)
         ]
 
-        self.register_outputs({
-            "endpoint": self.endpoint_name,
-            "dedicated_endpoint_dns": self.endpoint.dedicated_endpoint_dns,
-            "service_account": self.service_account_email,
-            "deployed_model_ids": {role: dm.deployed_model_id for role, dm in self.deployments.items()},
-            "weights": self.weights,
-        })
+        self.register_outputs(
+            {
+                "endpoint": self.endpoint_name,
+                "dedicated_endpoint_dns": self.endpoint.dedicated_endpoint_dns,
+                "service_account": self.service_account_email,
+                "deployed_model_ids": {role: dm.deployed_model_id for role, dm in self.deployments.items()},
+                "weights": self.weights,
+            }
+        )
 
     # ---- helpers ----------------------------------------------------------------------------------------
 
@@ -347,8 +404,14 @@ class VertexServing(Component):
         display = rq.deployed_model_display_name(d.role, d.model.display_name)
         placement = d.placement
         if isinstance(placement, rq.DedicatedResources):
-            return self.service_account.email.apply(lambda e: rq.deployed_model(
-                rq.DeployedModelSpec(display_name=display, resources=placement, service_account=e)))
+            return self.service_account.email.apply(
+                lambda e: rq.deployed_model(
+                    rq.DeployedModelSpec(display_name=display, resources=placement, service_account=e)
+                )
+            )
         pool = placement.resource_pool if placement.resource_pool is not None else self.resource_pool_name
-        return pulumi.Output.from_input(pool).apply(lambda name: rq.deployed_model(
-            rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(name))))
+        return pulumi.Output.from_input(pool).apply(
+            lambda name: rq.deployed_model(
+                rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(name))
+            )
+        )

@@ -19,7 +19,6 @@ from ..observability.alerts import AlertSpec, canary_spec, no_traffic_spec, obje
 from ..observability.dashboard import Panel, dashboard_window, split_vllm_panels
 from ..observability.views import Thresholds
 
-
 #: The autoscaling signal the per-pool panel's queue line is compared with (``requests.AUTOSCALING_METRICS``).
 QUEUE_SIGNAL = "vllm_queue"
 
@@ -48,40 +47,91 @@ def _endpoint_panels(endpoint_id: str, w: str) -> list[Panel]:
     total = m.vertex_endpoint_metric(endpoint_id, latency_type="total")
     by_model = lambda panel: replace(panel, split=True, split_labels=g)  # noqa: E731
     return [
-        by_model(Panel("Replicas and target replicas by deployed model (Vertex)", (
-            ("replicas", m.gauge_agg(m.VERTEX_REPLICAS, "max", sel, g)),
-            ("target replicas", m.gauge_agg(m.VERTEX_TARGET_REPLICAS, "max", sel, g)),
-        ))),
-        by_model(Panel("Predictions/s by deployed model (Vertex)", (
-            ("predictions/s", f"{m.agg('sum', g)} (rate({m.VERTEX_PREDICTION_COUNT.series}{sel}[{w}]))"),
-        ), "1/s")),
-        Panel("Responses/s by response code (Vertex)", (
-            ("responses/s", f"sum by ({m.VERTEX_DEPLOYED_MODEL_ID_LABEL}, response_code) "
-                            f"(rate({m.VERTEX_RESPONSE_COUNT.series}{sel}[{w}]))"),
-        ), "1/s", split=True, split_labels=(m.VERTEX_DEPLOYED_MODEL_ID_LABEL, "response_code")),
-        by_model(Panel("Prediction latency p95 by deployed model (Vertex, total, ms)", (
-            ("p95", m.quantile(m.VERTEX_PREDICTION_LATENCIES, 0.95, w, total, g)),
-        ), "ms")),
+        by_model(
+            Panel(
+                "Replicas and target replicas by deployed model (Vertex)",
+                (
+                    ("replicas", m.gauge_agg(m.VERTEX_REPLICAS, "max", sel, g)),
+                    ("target replicas", m.gauge_agg(m.VERTEX_TARGET_REPLICAS, "max", sel, g)),
+                ),
+            )
+        ),
+        by_model(
+            Panel(
+                "Predictions/s by deployed model (Vertex)",
+                (("predictions/s", f"{m.agg('sum', g)} (rate({m.VERTEX_PREDICTION_COUNT.series}{sel}[{w}]))"),),
+                "1/s",
+            )
+        ),
+        Panel(
+            "Responses/s by response code (Vertex)",
+            (
+                (
+                    "responses/s",
+                    f"sum by ({m.VERTEX_DEPLOYED_MODEL_ID_LABEL}, response_code) "
+                    f"(rate({m.VERTEX_RESPONSE_COUNT.series}{sel}[{w}]))",
+                ),
+            ),
+            "1/s",
+            split=True,
+            split_labels=(m.VERTEX_DEPLOYED_MODEL_ID_LABEL, "response_code"),
+        ),
+        by_model(
+            Panel(
+                "Prediction latency p95 by deployed model (Vertex, total, ms)",
+                (("p95", m.quantile(m.VERTEX_PREDICTION_LATENCIES, 0.95, w, total, g)),),
+                "ms",
+            )
+        ),
         # Unit 10^2.% in the metrics list: shown as stored.
-        Panel("Accelerator duty cycle by deployed model (Vertex)", (
-            ("mean over replicas", f"avg by ({m.VERTEX_DEPLOYED_MODEL_ID_LABEL}) ({m.VERTEX_DUTY_CYCLE.series}{sel})"),
-        ), split=True, split_labels=(m.VERTEX_DEPLOYED_MODEL_ID_LABEL,)),
+        Panel(
+            "Accelerator duty cycle by deployed model (Vertex)",
+            (
+                (
+                    "mean over replicas",
+                    f"avg by ({m.VERTEX_DEPLOYED_MODEL_ID_LABEL}) ({m.VERTEX_DUTY_CYCLE.series}{sel})",
+                ),
+            ),
+            split=True,
+            split_labels=(m.VERTEX_DEPLOYED_MODEL_ID_LABEL,),
+        ),
     ]
 
 
 def panels(endpoint_id: str, models: list[DeployedModelView], t: Thresholds) -> list[Panel]:
     w = dashboard_window(m.VERTEX_SCRAPE_INTERVAL_SECONDS)
-    out = split_vllm_panels(m.vertex_serving(endpoint_id), m.vertex_labels(endpoint_id), m.VERTEX_SPLIT, w, t,
-                            "deployed model / release", "replica", m.on_vertex)
+    out = split_vllm_panels(
+        m.vertex_serving(endpoint_id),
+        m.vertex_labels(endpoint_id),
+        m.VERTEX_SPLIT,
+        w,
+        t,
+        "deployed model / release",
+        "replica",
+        m.on_vertex,
+    )
     out += _endpoint_panels(endpoint_id, w)
     for d in models:
         tag = f"{d.role} ({d.release}, {d.display_name})"
-        out.append(Panel(f"Replicas and queue — {tag}", (
-            ("replicas reporting vLLM metrics", m.vertex_replica_count(endpoint_id, d.display_name)),
-            ("waiting requests per replica", m.vertex_waiting_per_replica(endpoint_id, d.display_name)),
-        ), "", (("max replicas", float(d.max_replicas)), ("min replicas", float(d.min_replicas)),
-                *((("autoscaling target per replica", float(d.autoscaling_target)),)
-                  if d.autoscaling_signal == QUEUE_SIGNAL and d.autoscaling_target is not None else ()))))
+        out.append(
+            Panel(
+                f"Replicas and queue — {tag}",
+                (
+                    ("replicas reporting vLLM metrics", m.vertex_replica_count(endpoint_id, d.display_name)),
+                    ("waiting requests per replica", m.vertex_waiting_per_replica(endpoint_id, d.display_name)),
+                ),
+                "",
+                (
+                    ("max replicas", float(d.max_replicas)),
+                    ("min replicas", float(d.min_replicas)),
+                    *(
+                        (("autoscaling target per replica", float(d.autoscaling_target)),)
+                        if d.autoscaling_signal == QUEUE_SIGNAL and d.autoscaling_target is not None
+                        else ()
+                    ),
+                ),
+            )
+        )
     return out
 
 
@@ -99,6 +149,12 @@ def alert_specs(endpoint_id: str, models: list[DeployedModelView], t: Thresholds
             specs.append(no_traffic_spec(d.role, d.weight, sel, t, m.on_vertex(m.REQUEST_SUCCESS)))
     canary, stable = by_role.get("canary"), by_role.get("stable")
     if canary is not None and stable is not None and canary.weight > 0:
-        specs.append(canary_spec(m.vertex_serving(endpoint_id, canary.display_name),
-                                 m.vertex_serving(endpoint_id, stable.display_name), t, ttft))
+        specs.append(
+            canary_spec(
+                m.vertex_serving(endpoint_id, canary.display_name),
+                m.vertex_serving(endpoint_id, stable.display_name),
+                t,
+                ttft,
+            )
+        )
     return specs

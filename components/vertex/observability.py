@@ -36,7 +36,9 @@ class VertexObservabilityArgs:
             raise ValueError(f"VertexObservabilityArgs.models: one per pool, at least one, got {roles}")
         names = [d.display_name for d in self.models]
         if len(set(names)) != len(names):
-            raise ValueError(f"VertexObservabilityArgs.models: display names {names} must differ (they split the pools)")
+            raise ValueError(
+                f"VertexObservabilityArgs.models: display names {names} must differ (they split the pools)"
+            )
 
 
 class VertexObservability(Component):
@@ -48,19 +50,27 @@ class VertexObservability(Component):
     def __init__(self, name: str, args: VertexObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
         models = list(args.models)
-        self.dashboard_json = dashboard_json(f"LLM serving — {args.environment} (Vertex AI {args.endpoint_id})",
-                                             monitoring.panels(args.endpoint_id, models, args.thresholds))
-        self.dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", project=args.project,
-                                                  dashboard_json=self.dashboard_json, opts=self.child_opts())
+        self.dashboard_json = dashboard_json(
+            f"LLM serving — {args.environment} (Vertex AI {args.endpoint_id})",
+            monitoring.panels(args.endpoint_id, models, args.thresholds),
+        )
+        self.dashboard = gcp.monitoring.Dashboard(
+            f"{name}-dashboard", project=args.project, dashboard_json=self.dashboard_json, opts=self.child_opts()
+        )
         self.channels, self.channel_names = notification_channels(
-            name, args.project, args.environment, args.notification_channels, self.child_opts)
+            name, args.project, args.environment, args.notification_channels, self.child_opts
+        )
         self.alert_specs = monitoring.alert_specs(args.endpoint_id, models, args.thresholds)
-        self.alert_policies = [alert_policy(name, args.project, args.environment, self.channel_names, s,
-                                            self.child_opts()) for s in self.alert_specs]
-        self.register_outputs({
-            "dashboard": self.dashboard.id,
-            "alert_policies": [a.display_name for a in self.alert_policies],
-        })
+        self.alert_policies = [
+            alert_policy(name, args.project, args.environment, self.channel_names, s, self.child_opts())
+            for s in self.alert_specs
+        ]
+        self.register_outputs(
+            {
+                "dashboard": self.dashboard.id,
+                "alert_policies": [a.display_name for a in self.alert_policies],
+            }
+        )
 
 
 def deployed_model_views(deployments: tuple[VertexDeployment, ...]) -> tuple[monitoring.DeployedModelView, ...]:
@@ -71,10 +81,16 @@ def deployed_model_views(deployments: tuple[VertexDeployment, ...]) -> tuple[mon
         assert isinstance(d.placement, rq.DedicatedResources)  # co-hosted endpoints have no pools to compare
         scaling = d.placement.scaling
         signal = scaling.autoscaling[0] if scaling.autoscaling else None
-        out.append(monitoring.DeployedModelView(
-            role=d.role, release=d.model.display_name,
-            display_name=rq.deployed_model_display_name(d.role, d.model.display_name), weight=d.weight,
-            min_replicas=scaling.min_replicas, max_replicas=scaling.max_replicas,
-            autoscaling_signal=signal.metric if signal else None,
-            autoscaling_target=signal.target if signal else None))
+        out.append(
+            monitoring.DeployedModelView(
+                role=d.role,
+                release=d.model.display_name,
+                display_name=rq.deployed_model_display_name(d.role, d.model.display_name),
+                weight=d.weight,
+                min_replicas=scaling.min_replicas,
+                max_replicas=scaling.max_replicas,
+                autoscaling_signal=signal.metric if signal else None,
+                autoscaling_target=signal.target if signal else None,
+            )
+        )
     return tuple(out)

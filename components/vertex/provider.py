@@ -32,13 +32,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
 from pulumi.runtime import rpc as _rpc
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider
-from pulumi.dynamic import UpdateResult
 
 from . import requests as rq
 
@@ -67,6 +75,7 @@ Body = dict[str, Any]
 
 
 # ---- transport ------------------------------------------------------------------------------------------
+
 
 class NotFound(Exception):
     """The addressed resource does not exist (HTTP 404)."""
@@ -102,8 +111,13 @@ class DiscoveryTransport:
             credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         self.region = region
         self._service = discovery.build(
-            "aiplatform", "v1", credentials=credentials, static_discovery=True, cache_discovery=False,
-            client_options={"api_endpoint": f"https://{region}-aiplatform.googleapis.com"})
+            "aiplatform",
+            "v1",
+            credentials=credentials,
+            static_discovery=True,
+            cache_discovery=False,
+            client_options={"api_endpoint": f"https://{region}-aiplatform.googleapis.com"},
+        )
 
     def request(self, method: str, params: Mapping[str, Any], body: Mapping[str, Any] | None = None) -> Any:
         """The unsent ``googleapiclient.http.HttpRequest`` (uri, method, body) for one call."""
@@ -128,6 +142,7 @@ class DiscoveryTransport:
 
 
 # ---- long-running operations ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PollPolicy:
@@ -158,14 +173,14 @@ def operation_method(operation_name: str, verb: str = "get") -> str:
 def _operation_result(op: Mapping[str, Any], what: str) -> Body:
     if "error" in op:
         err = op["error"]
-        raise OperationError(f"{what} failed: operation {op.get('name')}: code {err.get('code')}: "
-                             f"{err.get('message')}")
+        raise OperationError(f"{what} failed: operation {op.get('name')}: code {err.get('code')}: {err.get('message')}")
     return dict(op.get("response") or {})
 
 
 class Waiter:
-    def __init__(self, transport: VertexTransport, policy: PollPolicy, sleep: Callable[[float], None],
-                 clock: Callable[[], float]):
+    def __init__(
+        self, transport: VertexTransport, policy: PollPolicy, sleep: Callable[[float], None], clock: Callable[[], float]
+    ):
         self.transport, self.policy, self.sleep, self.clock = transport, policy, sleep, clock
 
     def wait(self, op: Mapping[str, Any], timeout_s: float, what: str) -> Body:
@@ -180,7 +195,8 @@ class Waiter:
                 raise OperationError(
                     f"{what}: operation {name} not done after {timeout_s:.0f} s; cancellation requested. It may "
                     f"still finish server-side: check it with `gcloud ai operations describe {name}` before "
-                    "retrying, and remove what it created if it did.")
+                    "retrying, and remove what it created if it did."
+                )
             self.sleep(min(interval, remaining))
             interval = min(interval * self.policy.growth, self.policy.max_interval_s)
             op = self.transport.call(operation_method(name), {"name": name})
@@ -194,6 +210,7 @@ class Waiter:
 
 
 # ---- diff helpers ---------------------------------------------------------------------------------------
+
 
 def normalized(value: Any) -> Any:
     """Pulumi hands dynamic providers every number as a float (protobuf ``Struct``); every number these bodies
@@ -249,25 +266,37 @@ def _is_unknown(value: Any) -> bool:
     return False
 
 
-def _diff(olds: Mapping[str, Any], news: Mapping[str, Any], keys: Sequence[str],
-          updatable: Sequence[str], extra_change: bool = False) -> DiffResult:
+def _diff(
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    keys: Sequence[str],
+    updatable: Sequence[str],
+    extra_change: bool = False,
+) -> DiffResult:
     paths = changed_paths(olds, news, keys)
     replaces = sorted({p.split(".", 1)[0] for p in paths if not _matches(p, updatable)})
     provider_changed = olds.get(PROVIDER_KEY) != news.get(PROVIDER_KEY)
     # A provider-only change is an update that calls nothing: the state then carries the new pickle.
-    return DiffResult(changes=bool(paths) or provider_changed or extra_change, replaces=replaces,
-                      delete_before_replace=False)
+    return DiffResult(
+        changes=bool(paths) or provider_changed or extra_change, replaces=replaces, delete_before_replace=False
+    )
 
 
 # ---- providers --------------------------------------------------------------------------------------------
+
 
 class _VertexProvider(ResourceProvider):
     """Shared plumbing: transport per call, operation waiting, deterministic pickling."""
 
     serialize_as_secret_always = False
 
-    def __init__(self, transport_factory: Optional[TransportFactory] = None, poll: PollPolicy = PollPolicy(),
-                 sleep: Optional[Callable[[float], None]] = None, clock: Optional[Callable[[], float]] = None):
+    def __init__(
+        self,
+        transport_factory: TransportFactory | None = None,
+        poll: PollPolicy = PollPolicy(),
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] | None = None,
+    ):
         super().__init__()
         self._transport_factory = transport_factory
         self._poll = poll
@@ -276,8 +305,12 @@ class _VertexProvider(ResourceProvider):
 
     def __getstate__(self) -> dict[str, Any]:
         # Exactly what defines the provider; nothing cached at runtime can leak into the pickled __provider.
-        return {"_transport_factory": self._transport_factory, "_poll": self._poll, "_sleep": self._sleep,
-                "_clock": self._clock}
+        return {
+            "_transport_factory": self._transport_factory,
+            "_poll": self._poll,
+            "_sleep": self._sleep,
+            "_clock": self._clock,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -298,7 +331,7 @@ class DeployTimeouts:
     teardown_seconds: int = TEARDOWN_TIMEOUT_S
 
     @classmethod
-    def for_container(cls, container: rq.ContainerSpec) -> "DeployTimeouts":
+    def for_container(cls, container: rq.ContainerSpec) -> DeployTimeouts:
         """Deploy bound = the container's own deployment timeout (2 h when unset) + provisioning margin."""
         limit = container.deployment_timeout_seconds or rq.MAX_DEPLOYMENT_TIMEOUT_S
         return cls(deploy_seconds=limit + PROVISIONING_MARGIN_S)
@@ -308,8 +341,11 @@ class DeployedModelProvider(_VertexProvider):
     """Upload one Model and deploy it to an existing endpoint (without traffic: see EndpointTraffic)."""
 
     INPUTS = ("project", "region", "endpoint", "upload_model_request", "deployed_model", "timeouts")
-    UPDATABLE = (*(f"deployed_model.{p}" for p in rq.MUTABLE_DEPLOYED_MODEL_PATHS),
-                 "upload_model_request.model.labels", "timeouts")
+    UPDATABLE = (
+        *(f"deployed_model.{p}" for p in rq.MUTABLE_DEPLOYED_MODEL_PATHS),
+        "upload_model_request.model.labels",
+        "timeouts",
+    )
 
     @_normalize_props
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -318,8 +354,9 @@ class DeployedModelProvider(_VertexProvider):
         if isinstance(dm, Mapping) and not _is_unknown(dm):
             kinds = [k for k in ("dedicatedResources", "sharedResources") if k in dm]
             if len(kinds) != 1:
-                failures.append(CheckFailure("deployed_model", "exactly one of dedicatedResources or "
-                                                               f"sharedResources, got {kinds}"))
+                failures.append(
+                    CheckFailure("deployed_model", f"exactly one of dedicatedResources or sharedResources, got {kinds}")
+                )
             if "model" in dm:
                 failures.append(CheckFailure("deployed_model", "'model' is set by the provider from the upload"))
         for key in ("project", "region", "endpoint", "upload_model_request", "deployed_model"):
@@ -336,12 +373,18 @@ class DeployedModelProvider(_VertexProvider):
         t = self._transport(props["region"])
         w = self._waiter(t)
         timeouts = props["timeouts"]
-        op = t.call("projects.locations.models.upload", {"parent": rq.location_name(props["project"], props["region"])},
-                    props["upload_model_request"])
+        op = t.call(
+            "projects.locations.models.upload",
+            {"parent": rq.location_name(props["project"], props["region"])},
+            props["upload_model_request"],
+        )
         model_name = w.wait(op, timeouts["upload_seconds"], "upload model")["model"]
         try:
-            op = t.call("projects.locations.endpoints.deployModel", {"endpoint": props["endpoint"]},
-                        rq.deploy_model_request(model_name, props["deployed_model"]))
+            op = t.call(
+                "projects.locations.endpoints.deployModel",
+                {"endpoint": props["endpoint"]},
+                rq.deploy_model_request(model_name, props["deployed_model"]),
+            )
             deployed_id = w.wait(op, timeouts["deploy_seconds"], f"deploy {model_name}")["deployedModel"]["id"]
         except Exception:
             # Create must be transactional for Pulumi: a failed create records nothing, so the uploaded model
@@ -357,8 +400,7 @@ class DeployedModelProvider(_VertexProvider):
         t = self._transport(news["region"])
         w = self._waiter(t)
         paths = changed_paths(olds, news, self.INPUTS)
-        mask = [p for p in rq.MUTABLE_DEPLOYED_MODEL_PATHS
-                if any(_matches(q, (f"deployed_model.{p}",)) for q in paths)]
+        mask = [p for p in rq.MUTABLE_DEPLOYED_MODEL_PATHS if any(_matches(q, (f"deployed_model.{p}",)) for q in paths)]
         if mask:
             body = rq.mutate_deployed_model_request(olds["deployed_model_id"], news["deployed_model"], mask)
             op = t.call("projects.locations.endpoints.mutateDeployedModel", {"endpoint": news["endpoint"]}, body)
@@ -386,9 +428,13 @@ class DeployedModelProvider(_VertexProvider):
                 if remaining and sum(remaining.values()) != 100:
                     raise OperationError(
                         f"deployed model {deployed_id} still serves {split[deployed_id]} % of {props['endpoint']}; "
-                        "move its traffic to the other deployments first (set its pool weight to 0 and apply)")
-            op = t.call("projects.locations.endpoints.undeployModel", {"endpoint": props["endpoint"]},
-                        rq.undeploy_model_request(deployed_id, remaining))
+                        "move its traffic to the other deployments first (set its pool weight to 0 and apply)"
+                    )
+            op = t.call(
+                "projects.locations.endpoints.undeployModel",
+                {"endpoint": props["endpoint"]},
+                rq.undeploy_model_request(deployed_id, remaining),
+            )
             w.wait(op, timeout, f"undeploy {deployed_id}")
         self._delete_model(t, w, props["model_name"], timeout, raise_errors=True)
 
@@ -402,8 +448,7 @@ class DeployedModelProvider(_VertexProvider):
             endpoint = t.call("projects.locations.endpoints.get", {"name": props["endpoint"]})
         except NotFound:
             return ReadResult("", {})
-        live = next((d for d in endpoint.get("deployedModels", []) if d.get("id") == props["deployed_model_id"]),
-                    None)
+        live = next((d for d in endpoint.get("deployedModels", []) if d.get("id") == props["deployed_model_id"]), None)
         if live is None:
             return ReadResult("", {})
         outs = {**props}
@@ -417,8 +462,9 @@ class DeployedModelProvider(_VertexProvider):
         return ReadResult(id_, outs)
 
     @staticmethod
-    def _delete_model(t: VertexTransport, w: Waiter, model_name: str, timeout: float,
-                      raise_errors: bool = False) -> None:
+    def _delete_model(
+        t: VertexTransport, w: Waiter, model_name: str, timeout: float, raise_errors: bool = False
+    ) -> None:
         try:
             op = t.call("projects.locations.models.delete", {"name": model_name})
             w.wait(op, timeout, f"delete {model_name}")
@@ -440,8 +486,12 @@ class EndpointTrafficProvider(_VertexProvider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
         weights, ids = news.get("weights"), news.get("deployed_model_ids")
-        if isinstance(weights, Mapping) and isinstance(ids, Mapping) and not _is_unknown(weights) \
-                and not _is_unknown(ids):
+        if (
+            isinstance(weights, Mapping)
+            and isinstance(ids, Mapping)
+            and not _is_unknown(weights)
+            and not _is_unknown(ids)
+        ):
             try:
                 rq.traffic_split({k: int(v) for k, v in weights.items()}, ids)
             except rq.VertexRequestError as err:
@@ -468,16 +518,18 @@ class EndpointTrafficProvider(_VertexProvider):
         # No traffic anywhere, so the deployments can then be undeployed in any order.
         body, mask = rq.endpoint_patch(None)
         try:
-            self._transport(props["region"]).call("projects.locations.endpoints.patch",
-                                                   {"name": props["endpoint"], "updateMask": mask}, body)
+            self._transport(props["region"]).call(
+                "projects.locations.endpoints.patch", {"name": props["endpoint"], "updateMask": mask}, body
+            )
         except NotFound:
             pass
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         try:
-            endpoint = self._transport(props["region"]).call("projects.locations.endpoints.get",
-                                                              {"name": props["endpoint"]})
+            endpoint = self._transport(props["region"]).call(
+                "projects.locations.endpoints.get", {"name": props["endpoint"]}
+            )
         except NotFound:
             return ReadResult("", {})
         live = {k: int(v) for k, v in sorted(endpoint.get("trafficSplit", {}).items())}
@@ -491,8 +543,9 @@ class EndpointTrafficProvider(_VertexProvider):
         split = self._split(props)
         timeout = props.get("inference_timeout_seconds")
         body, mask = rq.endpoint_patch(split, int(timeout) if timeout is not None else None)
-        self._transport(props["region"]).call("projects.locations.endpoints.patch",
-                                              {"name": props["endpoint"], "updateMask": mask}, body)
+        self._transport(props["region"]).call(
+            "projects.locations.endpoints.patch", {"name": props["endpoint"], "updateMask": mask}, body
+        )
         return {**props, "traffic_split": split}
 
 
@@ -516,9 +569,11 @@ class DeploymentResourcePoolProvider(_VertexProvider):
     @_normalize_props
     def create(self, props: dict[str, Any]) -> CreateResult:
         t = self._transport(props["region"])
-        op = t.call("projects.locations.deploymentResourcePools.create",
-                    {"parent": rq.location_name(props["project"], props["region"])},
-                    rq.create_resource_pool_request(props["pool_id"], props["resource_pool"]))
+        op = t.call(
+            "projects.locations.deploymentResourcePools.create",
+            {"parent": rq.location_name(props["project"], props["region"])},
+            rq.create_resource_pool_request(props["pool_id"], props["resource_pool"]),
+        )
         self._waiter(t).wait(op, props["timeouts"]["create_seconds"], f"create resource pool {props['pool_id']}")
         name = rq.resource_pool_name(props["project"], props["region"], props["pool_id"])
         return CreateResult(name, {**props, "name": name})
@@ -529,8 +584,9 @@ class DeploymentResourcePoolProvider(_VertexProvider):
         if paths:
             t = self._transport(news["region"])
             body, mask = rq.resource_pool_patch(news["resource_pool"], paths)
-            op = t.call("projects.locations.deploymentResourcePools.patch", {"name": olds["name"], "updateMask": mask},
-                        body)
+            op = t.call(
+                "projects.locations.deploymentResourcePools.patch", {"name": olds["name"], "updateMask": mask}, body
+            )
             self._waiter(t).wait(op, news["timeouts"]["update_seconds"], f"patch {olds['name']}")
         return UpdateResult({**news, "name": olds["name"]})
 
@@ -546,8 +602,9 @@ class DeploymentResourcePoolProvider(_VertexProvider):
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         try:
-            live = self._transport(props["region"]).call("projects.locations.deploymentResourcePools.get",
-                                                          {"name": props["name"]})
+            live = self._transport(props["region"]).call(
+                "projects.locations.deploymentResourcePools.get", {"name": props["name"]}
+            )
         except NotFound:
             return ReadResult("", {})
         recorded = dict(props["resource_pool"]["dedicatedResources"])
@@ -558,6 +615,7 @@ class DeploymentResourcePoolProvider(_VertexProvider):
 
 
 # ---- resources ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DeployedModelInputs:
@@ -581,11 +639,23 @@ class DeployedModel(pulumi.dynamic.Resource, module="vertex", name="DeployedMode
     model_name: pulumi.Output[str]
     deployed_model_id: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, args: DeployedModelInputs, opts: pulumi.ResourceOptions | None = None,
-                 provider: DeployedModelProvider | None = None):
-        props = {"project": args.project, "region": args.region, "endpoint": args.endpoint,
-                 "upload_model_request": args.upload_model_request, "deployed_model": args.deployed_model,
-                 "timeouts": asdict(args.timeouts), "model_name": None, "deployed_model_id": None}
+    def __init__(
+        self,
+        resource_name: str,
+        args: DeployedModelInputs,
+        opts: pulumi.ResourceOptions | None = None,
+        provider: DeployedModelProvider | None = None,
+    ):
+        props = {
+            "project": args.project,
+            "region": args.region,
+            "endpoint": args.endpoint,
+            "upload_model_request": args.upload_model_request,
+            "deployed_model": args.deployed_model,
+            "timeouts": asdict(args.timeouts),
+            "model_name": None,
+            "deployed_model_id": None,
+        }
         super().__init__(provider or DeployedModelProvider(), resource_name, props, opts)
 
 
@@ -606,12 +676,22 @@ class EndpointTraffic(pulumi.dynamic.Resource, module="vertex", name="EndpointTr
 
     traffic_split: pulumi.Output[Mapping[str, int]]
 
-    def __init__(self, resource_name: str, args: EndpointTrafficInputs, opts: pulumi.ResourceOptions | None = None,
-                 provider: EndpointTrafficProvider | None = None):
-        props = {"project": args.project, "region": args.region, "endpoint": args.endpoint,
-                 "weights": dict(sorted(args.weights.items())),
-                 "deployed_model_ids": dict(sorted(args.deployed_model_ids.items())),
-                 "inference_timeout_seconds": args.inference_timeout_seconds, "traffic_split": None}
+    def __init__(
+        self,
+        resource_name: str,
+        args: EndpointTrafficInputs,
+        opts: pulumi.ResourceOptions | None = None,
+        provider: EndpointTrafficProvider | None = None,
+    ):
+        props = {
+            "project": args.project,
+            "region": args.region,
+            "endpoint": args.endpoint,
+            "weights": dict(sorted(args.weights.items())),
+            "deployed_model_ids": dict(sorted(args.deployed_model_ids.items())),
+            "inference_timeout_seconds": args.inference_timeout_seconds,
+            "traffic_split": None,
+        }
         super().__init__(provider or EndpointTrafficProvider(), resource_name, props, opts)
 
 
@@ -632,8 +712,19 @@ class DeploymentResourcePool(pulumi.dynamic.Resource, module="vertex", name="Dep
 
     name: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, args: DeploymentResourcePoolInputs,
-                 opts: pulumi.ResourceOptions | None = None, provider: DeploymentResourcePoolProvider | None = None):
-        props = {"project": args.project, "region": args.region, "pool_id": args.pool_id,
-                 "resource_pool": args.resource_pool, "timeouts": asdict(args.timeouts), "name": None}
+    def __init__(
+        self,
+        resource_name: str,
+        args: DeploymentResourcePoolInputs,
+        opts: pulumi.ResourceOptions | None = None,
+        provider: DeploymentResourcePoolProvider | None = None,
+    ):
+        props = {
+            "project": args.project,
+            "region": args.region,
+            "pool_id": args.pool_id,
+            "resource_pool": args.resource_pool,
+            "timeouts": asdict(args.timeouts),
+            "name": None,
+        }
         super().__init__(provider or DeploymentResourcePoolProvider(), resource_name, props, opts)

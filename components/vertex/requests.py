@@ -27,8 +27,9 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, Union
+from typing import Any
 
 from .. import naming
 
@@ -81,9 +82,11 @@ AUTOSCALING_METRICS: Mapping[str, str] = {
 #: which vLLM removed in 0.12 (renamed ``vllm:kv_cache_usage_perc``; naming.VLLM_KV_CACHE_USAGE_LEGACY). With the
 #: pinned vLLM 0.32 that series would never exist and the autoscaler would see no data.
 UNAVAILABLE_AUTOSCALING_METRICS: Mapping[str, str] = {
-    "prometheus.googleapis.com/vertex_" + naming.VLLM_KV_CACHE_USAGE_LEGACY.replace(":", "_"):
-        f"maps to {naming.VLLM_KV_CACHE_USAGE_LEGACY}, removed in vLLM 0.12 (vLLM 0.32 exports "
-        f"{naming.VLLM_KV_CACHE_USAGE})",
+    "prometheus.googleapis.com/vertex_"
+    + naming.VLLM_KV_CACHE_USAGE_LEGACY.replace(
+        ":", "_"
+    ): f"maps to {naming.VLLM_KV_CACHE_USAGE_LEGACY}, removed in vLLM 0.12 (vLLM 0.32 exports "
+    f"{naming.VLLM_KV_CACHE_USAGE})",
 }
 
 #: vLLM's HTTP port (``--port``): ``/health``, ``/metrics`` and the OpenAI routes; the same as on GKE.
@@ -134,7 +137,8 @@ def vertex_accelerator_type(gke_accelerator: str) -> str:
     except KeyError:
         raise VertexRequestError(
             f"accelerator {gke_accelerator!r} has no known Vertex AI MachineSpec.acceleratorType; known: "
-            f"{', '.join(sorted(GKE_TO_VERTEX_ACCELERATOR))}") from None
+            f"{', '.join(sorted(GKE_TO_VERTEX_ACCELERATOR))}"
+        ) from None
 
 
 def label_value(text: str) -> str:
@@ -151,11 +155,13 @@ def duration(seconds: int) -> str:
 def check_labels(labels: Mapping[str, str]) -> None:
     for k, v in labels.items():
         _require(bool(_LABEL_KEY_RE.match(k)), f"label key {k!r}: lowercase letter first, then [a-z0-9_-], <= 64")
-        _require(bool(_LABEL_VALUE_RE.match(v)), f"label {k}={v!r}: value must be [a-z0-9_-]{{0,64}} "
-                                                  "(use label_value())")
+        _require(
+            bool(_LABEL_VALUE_RE.match(v)), f"label {k}={v!r}: value must be [a-z0-9_-]{{0,64}} (use label_value())"
+        )
 
 
 # ---- Model (projects.locations.models.upload) ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ReleaseArtifact:
@@ -169,15 +175,17 @@ class ReleaseArtifact:
     def __post_init__(self) -> None:
         _require(bool(_BUCKET_RE.match(self.bucket)), f"bucket {self.bucket!r} is not a Cloud Storage bucket name")
         segments = self.model.split("/")
-        _require(all(_PATH_SEGMENT_RE.match(s) for s in segments),
-                 f"model path {self.model!r}: non-empty segments of [A-Za-z0-9._-] separated by '/'")
+        _require(
+            all(_PATH_SEGMENT_RE.match(s) for s in segments),
+            f"model path {self.model!r}: non-empty segments of [A-Za-z0-9._-] separated by '/'",
+        )
         _require(bool(_PATH_SEGMENT_RE.match(self.revision)), f"revision {self.revision!r}: one path segment")
 
     def uri(self) -> str:
         return f"gs://{self.bucket}/{self.model}/{self.revision}/"
 
     @classmethod
-    def from_uri(cls, uri: str) -> "ReleaseArtifact":
+    def from_uri(cls, uri: str) -> ReleaseArtifact:
         """Parse ``gs://b/m/r/`` (or the release's ``.../manifest.json``): the last folder is the revision."""
         m = re.match(r"^gs://([^/]+)/(.+)/([^/]+)/(manifest\.json)?\Z", uri)
         _require(m is not None, f"{uri!r} is not gs://<bucket>/<model>/<revision>/")
@@ -191,8 +199,10 @@ class EnvVar:
     value: str
 
     def __post_init__(self) -> None:
-        _require(bool(_ENV_NAME_RE.match(self.name)), f"env name {self.name!r} is not a C identifier "
-                                                      "(aiplatform.v1 EnvVar.name)")
+        _require(
+            bool(_ENV_NAME_RE.match(self.name)),
+            f"env name {self.name!r} is not a C identifier (aiplatform.v1 EnvVar.name)",
+        )
 
 
 @dataclass(frozen=True)
@@ -212,11 +222,15 @@ class HttpProbe:
     def __post_init__(self) -> None:
         _require(self.path.startswith("/"), f"probe path {self.path!r} must start with '/'")
         _require(1 <= self.port <= 65535, f"probe port {self.port} outside 1-65535")
-        _require(self.period_seconds >= 1 and self.failure_threshold >= 1 and self.success_threshold >= 1,
-                 "probe period, failure and success thresholds must be >= 1")
-        _require(self.timeout_seconds >= self.period_seconds,
-                 f"probe timeout {self.timeout_seconds}s < period {self.period_seconds}s "
-                 "(aiplatform.v1 Probe.timeoutSeconds must be >= periodSeconds)")
+        _require(
+            self.period_seconds >= 1 and self.failure_threshold >= 1 and self.success_threshold >= 1,
+            "probe period, failure and success thresholds must be >= 1",
+        )
+        _require(
+            self.timeout_seconds >= self.period_seconds,
+            f"probe timeout {self.timeout_seconds}s < period {self.period_seconds}s "
+            "(aiplatform.v1 Probe.timeoutSeconds must be >= periodSeconds)",
+        )
         _require(self.initial_delay_seconds >= 0, "probe initial delay must be >= 0")
 
     def body(self) -> Body:
@@ -258,15 +272,20 @@ class ContainerSpec:
     deployment_timeout_seconds: int | None = None
 
     def __post_init__(self) -> None:
-        _require(bool(_IMAGE_DIGEST_RE.match(self.image)),
-                 f"image {self.image!r} must be <registry>/<path>@sha256:<64 hex> (an immutable digest)")
+        _require(
+            bool(_IMAGE_DIGEST_RE.match(self.image)),
+            f"image {self.image!r} must be <registry>/<path>@sha256:<64 hex> (an immutable digest)",
+        )
         _require(1 <= self.port <= 65535, f"port {self.port} outside 1-65535")
-        _require(self.predict_route.startswith("/") and self.health_route.startswith("/"),
-                 "predict and health routes must start with '/'")
+        _require(
+            self.predict_route.startswith("/") and self.health_route.startswith("/"),
+            "predict and health routes must start with '/'",
+        )
         _require(self.shared_memory_mb is None or self.shared_memory_mb > 0, "shared_memory_mb must be > 0")
-        _require(self.deployment_timeout_seconds is None
-                 or 0 < self.deployment_timeout_seconds <= MAX_DEPLOYMENT_TIMEOUT_S,
-                 f"deployment_timeout_seconds must be in (0, {MAX_DEPLOYMENT_TIMEOUT_S}] (aiplatform.v1 limit)")
+        _require(
+            self.deployment_timeout_seconds is None or 0 < self.deployment_timeout_seconds <= MAX_DEPLOYMENT_TIMEOUT_S,
+            f"deployment_timeout_seconds must be in (0, {MAX_DEPLOYMENT_TIMEOUT_S}] (aiplatform.v1 limit)",
+        )
         names = [e.name for e in self.env]
         _require(len(names) == len(set(names)), f"duplicate env names in {names}")
 
@@ -321,8 +340,9 @@ def upload_model_request(spec: ModelSpec, *, service_account: str | None = None)
         model["description"] = spec.description
     request: Body = {"model": model}
     if service_account is not None:
-        _require(bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service "
-                                                                   "account e-mail")
+        _require(
+            bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service account e-mail"
+        )
         request["serviceAccount"] = service_account
     return request
 
@@ -335,6 +355,7 @@ def model_labels_patch(labels: Mapping[str, str]) -> tuple[Body, str]:
 
 
 # ---- DeployedModel (projects.locations.endpoints.deployModel) -----------------------------------------------
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -389,8 +410,10 @@ class AutoscalingTarget:
     target: int
 
     def __post_init__(self) -> None:
-        _require(self.metric in AUTOSCALING_METRICS,
-                 f"autoscaling metric {self.metric!r}; known: {', '.join(sorted(AUTOSCALING_METRICS))}")
+        _require(
+            self.metric in AUTOSCALING_METRICS,
+            f"autoscaling metric {self.metric!r}; known: {', '.join(sorted(AUTOSCALING_METRICS))}",
+        )
         _require(1 <= self.target <= 100, f"autoscaling target {self.target} outside 1-100 (aiplatform.v1)")
 
     def body(self) -> Body:
@@ -405,8 +428,10 @@ class Scaling:
 
     def __post_init__(self) -> None:
         _require(self.min_replicas >= 1, "min_replicas must be >= 1 (aiplatform.v1 DedicatedResources)")
-        _require(self.max_replicas >= self.min_replicas, f"max_replicas {self.max_replicas} < min_replicas "
-                                                         f"{self.min_replicas}")
+        _require(
+            self.max_replicas >= self.min_replicas,
+            f"max_replicas {self.max_replicas} < min_replicas {self.min_replicas}",
+        )
         metrics = [a.metric for a in self.autoscaling]
         _require(len(metrics) == len(set(metrics)), "at most one autoscaling entry per metric (aiplatform.v1)")
 
@@ -420,8 +445,10 @@ class DedicatedResources:
     spot: bool = False
 
     def __post_init__(self) -> None:
-        _require(not (self.spot and self.machine.reservation is not None),
-                 "Spot VMs cannot consume a reservation: drop spot or the reservation")
+        _require(
+            not (self.spot and self.machine.reservation is not None),
+            "Spot VMs cannot consume a reservation: drop spot or the reservation",
+        )
 
     def body(self) -> Body:
         resources: Body = {
@@ -442,12 +469,13 @@ class SharedResources:
     resource_pool: str
 
     def __post_init__(self) -> None:
-        _require(bool(re.match(r"^projects/[^/]+/locations/[^/]+/deploymentResourcePools/[^/]+\Z",
-                               self.resource_pool)),
-                 f"{self.resource_pool!r} is not projects/<p>/locations/<l>/deploymentResourcePools/<id>")
+        _require(
+            bool(re.match(r"^projects/[^/]+/locations/[^/]+/deploymentResourcePools/[^/]+\Z", self.resource_pool)),
+            f"{self.resource_pool!r} is not projects/<p>/locations/<l>/deploymentResourcePools/<id>",
+        )
 
 
-Resources = Union[DedicatedResources, SharedResources]
+Resources = DedicatedResources | SharedResources
 
 
 def deployed_model_display_name(role: str, model_display_name: str) -> str:
@@ -473,8 +501,10 @@ class DeployedModelSpec:
     def __post_init__(self) -> None:
         _require(0 < len(self.display_name) <= 128, "display_name: 1-128 characters")
         if self.service_account is not None:
-            _require(bool(_SERVICE_ACCOUNT_RE.match(self.service_account)),
-                     f"{self.service_account!r} is not a service account e-mail")
+            _require(
+                bool(_SERVICE_ACCOUNT_RE.match(self.service_account)),
+                f"{self.service_account!r} is not a service account e-mail",
+            )
 
 
 def deployed_model(spec: DeployedModelSpec) -> Body:
@@ -494,8 +524,10 @@ def deploy_model_request(model_name: str, deployed: Mapping[str, Any]) -> Body:
     """``DeployModelRequest``: no ``trafficSplit``, so the endpoint's split is left alone ("If this field is
     empty, then the Endpoint's traffic_split is not updated"); traffic is set as a whole by the
     EndpointTraffic resource, never by one deployment overwriting the other's share."""
-    _require(bool(re.match(r"^projects/[^/]+/locations/[^/]+/models/[^/]+\Z", model_name)),
-             f"{model_name!r} is not a model resource name")
+    _require(
+        bool(re.match(r"^projects/[^/]+/locations/[^/]+/models/[^/]+\Z", model_name)),
+        f"{model_name!r} is not a model resource name",
+    )
     return {"deployedModel": {**deployed, "model": model_name}}
 
 
@@ -509,8 +541,7 @@ MUTABLE_DEPLOYED_MODEL_PATHS: tuple[str, ...] = (
 )
 
 
-def mutate_deployed_model_request(deployed_model_id: str, deployed: Mapping[str, Any],
-                                  changed: Sequence[str]) -> Body:
+def mutate_deployed_model_request(deployed_model_id: str, deployed: Mapping[str, Any], changed: Sequence[str]) -> Body:
     """``MutateDeployedModelRequest`` carrying only the mutable fields named in ``changed`` (mask paths)."""
     _require(bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_id)), f"deployed model id {deployed_model_id!r}")
     paths = [p for p in MUTABLE_DEPLOYED_MODEL_PATHS if p in changed]
@@ -543,28 +574,35 @@ def undeploy_model_request(deployed_model_id: str, remaining_split: Mapping[str,
 
 # ---- Endpoint traffic (projects.locations.endpoints.patch) ----------------------------------------------------
 
+
 def traffic_split(weights: Mapping[str, int], deployed_model_ids: Mapping[str, str]) -> dict[str, int]:
     """``Endpoint.trafficSplit`` from pool weights: ``{deployedModelId: percent}``.
 
     Weights must sum to 100 ("The traffic percentage values must add up to 100"). Zero-weight pools stay
     deployed but are left out of the map: "If a DeployedModel's ID is not listed in this map, then it receives
     no traffic" (aiplatform.v1 Endpoint.trafficSplit); whether an explicit 0 is accepted is not stated."""
-    _require(set(weights) == set(deployed_model_ids),
-             f"weights for {sorted(weights)} but deployed models for {sorted(deployed_model_ids)}")
+    _require(
+        set(weights) == set(deployed_model_ids),
+        f"weights for {sorted(weights)} but deployed models for {sorted(deployed_model_ids)}",
+    )
     for pool, w in weights.items():
-        _require(isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= 100,
-                 f"weight of {pool!r} must be an integer 0-100, got {w!r}")
-        _require(bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_ids[pool])),
-                 f"deployed model id of {pool!r}: {deployed_model_ids[pool]!r}")
-    _require(sum(weights.values()) == 100, f"weights {dict(sorted(weights.items()))} sum to "
-                                           f"{sum(weights.values())}, not 100")
+        _require(
+            isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= 100,
+            f"weight of {pool!r} must be an integer 0-100, got {w!r}",
+        )
+        _require(
+            bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_ids[pool])),
+            f"deployed model id of {pool!r}: {deployed_model_ids[pool]!r}",
+        )
+    _require(
+        sum(weights.values()) == 100, f"weights {dict(sorted(weights.items()))} sum to {sum(weights.values())}, not 100"
+    )
     ids = [deployed_model_ids[p] for p in weights]
     _require(len(ids) == len(set(ids)), "two pools share one deployed model id")
     return {deployed_model_ids[p]: w for p, w in sorted(weights.items()) if w > 0}
 
 
-def endpoint_patch(split: Mapping[str, int] | None, inference_timeout_seconds: int | None = None
-                   ) -> tuple[Body, str]:
+def endpoint_patch(split: Mapping[str, int] | None, inference_timeout_seconds: int | None = None) -> tuple[Body, str]:
     """(``Endpoint`` body, update mask) for ``projects.locations.endpoints.patch``. Only the named fields change:
     the endpoint's other settings stay with the ``gcp.vertex.AiEndpoint`` resource that owns them.
 
@@ -599,17 +637,23 @@ class ResourcePoolSpec:
     disable_container_logging: bool = False
 
     def __post_init__(self) -> None:
-        _require(bool(_POOL_BASE_RE.match(self.name)),
-                 f"resource pool name {self.name!r}: letter first, up to 54 of [a-z0-9-] (the id appends "
-                 f"-<{POOL_DIGEST_HEX} hex>, and ids are /^[a-z]([a-z0-9-]{{0,61}}[a-z0-9])?$/ in aiplatform.v1)")
+        _require(
+            bool(_POOL_BASE_RE.match(self.name)),
+            f"resource pool name {self.name!r}: letter first, up to 54 of [a-z0-9-] (the id appends "
+            f"-<{POOL_DIGEST_HEX} hex>, and ids are /^[a-z]([a-z0-9-]{{0,61}}[a-z0-9])?$/ in aiplatform.v1)",
+        )
 
     def pool_id_for(self, service_account: str) -> str:
         """``<name>-<digest>``: the digest covers every field the pool cannot change in place (machine spec, Spot,
         logging, service account). A changed shape is therefore a new pool id: Pulumi creates the new pool and
         moves the co-hosted deployments to it before deleting the old one, instead of colliding with the
         existing id (create-before-delete). Replica bounds and autoscaling are patched and keep the id."""
-        immutable = {"machineSpec": self.resources.machine.body(), "spot": self.resources.spot,
-                     "disableContainerLogging": self.disable_container_logging, "serviceAccount": service_account}
+        immutable = {
+            "machineSpec": self.resources.machine.body(),
+            "spot": self.resources.spot,
+            "disableContainerLogging": self.disable_container_logging,
+            "serviceAccount": service_account,
+        }
         digest = hashlib.sha256(json.dumps(immutable, sort_keys=True).encode()).hexdigest()[:POOL_DIGEST_HEX]
         return f"{self.name}-{digest}"
 
@@ -626,11 +670,14 @@ MUTABLE_RESOURCE_POOL_PATHS: tuple[str, ...] = (
 
 def resource_pool(spec: ResourcePoolSpec, service_account: str | None) -> Body:
     """The ``DeploymentResourcePool`` body (without ``name``)."""
-    pool: Body = {"dedicatedResources": spec.resources.body(),
-                  "disableContainerLogging": spec.disable_container_logging}
+    pool: Body = {
+        "dedicatedResources": spec.resources.body(),
+        "disableContainerLogging": spec.disable_container_logging,
+    }
     if service_account is not None:
-        _require(bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service "
-                                                                   "account e-mail")
+        _require(
+            bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service account e-mail"
+        )
         pool["serviceAccount"] = service_account
     return pool
 
@@ -644,14 +691,17 @@ def create_resource_pool_request(pool_id: str, pool: Mapping[str, Any]) -> Body:
 def resource_pool_patch(pool: Mapping[str, Any], changed: Sequence[str]) -> tuple[Body, str]:
     """(``DeploymentResourcePool`` body, update mask) for ``deploymentResourcePools.patch``."""
     paths = [p for p in MUTABLE_RESOURCE_POOL_PATHS if p in changed]
-    _require(bool(paths) and set(changed) <= set(MUTABLE_RESOURCE_POOL_PATHS),
-             f"not patchable on a resource pool: {sorted(set(changed) - set(MUTABLE_RESOURCE_POOL_PATHS))}")
+    _require(
+        bool(paths) and set(changed) <= set(MUTABLE_RESOURCE_POOL_PATHS),
+        f"not patchable on a resource pool: {sorted(set(changed) - set(MUTABLE_RESOURCE_POOL_PATHS))}",
+    )
     dedicated = {p.split(".", 1)[1]: pool["dedicatedResources"][p.split(".", 1)[1]] for p in paths}
     dedicated["machineSpec"] = pool["dedicatedResources"]["machineSpec"]
     return {"dedicatedResources": dedicated}, ",".join(paths)
 
 
 # ---- resource names -------------------------------------------------------------------------------------------
+
 
 def location_name(project: str, region: str) -> str:
     return f"projects/{project}/locations/{region}"
@@ -663,4 +713,3 @@ def endpoint_name(project: str, region: str, endpoint_id: str) -> str:
 
 def resource_pool_name(project: str, region: str, pool_id: str) -> str:
     return f"{location_name(project, region)}/deploymentResourcePools/{pool_id}"
-

@@ -4,5 +4,13 @@ per-section validation; cross-section rules live in :mod:`infra.rules`, planning
 from .base import NAMESPACE, ConfigError, ConfigIssue
 from .stack import SchemaResult, StackConfig, decode_pulumi_config, key_path, validate_schema
 
-__all__ = ["NAMESPACE", "ConfigError", "ConfigIssue", "SchemaResult", "StackConfig", "decode_pulumi_config",
-           "key_path", "validate_schema"]
+__all__ = [
+    "NAMESPACE",
+    "ConfigError",
+    "ConfigIssue",
+    "SchemaResult",
+    "StackConfig",
+    "decode_pulumi_config",
+    "key_path",
+    "validate_schema",
+]

@@ -25,8 +25,14 @@ MACHINE_FAMILY_GPU: dict[str, str] = {
 
 #: GPUs attached to each fixed-shape G2 machine type (g2 sizes are vCPU counts, not GPU counts).
 G2_GPUS: dict[str, int] = {
-    "g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-standard-16": 1,
-    "g2-standard-24": 2, "g2-standard-32": 1, "g2-standard-48": 4, "g2-standard-96": 8,
+    "g2-standard-4": 1,
+    "g2-standard-8": 1,
+    "g2-standard-12": 1,
+    "g2-standard-16": 1,
+    "g2-standard-24": 2,
+    "g2-standard-32": 1,
+    "g2-standard-48": 4,
+    "g2-standard-96": 8,
 }
 
 
@@ -63,18 +69,28 @@ class Reservation(Strict):
     ``mode: existing`` references one by name, optionally shared from ``owner_project``.
     """
 
-    mode: Literal["create", "existing"] = Field(description=(
-        "create: the stack owns the reservation; existing: consume one by name."))
-    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description="Reservation name (the node pool targets it by name).")
-    count: Annotated[int, Field(gt=0, le=MAX_NODES)] = Field(description=(
-        "Number of VMs (nodes) in the reservation; at most the 1,000 nodes a GKE node pool holds per zone."))
-    owner_project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = Field(None, description=(
-        "Project that owns a shared existing reservation (a project id)."))
+    mode: Literal["create", "existing"] = Field(
+        description=("create: the stack owns the reservation; existing: consume one by name.")
+    )
+    name: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(
+        description="Reservation name (the node pool targets it by name)."
+    )
+    count: Annotated[int, Field(gt=0, le=MAX_NODES)] = Field(
+        description=(
+            "Number of VMs (nodes) in the reservation; at most the 1,000 nodes a GKE node pool holds per zone."
+        )
+    )
+    owner_project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = Field(
+        None, description=("Project that owns a shared existing reservation (a project id).")
+    )
 
     @model_validator(mode="after")
-    def _owner_only_for_existing(self) -> "Reservation":
-        check([("owner_project", "only an existing (shared) reservation can live in another project")]
-              if self.owner_project is not None and self.mode == "create" else [])
+    def _owner_only_for_existing(self) -> Reservation:
+        check(
+            [("owner_project", "only an existing (shared) reservation can live in another project")]
+            if self.owner_project is not None and self.mode == "create"
+            else []
+        )
         return self
 
 
@@ -86,40 +102,58 @@ class GpuSharing(Strict):
 
 
 class AcceleratorTopology(Strict):
-    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+g?$")] = Field(description=(
-        "Compute Engine GPU machine type (a3-highgpu-2g, g2-standard-12, ...)."))
-    gpu_type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(description="GKE accelerator type; must match the machine family.")
+    machine_type: Annotated[str, Field(pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+g?$")] = Field(
+        description=("Compute Engine GPU machine type (a3-highgpu-2g, g2-standard-12, ...).")
+    )
+    gpu_type: Annotated[str, Field(pattern=r"^nvidia-[a-z0-9-]+$")] = Field(
+        description="GKE accelerator type; must match the machine family."
+    )
     gpus_per_node: Annotated[int, Field(gt=0, le=16)] = Field(description="GPUs per node; must match the machine type.")
     # 1,024 GiB: five times the largest GPU memory sold (192 GB); MiB typed as GiB is caught.
-    gpu_memory_gib: Annotated[float, Field(gt=0, le=1024)] = Field(description=(
-        "Usable HBM per GPU in GiB (H100 80GB = 80, L4 = 24 as sold; the planner applies utilisation)."))
+    gpu_memory_gib: Annotated[float, Field(gt=0, le=1024)] = Field(
+        description=("Usable HBM per GPU in GiB (H100 80GB = 80, L4 = 24 as sold; the planner applies utilisation).")
+    )
     # $1,000/h: ten times the most expensive GPU machine type's list price; cents typed as dollars are caught.
-    node_hourly_usd: Annotated[float, Field(gt=0, le=1000)] = Field(description=(
-        "On-demand (or committed) price of one node per hour in USD, for cost per million tokens."))
+    node_hourly_usd: Annotated[float, Field(gt=0, le=1000)] = Field(
+        description=("On-demand (or committed) price of one node per hour in USD, for cost per million tokens.")
+    )
     zone: str = Field(description="Zone the GPU nodes (and the reservation) live in.")
-    spot: bool = Field(False, description=(
-        "Spot VMs (never in prod; cannot consume a reservation)."))
-    reservation: Reservation | None = Field(None, description=(
-        "Zonal reservation the GPU pool consumes (required in prod)."))
+    spot: bool = Field(False, description=("Spot VMs (never in prod; cannot consume a reservation)."))
+    reservation: Reservation | None = Field(
+        None, description=("Zonal reservation the GPU pool consumes (required in prod).")
+    )
     gpu_sharing: GpuSharing | None = Field(None, description="Optional GPU sharing for co-hosted pools.")
-    allow_unknown_machine_pair: bool = Field(False, description=(
-        "Set to accept a machine/accelerator pair outside MACHINE_FAMILY_GPU (e.g. a new family)."))
+    allow_unknown_machine_pair: bool = Field(
+        False, description=("Set to accept a machine/accelerator pair outside MACHINE_FAMILY_GPU (e.g. a new family).")
+    )
 
     @model_validator(mode="after")
-    def _checks(self) -> "AcceleratorTopology":
+    def _checks(self) -> AcceleratorTopology:
         problems = []
         family = machine_family(self.machine_type)
         expected = MACHINE_FAMILY_GPU.get(family)
         if not self.allow_unknown_machine_pair:
             if expected is None:
-                problems.append(("machine_type", f"unknown GPU machine family {family!r}; known: "
-                                 f"{', '.join(sorted(MACHINE_FAMILY_GPU))} (set allow_unknown_machine_pair to override)"))
+                problems.append(
+                    (
+                        "machine_type",
+                        f"unknown GPU machine family {family!r}; known: "
+                        f"{', '.join(sorted(MACHINE_FAMILY_GPU))} (set allow_unknown_machine_pair to override)",
+                    )
+                )
             elif expected != self.gpu_type:
-                problems.append(("gpu_type", f"{self.machine_type} carries {expected}, not {self.gpu_type} "
-                                 "(set allow_unknown_machine_pair to override)"))
+                problems.append(
+                    (
+                        "gpu_type",
+                        f"{self.machine_type} carries {expected}, not {self.gpu_type} "
+                        "(set allow_unknown_machine_pair to override)",
+                    )
+                )
             implied = gpus_of_machine_type(self.machine_type)
             if implied is not None and implied != self.gpus_per_node:
-                problems.append(("gpus_per_node", f"{self.machine_type} has {implied} GPU(s), got {self.gpus_per_node}"))
+                problems.append(
+                    ("gpus_per_node", f"{self.machine_type} has {implied} GPU(s), got {self.gpus_per_node}")
+                )
         if zone_region(self.zone) is None:
             problems.append(("zone", f"not a zone name like us-central1-a: {self.zone!r}"))
         if self.spot and self.reservation is not None:

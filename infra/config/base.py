@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import Field, BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 #: Pulumi config namespace of this project (``Pulumi.yaml`` ``name``).
 NAMESPACE = "llm-serving"

@@ -85,24 +85,42 @@ class BenchConfig(Strict):
     cluster"). θ is per replica and the Job's Service spreads load over every Ready pod of the pool, so the pool
     must run exactly one replica, and carry no other traffic, while the Job runs."""
 
-    image: str = Field(description=(
-        "The bench image (``scripts/bench-image/Dockerfile``: the project at the deployed commit plus guidellm), "
-        "pinned by digest: ``<repository>@sha256:<64 hex>``, in the stack's Artifact Registry repository."))
-    pool: Literal["stable", "canary"] = Field(description=(
-        "Pool to benchmark; it must exist and target ``gke``. Its release, rendered vLLM arguments and contract "
-        "come from the stack file inside the image, so the image must be built from the commit that is deployed."))
-    quick: bool = Field(False, description=(
-        "``--quick``: 10 s per rate, at most 3 rates, no refinement (a smoke test, not a measurement to size a "
-        "fleet from)."))
-    rates: Annotated[str, Field(min_length=1, max_length=400)] | None = Field(None, description=(
-        "Offered rates as ``llm-serving bench --rates`` takes them: ``auto`` or ``R1,R2,...`` in req/s (at most "
-        f"{MAX_RATES}, each at most {MAX_RATE_RPS:g}); absent = the automatic sweep."))
-    duration_seconds: Annotated[float, Field(ge=MIN_DURATION_S, le=MAX_DURATION_S)] | None = Field(None, description=(
-        "Seconds of load per rate (``--duration-seconds``); absent = 120, or 10 with ``quick``. Bounded by the "
-        "--quick duration (the shortest window the analysis works with) and 30 minutes (15x the default)."))
+    image: str = Field(
+        description=(
+            "The bench image (``scripts/bench-image/Dockerfile``: the project at the deployed commit plus guidellm), "
+            "pinned by digest: ``<repository>@sha256:<64 hex>``, in the stack's Artifact Registry repository."
+        )
+    )
+    pool: Literal["stable", "canary"] = Field(
+        description=(
+            "Pool to benchmark; it must exist and target ``gke``. Its release, rendered vLLM arguments and contract "
+            "come from the stack file inside the image, so the image must be built from the commit that is deployed."
+        )
+    )
+    quick: bool = Field(
+        False,
+        description=(
+            "``--quick``: 10 s per rate, at most 3 rates, no refinement (a smoke test, not a measurement to size a "
+            "fleet from)."
+        ),
+    )
+    rates: Annotated[str, Field(min_length=1, max_length=400)] | None = Field(
+        None,
+        description=(
+            "Offered rates as ``llm-serving bench --rates`` takes them: ``auto`` or ``R1,R2,...`` in req/s (at most "
+            f"{MAX_RATES}, each at most {MAX_RATE_RPS:g}); absent = the automatic sweep."
+        ),
+    )
+    duration_seconds: Annotated[float, Field(ge=MIN_DURATION_S, le=MAX_DURATION_S)] | None = Field(
+        None,
+        description=(
+            "Seconds of load per rate (``--duration-seconds``); absent = 120, or 10 with ``quick``. Bounded by the "
+            "--quick duration (the shortest window the analysis works with) and 30 minutes (15x the default)."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _values(self) -> "BenchConfig":
+    def _values(self) -> BenchConfig:
         problems = []
         if not IMAGE_DIGEST_RE.match(self.image):
             problems.append(("image", f"must be pinned by digest as <repository>@sha256:<64 hex>, got {self.image!r}"))

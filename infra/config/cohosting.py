@@ -47,25 +47,46 @@ class CoHostedModel(Strict):
     """One release of a co-hosted group."""
 
     release: str = Field(description="Release id (``releases``) this model serves.")
-    model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(description=(
-        "Public model name clients send as ``model``; vLLM serves it beside the release id. Unique in the stack."))
-    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] | None = Field(None, description=(
-        "Vertex endpoint id of this model (2-26 characters): one endpoint per co-hosted model, so requests reach "
-        "the model they name. Required on ``vertex``; not given on ``gke`` (the gateway routes by model name)."))
-    gpu_memory_partition: Annotated[float, Field(gt=0, lt=1)] = Field(description=(
-        "Fraction of each GPU's memory this model's instances pre-allocate for weights + KV cache "
-        "(``--gpu-memory-utilization``), e.g. 0.4."))
+    model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(
+        description=(
+            "Public model name clients send as ``model``; vLLM serves it beside the release id. Unique in the stack."
+        )
+    )
+    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] | None = Field(
+        None,
+        description=(
+            "Vertex endpoint id of this model (2-26 characters): one endpoint per co-hosted model, so requests reach "
+            "the model they name. Required on ``vertex``; not given on ``gke`` (the gateway routes by model name)."
+        ),
+    )
+    gpu_memory_partition: Annotated[float, Field(gt=0, lt=1)] = Field(
+        description=(
+            "Fraction of each GPU's memory this model's instances pre-allocate for weights + KV cache "
+            "(``--gpu-memory-utilization``), e.g. 0.4."
+        )
+    )
     # 16 instances: one per GPU of the largest machine (16 x A100 40GB); more is a slip.
-    instances: Annotated[int, Field(ge=1, le=16)] = Field(1, description=(
-        "vLLM server instances of this model per machine, each on tensor_parallel_size GPUs (the release's). On "
-        "Vertex one deployed model is one container, on GKE one pod per node: 1."))
+    instances: Annotated[int, Field(ge=1, le=16)] = Field(
+        1,
+        description=(
+            "vLLM server instances of this model per machine, each on tensor_parallel_size GPUs (the release's). On "
+            "Vertex one deployed model is one container, on GKE one pod per node: 1."
+        ),
+    )
     # 1,024: vLLM 0.32's --max-num-seqs default ceiling on large GPUs (capacity.MAX_NUM_SEQS_CAP).
-    useful_concurrency: Annotated[int, Field(ge=1, le=1024)] = Field(description=(
-        "Concurrent sequences at the contract's mean context (mean prompt + mean output tokens) each instance "
-        "must hold in its partition for the model to be useful; the planner refuses a partition that cannot."))
-    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(2.0, description=(
-        "Activation / CUDA-graph / allocator memory inside the partition outside weights and KV cache (GiB), as "
-        "for a pool."))
+    useful_concurrency: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description=(
+            "Concurrent sequences at the contract's mean context (mean prompt + mean output tokens) each instance "
+            "must hold in its partition for the model to be useful; the planner refuses a partition that cannot."
+        )
+    )
+    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(
+        2.0,
+        description=(
+            "Activation / CUDA-graph / allocator memory inside the partition outside weights and KV cache (GiB), as "
+            "for a pool."
+        ),
+    )
 
 
 class CoHostedGroupCommon(Strict):
@@ -73,20 +94,31 @@ class CoHostedGroupCommon(Strict):
     group type derives from it and fixes ``target`` to its own literal."""
 
     target: str = Field(description="Serving target of this group; selects the group type.")
-    accelerator: str = Field(description=(
-        "Accelerator topology key (``accelerators.<key>``): the machine every replica of the group is, and the "
-        "reservation it consumes."))
-    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
-        "Warm minimum machines (Vertex: of the resource pool; GKE: of the group's node pool), each running every "
-        "model."))
+    accelerator: str = Field(
+        description=(
+            "Accelerator topology key (``accelerators.<key>``): the machine every replica of the group is, and the "
+            "reservation it consumes."
+        )
+    )
+    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
+        description=(
+            "Warm minimum machines (Vertex: of the resource pool; GKE: of the group's node pool), each running every "
+            "model."
+        )
+    )
     max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description="Machine ceiling of the group.")
-    transient_reserve: Annotated[float, Field(ge=0.02, le=0.5)] = Field(0.1, description=(
-        "Fraction of each GPU's memory left outside every partition for transient memory (CUDA contexts of "
-        "several processes, NCCL buffers, fragmentation): the partitions on a GPU sum to at most 1 minus this."))
+    transient_reserve: Annotated[float, Field(ge=0.02, le=0.5)] = Field(
+        0.1,
+        description=(
+            "Fraction of each GPU's memory left outside every partition for transient memory (CUDA contexts of "
+            "several processes, NCCL buffers, fragmentation): the partitions on a GPU sum to at most 1 minus this."
+        ),
+    )
     loading: GcsStreamingLoading = Field(description="How the models' weights arrive, and the stated throughput.")
     # 8 models: more servers than GPUs on the largest machine is a slip.
-    models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(description=(
-        "The co-hosted releases (at least 2; different models allowed)."))
+    models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(
+        description=("The co-hosted releases (at least 2; different models allowed).")
+    )
 
     def _common_problems(self, one_instance_reason: str) -> list[tuple[str, str]]:
         """Problems every target shares; ``one_instance_reason`` says why the target runs one instance per machine

@@ -53,14 +53,31 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 __all__ = [
-    "DocumentError", "Limit", "LIMITS", "RELEASE_DIR", "NEVER_ECHOED_KEYS",
-    "MAX_YAML_BYTES", "MAX_JSON_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_ALIASES", "MAX_EXPANDED_CHARS",
-    "MAX_RELEASE_PATH_CHARS", "MAX_SAFE_INTEGER", "MAX_SHOWN_CHARS",
-    "load_yaml_document", "load_json_document", "load_json_file", "read_regular_file", "render_key_path", "quote",
+    "LIMITS",
+    "MAX_ALIASES",
+    "MAX_DEPTH",
+    "MAX_EXPANDED_CHARS",
+    "MAX_JSON_BYTES",
+    "MAX_NODES",
+    "MAX_RELEASE_PATH_CHARS",
+    "MAX_SAFE_INTEGER",
+    "MAX_SHOWN_CHARS",
+    "MAX_YAML_BYTES",
+    "NEVER_ECHOED_KEYS",
+    "RELEASE_DIR",
+    "DocumentError",
+    "Limit",
+    "load_json_document",
+    "load_json_file",
+    "load_yaml_document",
+    "quote",
+    "read_regular_file",
+    "render_key_path",
 ]
 
 
 # ---- limits -----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -76,32 +93,68 @@ class Limit:
 #: Measured on the shipped files: stack files are 4.8-6.2 KiB, ~300 YAML nodes, at most 7 levels deep, no
 #: aliases; release files are ~0.8 KiB, 3 levels deep.
 LIMITS: Final[tuple[Limit, ...]] = (
-    Limit("MAX_YAML_BYTES", 128 * 1024, "bytes",
-          "20x the largest shipped stack file (6.2 KiB); the slowest 128 KiB document measured is read or refused "
-          "in under 0.4 s by PyYAML's pure-Python parser"),
-    Limit("MAX_JSON_BYTES", 64 * 1024, "bytes",
-          "80x a shipped release file (0.8 KiB); a release identity is a few dozen fields"),
-    Limit("MAX_DEPTH", 32, "levels",
-          "4x the deepest shipped document (7); keeps every recursive walker after us (pydantic, json.dumps) far "
-          "from Python's recursion limit of 1000"),
-    Limit("MAX_NODES", 10_000, "nodes",
-          "~33x a shipped stack (~300 nodes), counted while parsing and again after alias expansion; the slowest "
-          "10,000-node document measured (an explicit tag on every node) is refused in ~0.4 s"),
-    Limit("MAX_ALIASES", 50, "aliases",
-          "shipped stacks use none and sharing a few blocks needs a handful; the classic 'billion laughs' document "
-          "uses 80 to reach 10^9 nodes and is stopped at the 51st, before anything expands"),
-    Limit("MAX_EXPANDED_CHARS", 512 * 1024, "characters",
-          "scalar text after alias expansion, 4x MAX_YAML_BYTES: aliases may repeat a block, not multiply a "
-          "string into gigabytes"),
-    Limit("MAX_RELEASE_PATH_CHARS", 255, "characters",
-          "NAME_MAX of ext4/xfs, so the OS never answers ENAMETOOLONG; a real release path is ~50 characters "
-          "and messages stay short"),
-    Limit("MAX_SAFE_INTEGER", 2**53 - 1, "",
-          "largest integer an IEEE double holds exactly (RFC 8259 §6); Pulumi carries resource inputs as "
-          "protobuf Struct doubles, so a larger integer would be silently rounded"),
-    Limit("MAX_SHOWN_CHARS", 60, "characters",
-          "longest piece of input echoed in a message: enough to recognise a value, too short for a hostile "
-          "16 MiB value to flood stderr"),
+    Limit(
+        "MAX_YAML_BYTES",
+        128 * 1024,
+        "bytes",
+        "20x the largest shipped stack file (6.2 KiB); the slowest 128 KiB document measured is read or refused "
+        "in under 0.4 s by PyYAML's pure-Python parser",
+    ),
+    Limit(
+        "MAX_JSON_BYTES",
+        64 * 1024,
+        "bytes",
+        "80x a shipped release file (0.8 KiB); a release identity is a few dozen fields",
+    ),
+    Limit(
+        "MAX_DEPTH",
+        32,
+        "levels",
+        "4x the deepest shipped document (7); keeps every recursive walker after us (pydantic, json.dumps) far "
+        "from Python's recursion limit of 1000",
+    ),
+    Limit(
+        "MAX_NODES",
+        10_000,
+        "nodes",
+        "~33x a shipped stack (~300 nodes), counted while parsing and again after alias expansion; the slowest "
+        "10,000-node document measured (an explicit tag on every node) is refused in ~0.4 s",
+    ),
+    Limit(
+        "MAX_ALIASES",
+        50,
+        "aliases",
+        "shipped stacks use none and sharing a few blocks needs a handful; the classic 'billion laughs' document "
+        "uses 80 to reach 10^9 nodes and is stopped at the 51st, before anything expands",
+    ),
+    Limit(
+        "MAX_EXPANDED_CHARS",
+        512 * 1024,
+        "characters",
+        "scalar text after alias expansion, 4x MAX_YAML_BYTES: aliases may repeat a block, not multiply a "
+        "string into gigabytes",
+    ),
+    Limit(
+        "MAX_RELEASE_PATH_CHARS",
+        255,
+        "characters",
+        "NAME_MAX of ext4/xfs, so the OS never answers ENAMETOOLONG; a real release path is ~50 characters "
+        "and messages stay short",
+    ),
+    Limit(
+        "MAX_SAFE_INTEGER",
+        2**53 - 1,
+        "",
+        "largest integer an IEEE double holds exactly (RFC 8259 §6); Pulumi carries resource inputs as "
+        "protobuf Struct doubles, so a larger integer would be silently rounded",
+    ),
+    Limit(
+        "MAX_SHOWN_CHARS",
+        60,
+        "characters",
+        "longest piece of input echoed in a message: enough to recognise a value, too short for a hostile "
+        "16 MiB value to flood stderr",
+    ),
 )
 _LIMIT_VALUES: Final[dict[str, int]] = {limit.name: limit.value for limit in LIMITS}
 
@@ -126,6 +179,7 @@ NEVER_ECHOED_KEYS: Final[frozenset[str]] = frozenset({"secure", "encryptedkey", 
 
 # ---- the error --------------------------------------------------------------------------------------------
 
+
 class DocumentError(Exception):
     """The one error this module raises for bad input.
 
@@ -136,8 +190,9 @@ class DocumentError(Exception):
     prefix editors and CI logs link to.
     """
 
-    def __init__(self, source: str, message: str, *, line: int | None = None, column: int | None = None,
-                 key_path: str = "") -> None:
+    def __init__(
+        self, source: str, message: str, *, line: int | None = None, column: int | None = None, key_path: str = ""
+    ) -> None:
         self.source = source
         self.message = message
         self.line = line
@@ -166,6 +221,7 @@ class DocumentError(Exception):
 
 
 # ---- showing user text safely -------------------------------------------------------------------------------
+
 
 def _one_line(text: str) -> str:
     """Escape every non-printable character (newlines, tabs, controls, lone surrogates) so a message stays one
@@ -214,19 +270,26 @@ def _line_column(text: str, index: int) -> tuple[int, int]:
 
 # ---- bytes -> text ------------------------------------------------------------------------------------------
 
+
 def _text_of(data: bytes, source: str, *, max_bytes: int, limit_name: str, kind: str) -> str:
     """Size, NUL and UTF-8 checks shared by both formats; returns the decoded text."""
     if len(data) > max_bytes:
         raise DocumentError(source, f"is {len(data)} bytes, over the limit of {max_bytes} bytes ({limit_name})")
     nul = data.find(b"\x00")
     if nul >= 0:
-        raise DocumentError(source, f"contains a NUL byte at byte offset {nul}: a binary (or UTF-16) file, "
-                                    f"not {kind} text", line=data.count(b"\n", 0, nul) + 1)
+        raise DocumentError(
+            source,
+            f"contains a NUL byte at byte offset {nul}: a binary (or UTF-16) file, not {kind} text",
+            line=data.count(b"\n", 0, nul) + 1,
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(source, f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at byte offset {exc.start} "
-                                    f"({exc.reason})", line=data.count(b"\n", 0, exc.start) + 1) from None
+        raise DocumentError(
+            source,
+            f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at byte offset {exc.start} ({exc.reason})",
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from None
 
 
 # ---- YAML ---------------------------------------------------------------------------------------------------
@@ -235,8 +298,14 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
 _SEQ, _MAP, _TIMESTAMP, _MERGE, _VALUE = (_TAG + t for t in ("seq", "map", "timestamp", "merge", "value"))
 #: What a non-string key "is", for the message that asks to quote it.
-_KIND = {_INT: "an integer", _FLOAT: "a number", _BOOL: "a boolean", _NULL: "null", _TIMESTAMP: "a timestamp",
-         _MERGE: "a merge key"}
+_KIND = {
+    _INT: "an integer",
+    _FLOAT: "a number",
+    _BOOL: "a boolean",
+    _NULL: "null",
+    _TIMESTAMP: "a timestamp",
+    _MERGE: "a merge key",
+}
 
 #: Number spellings YAML 1.1 (PyYAML) and YAML 1.2 (the Pulumi CLI) read as the same number.
 _PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
@@ -244,9 +313,11 @@ _PLAIN_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?"
 _NON_FINITE = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 #: Plain scalars the YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) reads as a number;
 #: PyYAML reads some of them (``09``, ``1e3``, ``+.5``, ``0o17``) as strings.
-_YAML12_NUMBER = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
-                            r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-                            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_YAML12_NUMBER = re.compile(
+    r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
+    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
 _TRUE, _FALSE = frozenset({"true", "True", "TRUE"}), frozenset({"false", "False", "FALSE"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR: line breaks in YAML 1.1 (PyYAML folds them inside scalars), plain
@@ -258,7 +329,7 @@ _MAX_INT_DIGITS = len(str(MAX_SAFE_INTEGER))
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+    return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
 
 
 def _base60(text: str) -> int | None:
@@ -294,7 +365,7 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
 
     # ---- scanning: bound flow nesting where it starts ----
 
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's parameter name)
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
         """Every ``[`` / ``{`` may start a simple key (``[a]: b``), so PyYAML's scanner keeps one pending key per
         open flow level and re-checks them all for each token: 100,000 ``[`` on one line cost it 0.2-1 s before the
         composer sees a node. Refusing the level past MAX_DEPTH here keeps that work to a few dozen characters."""
@@ -314,9 +385,11 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
         if self.check_event(AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
-                raise self._fail(self.peek_event().start_mark,
-                                 f"more than {MAX_ALIASES} aliases (MAX_ALIASES): a few aliases share a block, "
-                                 "many make a small file expand into a huge one ('billion laughs')")
+                raise self._fail(
+                    self.peek_event().start_mark,
+                    f"more than {MAX_ALIASES} aliases (MAX_ALIASES): a few aliases share a block, "
+                    "many make a small file expand into a huge one ('billion laughs')",
+                )
             return super().compose_node(parent, index)
         event = self.peek_event()
         self._composed += 1
@@ -344,11 +417,14 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
     def _build(self, node: Node, path: tuple[str | int, ...], depth: int, ancestors: set[Node]) -> Any:
         if node in ancestors:
             name = self._anchor_of.get(node)
-            raise self._fail(node, f"recursive alias{' *' + _display(name) if name else ''}: the anchored node "
-                                   "contains an alias to itself", path)
+            raise self._fail(
+                node,
+                f"recursive alias{' *' + _display(name) if name else ''}: the anchored node "
+                "contains an alias to itself",
+                path,
+            )
         if depth > MAX_DEPTH:
-            raise self._fail(node, f"nested deeper than {MAX_DEPTH} levels (MAX_DEPTH) once aliases are expanded",
-                             path)
+            raise self._fail(node, f"nested deeper than {MAX_DEPTH} levels (MAX_DEPTH) once aliases are expanded", path)
         self._count(node, path)
         if isinstance(node, ScalarNode):
             return self._scalar(node, path)
@@ -357,7 +433,7 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
             if isinstance(node, SequenceNode):
                 if node.tag != _SEQ:
                     raise self._tag_error(node, path)
-                return [self._build(item, path + (i,), depth + 1, ancestors) for i, item in enumerate(node.value)]
+                return [self._build(item, (*path, i), depth + 1, ancestors) for i, item in enumerate(node.value)]
             if isinstance(node, MappingNode):
                 return self._mapping(node, path, depth, ancestors)
             raise self._fail(node, f"unsupported YAML node {type(node).__name__}", path)
@@ -370,8 +446,12 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
             raise self._fail(node, f"expands to more than {MAX_NODES} nodes (MAX_NODES) through aliases", path)
 
     def _tag_error(self, node: Node, path: tuple[str | int, ...]) -> DocumentError:
-        return self._fail(node, f"tag {_display(_short_tag(node.tag))} is not allowed: only JSON-compatible values "
-                                "(strings, numbers, true/false, null, lists, mappings with string keys)", path)
+        return self._fail(
+            node,
+            f"tag {_display(_short_tag(node.tag))} is not allowed: only JSON-compatible values "
+            "(strings, numbers, true/false, null, lists, mappings with string keys)",
+            path,
+        )
 
     def _mapping(self, node: MappingNode, path: tuple[str | int, ...], depth: int, ancestors: set[Node]) -> Any:
         if node.tag != _MAP:
@@ -383,23 +463,29 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
             if key in first_seen:
                 a, b = first_seen[key].start_mark, key_node.start_mark
                 shown = "(not shown)" if _redacted(path) else quote(key)
-                raise self._fail(key_node, f"duplicate key {shown}: first at line {a.line + 1}, column "
-                                           f"{a.column + 1}, again at line {b.line + 1}, column {b.column + 1}; "
-                                           "YAML loaders keep only the last one, silently", path + (key,))
+                raise self._fail(
+                    key_node,
+                    f"duplicate key {shown}: first at line {a.line + 1}, column "
+                    f"{a.column + 1}, again at line {b.line + 1}, column {b.column + 1}; "
+                    "YAML loaders keep only the last one, silently",
+                    (*path, key),
+                )
             first_seen[key] = key_node
-            out[key] = self._build(value_node, path + (key,), depth + 1, ancestors)
+            out[key] = self._build(value_node, (*path, key), depth + 1, ancestors)
         return out
 
     def _key(self, node: Node, path: tuple[str | int, ...]) -> str:
         if isinstance(node, ScalarNode):
             if node.tag == _MERGE:
-                raise self._fail(node, "merge keys ('<<') are a YAML 1.1 extension this loader refuses: write the "
-                                       "merged keys out", path)
+                raise self._fail(
+                    node,
+                    "merge keys ('<<') are a YAML 1.1 extension this loader refuses: write the merged keys out",
+                    path,
+                )
             if node.tag not in (_STR, _VALUE):
                 shown = "(not shown)" if _redacted(path) else quote(node.value)
                 kind = _KIND.get(node.tag, _display(_short_tag(node.tag)))
-                raise self._fail(node, f"mapping key {shown} is not a string: YAML reads it as {kind}; quote it",
-                                 path)
+                raise self._fail(node, f"mapping key {shown} is not a string: YAML reads it as {kind}; quote it", path)
             self._count(node, path)
             return cast(str, self._scalar(node, path))  # a str-tagged scalar is a str or an error
         kind = "a list" if isinstance(node, SequenceNode) else "a mapping"
@@ -409,52 +495,84 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
         text, tag = node.value, node.tag
         self._chars += len(text)
         if self._chars > MAX_EXPANDED_CHARS:
-            raise self._fail(node, f"holds more than {MAX_EXPANDED_CHARS} characters of scalar text "
-                                   "(MAX_EXPANDED_CHARS) once aliases are expanded", path)
+            raise self._fail(
+                node,
+                f"holds more than {MAX_EXPANDED_CHARS} characters of scalar text "
+                "(MAX_EXPANDED_CHARS) once aliases are expanded",
+                path,
+            )
         shown = "the value (not shown: it sits under a secret key)" if _redacted(path) else quote(text)
         if _SURROGATE.search(text):
-            raise self._fail(node, f"{shown} contains a lone UTF-16 surrogate escape, which is not a Unicode "
-                                   "character", path)
+            raise self._fail(
+                node, f"{shown} contains a lone UTF-16 surrogate escape, which is not a Unicode character", path
+            )
         plain = node.style is None and node not in self._explicit_tag
         if tag in (_STR, _VALUE):
             if plain and _YAML12_NUMBER.fullmatch(text):
-                raise self._fail(node, f"{shown} is a string in YAML 1.1 (PyYAML) but a number in YAML 1.2 (the "
-                                       "Pulumi CLI): quote it, or write a plain decimal number", path)
+                raise self._fail(
+                    node,
+                    f"{shown} is a string in YAML 1.1 (PyYAML) but a number in YAML 1.2 (the "
+                    "Pulumi CLI): quote it, or write a plain decimal number",
+                    path,
+                )
             return text
         if tag == _NULL:
             return None
         if tag == _BOOL:
             if text in _TRUE or text in _FALSE:
                 return text in _TRUE
-            raise self._fail(node, f"{shown} is a boolean in YAML 1.1 (PyYAML) but a string in YAML 1.2 (the "
-                                   "Pulumi CLI): write true or false, or quote it", path)
+            raise self._fail(
+                node,
+                f"{shown} is a boolean in YAML 1.1 (PyYAML) but a string in YAML 1.2 (the "
+                "Pulumi CLI): write true or false, or quote it",
+                path,
+            )
         if tag == _INT:
             if not _PLAIN_INT.fullmatch(text):
                 if ":" in text and plain:
                     value = _base60(text)
                     reads = f" ({_display(text)} reads as {value})" if value is not None else ""
-                    raise self._fail(node, f"{shown} is a base-60 number in YAML 1.1{reads} but a string in YAML "
-                                           "1.2 (the Pulumi CLI): quote it", path)
-                raise self._fail(node, f"{shown} is a YAML 1.1 integer form (octal, hex, binary or '_' "
-                                       "separators) that YAML 1.2 reads differently: write it in plain decimal, "
-                                       "or quote it", path)
+                    raise self._fail(
+                        node,
+                        f"{shown} is a base-60 number in YAML 1.1{reads} but a string in YAML "
+                        "1.2 (the Pulumi CLI): quote it",
+                        path,
+                    )
+                raise self._fail(
+                    node,
+                    f"{shown} is a YAML 1.1 integer form (octal, hex, binary or '_' "
+                    "separators) that YAML 1.2 reads differently: write it in plain decimal, "
+                    "or quote it",
+                    path,
+                )
             if len(text.lstrip("+-")) > _MAX_INT_DIGITS or abs(int(text)) > MAX_SAFE_INTEGER:
-                raise self._fail(node, f"{shown} is outside +/-{MAX_SAFE_INTEGER} (MAX_SAFE_INTEGER), the "
-                                       "integers a JSON number carries exactly", path)
+                raise self._fail(
+                    node,
+                    f"{shown} is outside +/-{MAX_SAFE_INTEGER} (MAX_SAFE_INTEGER), the "
+                    "integers a JSON number carries exactly",
+                    path,
+                )
             return int(text)
         if tag == _FLOAT:
             if _NON_FINITE.fullmatch(text):
                 raise self._fail(node, f"{shown} is not a finite number: JSON has no infinity or NaN", path)
             if not _PLAIN_FLOAT.fullmatch(text):
-                raise self._fail(node, f"{shown} is a YAML 1.1 number form ('_' separators or base 60) that YAML "
-                                       "1.2 reads differently: write it in plain decimal, or quote it", path)
+                raise self._fail(
+                    node,
+                    f"{shown} is a YAML 1.1 number form ('_' separators or base 60) that YAML "
+                    "1.2 reads differently: write it in plain decimal, or quote it",
+                    path,
+                )
             number = float(text)
             if not math.isfinite(number):
                 raise self._fail(node, f"{shown} is out of range: it does not fit a finite 64-bit float", path)
             return number
         if tag == _TIMESTAMP:
-            raise self._fail(node, f"{shown} is an unquoted date/time, which YAML reads as a timestamp and JSON "
-                                   "has no type for: quote it", path)
+            raise self._fail(
+                node,
+                f"{shown} is an unquoted date/time, which YAML reads as a timestamp and JSON has no type for: quote it",
+                path,
+            )
         if tag == _MERGE:
             raise self._fail(node, "'<<' is a YAML 1.1 merge key, not a value: quote it", path)
         raise self._tag_error(node, path)
@@ -466,8 +584,12 @@ def _yaml_error(exc: yaml.YAMLError, source: str, text: str) -> DocumentError:
     if isinstance(exc, ReaderError):
         line, column = _line_column(text, exc.position)
         code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
-        return DocumentError(source, f"contains the character U+{code:04X}, which YAML does not allow in a "
-                                     f"document ({exc.reason})", line=line, column=column)
+        return DocumentError(
+            source,
+            f"contains the character U+{code:04X}, which YAML does not allow in a document ({exc.reason})",
+            line=line,
+            column=column,
+        )
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = _display(exc.problem or "syntax error", 2 * MAX_SHOWN_CHARS)
@@ -478,8 +600,9 @@ def _yaml_error(exc: yaml.YAMLError, source: str, text: str) -> DocumentError:
             at = exc.context_mark
             since = f" (line {at.line + 1}, column {at.column + 1})" if at else ""
             message = f"not valid YAML: {context}{since}: {problem}"
-        return DocumentError(source, message, line=mark.line + 1 if mark else None,
-                             column=mark.column + 1 if mark else None)
+        return DocumentError(
+            source, message, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None
+        )
     return DocumentError(source, f"not valid YAML ({type(exc).__name__})")
 
 
@@ -498,9 +621,14 @@ def load_yaml_document(data: bytes, source: str) -> Any:
     odd_break = _YAML11_BREAK.search(text)
     if odd_break is not None:
         line, column = _line_column(text, odd_break.start())
-        raise DocumentError(source, f"contains U+{ord(odd_break.group()):04X}, a line break in YAML 1.1 (PyYAML) but "
-                                    "an ordinary character in YAML 1.2 (the Pulumi CLI): remove it or write it as an "
-                                    "escape in a double-quoted string", line=line, column=column)
+        raise DocumentError(
+            source,
+            f"contains U+{ord(odd_break.group()):04X}, a line break in YAML 1.1 (PyYAML) but "
+            "an ordinary character in YAML 1.2 (the Pulumi CLI): remove it or write it as an "
+            "escape in a double-quoted string",
+            line=line,
+            column=column,
+        )
     loader: _Loader | None = None
     try:
         loader = _Loader(text, source)
@@ -540,14 +668,15 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _json_constant(name: str) -> Any:
-    raise _Rejected(f"{name} is not a JSON number (RFC 8259 §6); Python's json module accepts it, other "
-                    "parsers do not")
+    raise _Rejected(f"{name} is not a JSON number (RFC 8259 §6); Python's json module accepts it, other parsers do not")
 
 
 def _json_int(text: str) -> int:
     if len(text.lstrip("-")) > _MAX_INT_DIGITS or abs(int(text)) > MAX_SAFE_INTEGER:
-        raise _Rejected(f"{quote(text)} is outside +/-{MAX_SAFE_INTEGER} (MAX_SAFE_INTEGER), the integers a JSON "
-                        "number carries exactly")
+        raise _Rejected(
+            f"{quote(text)} is outside +/-{MAX_SAFE_INTEGER} (MAX_SAFE_INTEGER), the integers a JSON "
+            "number carries exactly"
+        )
     return int(text)
 
 
@@ -562,18 +691,24 @@ def _check_json_value(value: Any, path: tuple[str | int, ...], source: str) -> N
     """Walk the parsed value (depth already bounded) for duplicate keys and lone surrogates, with key paths."""
     if isinstance(value, str):
         if _SURROGATE.search(value):
-            raise DocumentError(source, "contains a lone UTF-16 surrogate escape, which is not a Unicode character",
-                                key_path=render_key_path(path))
+            raise DocumentError(
+                source,
+                "contains a lone UTF-16 surrogate escape, which is not a Unicode character",
+                key_path=render_key_path(path),
+            )
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _check_json_value(item, path + (i,), source)
+            _check_json_value(item, (*path, i), source)
     elif isinstance(value, dict):
         if isinstance(value, _DuplicateKeys):
-            raise DocumentError(source, f"duplicate key {quote(value.duplicate)}: JSON parsers keep only the last "
-                                        "one, silently", key_path=render_key_path(path + (value.duplicate,)))
+            raise DocumentError(
+                source,
+                f"duplicate key {quote(value.duplicate)}: JSON parsers keep only the last one, silently",
+                key_path=render_key_path((*path, value.duplicate)),
+            )
         for key, item in value.items():
-            _check_json_value(key, path + (key,), source)
-            _check_json_value(item, path + (key,), source)
+            _check_json_value(key, (*path, key), source)
+            _check_json_value(item, (*path, key), source)
 
 
 def load_json_document(data: bytes, source: str) -> Any:
@@ -590,8 +725,9 @@ def load_json_document(data: bytes, source: str) -> Any:
     if not text.strip():
         raise DocumentError(source, "is empty: a release file holds one JSON object")
     if text.startswith("\ufeff"):
-        raise DocumentError(source, "starts with a byte-order mark, which JSON text must not have (RFC 8259 §8.1)",
-                            line=1, column=1)
+        raise DocumentError(
+            source, "starts with a byte-order mark, which JSON text must not have (RFC 8259 §8.1)", line=1, column=1
+        )
     depth = 0
     for token in _JSON_TOKEN.finditer(text):
         kind = token.group()
@@ -599,13 +735,19 @@ def load_json_document(data: bytes, source: str) -> Any:
             depth += 1
             if depth > MAX_DEPTH:
                 line, column = _line_column(text, token.start())
-                raise DocumentError(source, f"nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)", line=line,
-                                    column=column)
+                raise DocumentError(
+                    source, f"nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)", line=line, column=column
+                )
         elif kind in "]}":
             depth -= 1
     try:
-        value = json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_json_constant,
-                           parse_int=_json_int, parse_float=_json_float)
+        value = json.loads(
+            text,
+            object_pairs_hook=_object_pairs,
+            parse_constant=_json_constant,
+            parse_int=_json_int,
+            parse_float=_json_float,
+        )
     except json.JSONDecodeError as exc:
         raise DocumentError(source, f"not valid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
     except _Rejected as exc:
@@ -615,6 +757,7 @@ def load_json_document(data: bytes, source: str) -> Any:
 
 
 # ---- files --------------------------------------------------------------------------------------------------
+
 
 def _file_kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
@@ -628,8 +771,9 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular_file(path: Path, *, source: str, max_bytes: int, limit_name: str,
-                      follow_symlinks: bool = True) -> bytes:
+def read_regular_file(
+    path: Path, *, source: str, max_bytes: int, limit_name: str, follow_symlinks: bool = True
+) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``, or one :class:`DocumentError`.
 
     Opened with ``O_NONBLOCK`` so a FIFO cannot block the read, then checked with ``fstat`` on the open
@@ -651,8 +795,7 @@ def read_regular_file(path: Path, *, source: str, max_bytes: int, limit_name: st
         if not stat.S_ISREG(info.st_mode):
             raise DocumentError(source, f"is {_file_kind(info.st_mode)}, not a regular file")
         if info.st_size > max_bytes:
-            raise DocumentError(source, f"is {info.st_size} bytes, over the limit of {max_bytes} bytes "
-                                        f"({limit_name})")
+            raise DocumentError(source, f"is {info.st_size} bytes, over the limit of {max_bytes} bytes ({limit_name})")
         chunks: list[bytes] = []
         remaining = max_bytes + 1
         while remaining > 0:
@@ -686,24 +829,31 @@ def _release_path_segments(relpath: str, directory: str) -> list[str]:
     if nul >= 0:
         raise DocumentError(shown, f"contains a NUL character (at character {nul}), which no file name can hold")
     if len(relpath) > MAX_RELEASE_PATH_CHARS:
-        raise DocumentError(shown, f"is {len(relpath)} characters long, over the limit of {MAX_RELEASE_PATH_CHARS} "
-                                   "(MAX_RELEASE_PATH_CHARS: NAME_MAX of common Linux file systems; a release path "
-                                   "is ~50)")
+        raise DocumentError(
+            shown,
+            f"is {len(relpath)} characters long, over the limit of {MAX_RELEASE_PATH_CHARS} "
+            "(MAX_RELEASE_PATH_CHARS: NAME_MAX of common Linux file systems; a release path "
+            "is ~50)",
+        )
     if relpath.startswith("/"):
         raise DocumentError(shown, f"is absolute: write it relative to the project root, under {directory}/")
     for i, ch in enumerate(relpath):
         if not _PATH_CHARS.fullmatch(ch):
-            raise DocumentError(shown, f"contains {_display(ascii(ch))} at character {i}: release paths use only "
-                                       "letters, digits, '.', '_', '-' and '/' (POSIX portable file names)")
+            raise DocumentError(
+                shown,
+                f"contains {_display(ascii(ch))} at character {i}: release paths use only "
+                "letters, digits, '.', '_', '-' and '/' (POSIX portable file names)",
+            )
     segments = relpath.split("/")
     if "" in segments:
         raise DocumentError(shown, "has an empty segment ('//' or a trailing '/')")
     if ".." in segments:
-        raise DocumentError(shown, f"contains a '..' segment: release files must stay inside {directory}/ of the "
-                                   "project")
+        raise DocumentError(
+            shown, f"contains a '..' segment: release files must stay inside {directory}/ of the project"
+        )
     segments = [s for s in segments if s != "."]
     prefix = [s for s in directory.split("/") if s]
-    if segments[:len(prefix)] != prefix or len(segments) <= len(prefix):
+    if segments[: len(prefix)] != prefix or len(segments) <= len(prefix):
         raise DocumentError(shown, f"is not under {directory}/, where release files live")
     if not segments[-1].endswith(".json") or segments[-1] == ".json":
         raise DocumentError(shown, "does not name a .json file")
@@ -732,6 +882,7 @@ def load_json_file(relpath: str, root: Path, *, directory: str = RELEASE_DIR) ->
     if not (target.is_relative_to(real_dir) and real_dir.is_relative_to(real_root)) or target == real_dir:
         raise DocumentError(shown, f"resolves outside {directory}/ (through a symbolic link): refused")
     source = _display("/".join(segments), MAX_RELEASE_PATH_CHARS)
-    data = read_regular_file(target, source=source, max_bytes=MAX_JSON_BYTES, limit_name="MAX_JSON_BYTES",
-                             follow_symlinks=False)
+    data = read_regular_file(
+        target, source=source, max_bytes=MAX_JSON_BYTES, limit_name="MAX_JSON_BYTES", follow_symlinks=False
+    )
     return load_json_document(data, source)

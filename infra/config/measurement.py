@@ -56,38 +56,62 @@ class CurvePoint(Strict):
 
     offered_rps: float = _num("Offered Poisson arrival rate, all classes together, requests/s.", lo=1e-9)
     achieved_rps: float = _num("Arrivals in the measurement window divided by its length, requests/s.")
-    window_seconds: float = _num("Length of the measurement window (all class streams active, after warm-up), s.",
-                                 lo=1e-9)
+    window_seconds: float = _num(
+        "Length of the measurement window (all class streams active, after warm-up), s.", lo=1e-9
+    )
     arrivals: int = Field(ge=0, le=10**9, description="Requests scheduled to arrive in the window.")
     successful: int = Field(ge=0, le=10**9, description="Arrivals that completed.")
     errored: int = Field(ge=0, le=10**9, description="Arrivals that failed.")
-    cut_off_late: int = Field(ge=0, le=10**9, description=(
-        "Arrivals still waiting for a first token at the end of the run after more than the TTFT objective: "
-        "counted as violations."))
-    cut_off_undetermined: int = Field(ge=0, le=10**9, description=(
-        "Arrivals cut off by the end of the run before breaching an objective: excluded from goodput."))
+    cut_off_late: int = Field(
+        ge=0,
+        le=10**9,
+        description=(
+            "Arrivals still waiting for a first token at the end of the run after more than the TTFT objective: "
+            "counted as violations."
+        ),
+    )
+    cut_off_undetermined: int = Field(
+        ge=0,
+        le=10**9,
+        description=("Arrivals cut off by the end of the run before breaching an objective: excluded from goodput."),
+    )
     ttft_ms: Quantiles | None = Field(description="Time to first token percentiles; null when no sample.")
-    itl_ms: Quantiles | None = Field(description="Inter-token latency percentiles, token-weighted; null when no sample.")
+    itl_ms: Quantiles | None = Field(
+        description="Inter-token latency percentiles, token-weighted; null when no sample."
+    )
     output_tokens_per_s: float = _num("Output tokens produced in the window per second.")
     input_tokens_per_s: float = _num("Prompt tokens prefilled in the window per second.")
     error_rate: Share | None = Field(description="errored / (successful + errored); null without either.")
-    goodput_share: Share | None = Field(description=(
-        "Share of determined arrivals meeting both the TTFT and the ITL objective; null when none is determined."))
+    goodput_share: Share | None = Field(
+        description=(
+            "Share of determined arrivals meeting both the TTFT and the ITL objective; null when none is determined."
+        )
+    )
     goodput_output_tokens_per_s: float = _num("Output tokens of conforming arrivals per second of window.")
-    dispatch_delay_mean_s: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
-        "Mean of scheduled arrival -> request sent (the load generator's own lag), s; null without samples."))
-    dispatch_delay_p95_s: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
-        "p95 of the same, s; null without samples."))
+    dispatch_delay_mean_s: float | None = Field(
+        ge=0,
+        le=_BIG,
+        allow_inf_nan=False,
+        description=(
+            "Mean of scheduled arrival -> request sent (the load generator's own lag), s; null without samples."
+        ),
+    )
+    dispatch_delay_p95_s: float | None = Field(
+        ge=0, le=_BIG, allow_inf_nan=False, description=("p95 of the same, s; null without samples.")
+    )
     queue_waiting: Gauge | None = Field(description="vllm:num_requests_waiting during the window; null if not scraped.")
-    kv_cache_usage: Gauge | None = Field(description=(
-        "vllm:kv_cache_usage_perc (a 0-1 fraction) during the window; null if not scraped."))
+    kv_cache_usage: Gauge | None = Field(
+        description=("vllm:kv_cache_usage_perc (a 0-1 fraction) during the window; null if not scraped.")
+    )
     meets_slo: bool = Field(description="True when failures is empty.")
     failures: list[str] = Field(description="Why this rate does not meet the SLO (empty when it does).")
-    error_examples: list[str] = Field(max_length=3, description=(
-        "Up to three distinct error messages of errored arrivals (truncated to 300 characters)."))
+    error_examples: list[str] = Field(
+        max_length=3,
+        description=("Up to three distinct error messages of errored arrivals (truncated to 300 characters)."),
+    )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CurvePoint":
+    def _consistent(self) -> CurvePoint:
         problems = []
         if self.meets_slo != (not self.failures):
             problems.append(("meets_slo", f"is {self.meets_slo} but failures has {len(self.failures)} entries"))
@@ -108,9 +132,12 @@ class OperatingPoint(Strict):
     ttft_p95_ms: float = _num("TTFT p95 at this rate, ms.")
     itl_p95_ms: float = _num("ITL p95 at this rate, ms.")
     goodput_share: Share = Field(description="Goodput at this rate.")
-    limit: Literal["slo", "sweep_end"] = Field(description=(
-        "slo: a higher measured rate failed the SLO (this is the knee); sweep_end: no higher rate was measured, "
-        "so θ is a lower bound."))
+    limit: Literal["slo", "sweep_end"] = Field(
+        description=(
+            "slo: a higher measured rate failed the SLO (this is the knee); sweep_end: no higher rate was measured, "
+            "so θ is a lower bound."
+        )
+    )
 
 
 class Slo(Strict):
@@ -140,10 +167,13 @@ class EngineArgs(Strict):
     served_reason: str | None = Field(description="Why `served` differs from `rendered`; null with it.")
 
     @model_validator(mode="after")
-    def _served_together(self) -> "EngineArgs":
+    def _served_together(self) -> EngineArgs:
         set_ = [x is not None for x in (self.served, self.served_sha256, self.served_reason)]
-        check([("served", "served, served_sha256 and served_reason are set together or not at all")]
-              if any(set_) and not all(set_) else [])
+        check(
+            [("served", "served, served_sha256 and served_reason are set together or not at all")]
+            if any(set_) and not all(set_)
+            else []
+        )
         return self
 
 
@@ -163,8 +193,9 @@ class LengthWorkload(Strict):
 
     contract_mean: float = _num("Contract mean, tokens.", lo=1e-9)
     contract_p95: int = Field(ge=1, le=10**8, description="Contract p95, tokens.")
-    distribution: Literal["censored_normal", "constant"] = Field(description=(
-        "round(clip(N(mu, sigma), lower, upper)) as guidellm draws it, or a constant."))
+    distribution: Literal["censored_normal", "constant"] = Field(
+        description=("round(clip(N(mu, sigma), lower, upper)) as guidellm draws it, or a constant.")
+    )
     mu: int = Field(ge=1, le=10**8, description="guidellm *_tokens.")
     sigma: int = Field(ge=0, le=10**8, description="guidellm *_tokens_stdev (0 for a constant).")
     lower: int = Field(ge=1, le=10**8, description="Lower clip, tokens.")
@@ -173,10 +204,15 @@ class LengthWorkload(Strict):
     fitted_p95: float = _num("p95 the fitted parameters imply, tokens.")
     exact: bool = Field(description="Fitted mean within one token of the contract mean.")
     lower_clip_share: Share = Field(description="Share of requests at the lower clip.")
-    realised_mean: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
-        "Mean of what the server counted over all measured successful requests; null if none."))
-    realised_p95: float | None = Field(ge=0, le=_BIG, allow_inf_nan=False, description=(
-        "Nearest-rank p95 of the same; null if none."))
+    realised_mean: float | None = Field(
+        ge=0,
+        le=_BIG,
+        allow_inf_nan=False,
+        description=("Mean of what the server counted over all measured successful requests; null if none."),
+    )
+    realised_p95: float | None = Field(
+        ge=0, le=_BIG, allow_inf_nan=False, description=("Nearest-rank p95 of the same; null if none.")
+    )
     realised_count: int = Field(ge=0, le=10**9, description="Requests the realised numbers are over.")
 
 
@@ -195,7 +231,9 @@ class Workload(Strict):
     prompt: LengthWorkload = Field(description="Prompt length (guidellm parameters for the part after the prefix).")
     output: LengthWorkload = Field(description="Output length (pinned per request with ignore_eos).")
     shared_prefix_ratio: Share = Field(description="Shared prefix tokens / mean prompt tokens.")
-    shared_prefix_tokens: int = Field(ge=0, le=10**8, description="Tokens of the prefix shared by each class's requests.")
+    shared_prefix_tokens: int = Field(
+        ge=0, le=10**8, description="Tokens of the prefix shared by each class's requests."
+    )
     priority_mix: list[PriorityShare] = Field(min_length=1, description="Classes and shares.")
     priority_header: str | None = Field(description="Header naming the class on each request; null if not sent.")
     duration_seconds_per_rate: float = _num("guidellm max_duration of every run.", lo=1e-9)
@@ -203,7 +241,7 @@ class Workload(Strict):
     seed: int = Field(ge=0, le=2**63 - 1, description="Seed of the first class stream (class i uses seed + i).")
 
     @model_validator(mode="after")
-    def _shares(self) -> "Workload":
+    def _shares(self) -> Workload:
         total = sum(p.share for p in self.priority_mix)
         check([("priority_mix", f"shares must sum to 1, got {total:g}")] if abs(total - 1) > 1e-6 else [])
         return self
@@ -222,14 +260,16 @@ class Measurement(Strict):
     tool: Tool = Field(description="Load generator and version.")
     workload: Workload = Field(description="The offered workload.")
     slo: Slo = Field(description="Objectives the curve is judged against.")
-    measured_at: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-                             description="When the measurement finished, UTC (YYYY-MM-DDTHH:MM:SSZ).")
+    measured_at: str = Field(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+        description="When the measurement finished, UTC (YYYY-MM-DDTHH:MM:SSZ).",
+    )
     curve: list[CurvePoint] = Field(min_length=1, description="One point per offered rate, ascending.")
     operating_point: OperatingPoint | None = Field(description="The operating point; null when no rate met the SLO.")
     no_operating_point_reason: str | None = Field(description="Why there is none; null when there is one.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Measurement":
+    def _consistent(self) -> Measurement:
         problems = []
         rates = [p.offered_rps for p in self.curve]
         if rates != sorted(rates) or len(set(rates)) != len(rates):
@@ -242,8 +282,9 @@ class Measurement(Strict):
             if not match:
                 problems.append(("operating_point.offered_rps", f"{op.offered_rps} is not a rate of the curve"))
             elif not match[0].meets_slo:
-                problems.append(("operating_point.offered_rps", f"the curve point at {op.offered_rps} does not "
-                                 "meet the SLO"))
+                problems.append(
+                    ("operating_point.offered_rps", f"the curve point at {op.offered_rps} does not meet the SLO")
+                )
             elif any(not p.meets_slo for p in self.curve if p.offered_rps < op.offered_rps):
                 problems.append(("operating_point.offered_rps", "a lower rate of the curve fails the SLO"))
         check(problems)
@@ -251,6 +292,7 @@ class Measurement(Strict):
 
 
 # ---- identity: did a record measure what a pool serves? ---------------------------------------------------------
+
 
 def args_sha256(args: Sequence[str]) -> str:
     """SHA-256 (hex) of an argument list, hashed as its compact JSON array.
@@ -277,7 +319,7 @@ class IdentityFacts(Protocol):
 
 
 def _first_arg_difference(a: Sequence[str], b: Sequence[str]) -> str:
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return f"first difference at argument {i}: record {x!r}, expected {y!r}"
     return f"record has {len(a)} arguments, expected {len(b)}"
@@ -301,11 +343,15 @@ def identity_differences(record: Measurement, expected: IdentityFacts, accept_se
     ]
     out = [f"{name}: record {have!r}, expected {want!r}" for name, have, want in pairs if have != want]
     if record.engine_args.rendered_sha256 != expected.vllm_args_sha256:
-        out.append(f"engine_args.rendered_sha256: record {record.engine_args.rendered_sha256}, expected "
-                   f"{expected.vllm_args_sha256} ({_first_arg_difference(record.engine_args.rendered, expected.vllm_args)})")
+        out.append(
+            f"engine_args.rendered_sha256: record {record.engine_args.rendered_sha256}, expected "
+            f"{expected.vllm_args_sha256} ({_first_arg_difference(record.engine_args.rendered, expected.vllm_args)})"
+        )
     if record.engine_args.served is not None and not accept_served:
-        out.append(f"engine_args.served: the measured server ran other arguments than the rendered ones "
-                   f"({record.engine_args.served_reason})")
+        out.append(
+            f"engine_args.served: the measured server ran other arguments than the rendered ones "
+            f"({record.engine_args.served_reason})"
+        )
     return out
 
 

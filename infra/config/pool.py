@@ -31,22 +31,39 @@ class PoolCommon(Strict):
 
     target: str = Field(description="Serving target of this pool; selects the pool type.")
     release: str = Field(description="Release id served by this pool.")
-    weight: Annotated[int, Field(ge=0, le=100)] = Field(description=(
-        "Percent of traffic routed to this pool by the target's weight split (stable + canary = 100)."))
-    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(0.90, description=(
-        "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."))
-    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(2.0, description=(
-        "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
-        "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
-        "``max_num_batched_tokens`` or multimodal models."))
-    measured: Annotated[str, Field(pattern=r"^stacks/measurements/[A-Za-z0-9._-]+\.json$")] | None = Field(None, description=(
-        "Measurement record of this pool's release on its topology (``stacks/measurements/<name>.json``, written "
-        "by ``llm-serving bench --record``): θ_o and θ_i at its operating point size the pool. It must have "
-        "measured exactly this release, image, vLLM version, accelerator and rendered arguments. Absent = "
-        "unmeasured: no replica or cost figure is invented."))
-    measured_with_adapted_args: Annotated[str, Field(min_length=10, max_length=300)] | None = Field(None, description=(
-        "Accept a record whose server ran other arguments than the rendered ones (e.g. a CPU-adapted run), giving "
-        "why; dev only: its θ describes another configuration than the one deployed."))
+    weight: Annotated[int, Field(ge=0, le=100)] = Field(
+        description=("Percent of traffic routed to this pool by the target's weight split (stable + canary = 100).")
+    )
+    gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.90,
+        description=(
+            "Fraction of each GPU's memory vLLM may use (``--gpu-memory-utilization``); vLLM 0.32's default is 0.90."
+        ),
+    )
+    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = Field(
+        2.0,
+        description=(
+            "Activation / CUDA-graph / NCCL / allocator overhead per GPU outside weights and KV cache (GiB). 2 GiB is "
+            "the planner's documented default for dense models at <= 8K batched tokens; raise it for large "
+            "``max_num_batched_tokens`` or multimodal models."
+        ),
+    )
+    measured: Annotated[str, Field(pattern=r"^stacks/measurements/[A-Za-z0-9._-]+\.json$")] | None = Field(
+        None,
+        description=(
+            "Measurement record of this pool's release on its topology (``stacks/measurements/<name>.json``, written "
+            "by ``llm-serving bench --record``): θ_o and θ_i at its operating point size the pool. It must have "
+            "measured exactly this release, image, vLLM version, accelerator and rendered arguments. Absent = "
+            "unmeasured: no replica or cost figure is invented."
+        ),
+    )
+    measured_with_adapted_args: Annotated[str, Field(min_length=10, max_length=300)] | None = Field(
+        None,
+        description=(
+            "Accept a record whose server ran other arguments than the rendered ones (e.g. a CPU-adapted run), giving "
+            "why; dev only: its θ describes another configuration than the one deployed."
+        ),
+    )
 
     def accelerator_key(self) -> str | None:
         """The accelerator topology (``accelerators.<key>``) this pool's machines are, if its target uses one."""

@@ -63,7 +63,7 @@ def secret_fields(model: type[BaseModel], prefix: Path = ()) -> list[Path]:
 
 
 def _matches(path: tuple[str | int, ...], pattern: Path) -> bool:
-    return len(path) == len(pattern) and all(p == ANY or p == str(s) for s, p in zip(path, pattern))
+    return len(path) == len(pattern) and all(p == ANY or p == str(s) for s, p in zip(path, pattern, strict=True))
 
 
 def _placeholders(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[str | int, ...]]:
@@ -82,8 +82,12 @@ def _allowed_list(allowed: list[Path]) -> str:
     return ", ".join(".".join(p) for p in allowed) or "none"
 
 
-def secret_issues(doc: Mapping[str, Any], secret_keys: frozenset[str], allowed: list[Path],
-                  key_path: typing.Callable[[tuple[str | int, ...]], str]) -> list[ConfigIssue]:
+def secret_issues(
+    doc: Mapping[str, Any],
+    secret_keys: frozenset[str],
+    allowed: list[Path],
+    key_path: typing.Callable[[tuple[str | int, ...]], str],
+) -> list[ConfigIssue]:
     """Problems with where secrets sit in the (flat-key-stripped) config document ``doc``.
 
     ``secret_keys``: the engine's secret top-level keys (``llm-serving:<section>``); ``allowed``: the secret-capable
@@ -92,16 +96,28 @@ def secret_issues(doc: Mapping[str, Any], secret_keys: frozenset[str], allowed: 
     for section, value in doc.items():
         for path in _placeholders(value, (section,)):
             if not any(_matches(path, a) for a in allowed):
-                issues.append(ConfigIssue(key_path(path), (
-                    "holds a secure value, but this field reaches labels, annotations or resource names in plain "
-                    f"text; only these fields may be secure: {_allowed_list(allowed)}")))
+                issues.append(
+                    ConfigIssue(
+                        key_path(path),
+                        (
+                            "holds a secure value, but this field reaches labels, annotations or resource names in plain "
+                            f"text; only these fields may be secure: {_allowed_list(allowed)}"
+                        ),
+                    )
+                )
     sections_with_secrets = {a[0] for a in allowed}
     for key in sorted(secret_keys):
         if not key.startswith(f"{NAMESPACE}:"):
             continue
         section = key.split(":", 1)[1]
         if section not in sections_with_secrets:
-            issues.append(ConfigIssue(key, (
-                "is a secret, but nothing in this section may be secret: its values reach labels, annotations or "
-                f"resource names in plain text; only these fields may be secure: {_allowed_list(allowed)}")))
+            issues.append(
+                ConfigIssue(
+                    key,
+                    (
+                        "is a secret, but nothing in this section may be secret: its values reach labels, annotations or "
+                        f"resource names in plain text; only these fields may be secure: {_allowed_list(allowed)}"
+                    ),
+                )
+            )
     return issues

@@ -25,20 +25,27 @@ class ServingPools(Strict, Generic[PoolT]):
     """The pools of a stack and the one public model name every pool answers to. Generic over the pool type: the
     program reads pools as :class:`PoolCommon` and each target narrows to its own type."""
 
-    model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(description=(
-        "Public model name: the ``model`` clients send to every pool, whatever release serves them. Each pool's "
-        "vLLM serves it beside its release id (``--served-model-name <release id> <model_name>``), so a weighted "
-        "canary split never answers 404 and a rollout never asks clients to change names; responses carry the "
-        "release id in ``model``, so the release that served a request stays identifiable. Must differ from every "
-        "release id."))
+    model_name: Annotated[str, Field(pattern=PUBLIC_MODEL_NAME)] = Field(
+        description=(
+            "Public model name: the ``model`` clients send to every pool, whatever release serves them. Each pool's "
+            "vLLM serves it beside its release id (``--served-model-name <release id> <model_name>``), so a weighted "
+            "canary split never answers 404 and a rollout never asks clients to change names; responses carry the "
+            "release id in ``model``, so the release that served a request stays identifiable. Must differ from every "
+            "release id."
+        )
+    )
     stable: PoolT = Field(description="The pool serving the current release.")
     canary: PoolT | None = Field(None, description="Optional canary pool with a new release.")
-    allow_mixed_split: bool = Field(False, description=(
-        "Allow a weight split between pools of different base models / serving configurations. Off by default: KV "
-        "caches and adapters belong to one base model and configuration (the design, cache compatibility)."))
+    allow_mixed_split: bool = Field(
+        False,
+        description=(
+            "Allow a weight split between pools of different base models / serving configurations. Off by default: KV "
+            "caches and adapters belong to one base model and configuration (the design, cache compatibility)."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _weights(self) -> "ServingPools[PoolT]":
+    def _weights(self) -> ServingPools[PoolT]:
         total = self.stable.weight + (self.canary.weight if self.canary else 0)
         path = "canary.weight" if self.canary else "stable.weight"
         check([(path, f"stable + canary weights must sum to 100, got {total}")] if total != 100 else [])

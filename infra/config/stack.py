@@ -15,29 +15,41 @@ through :func:`section_of`, so nothing outside a target's package names its type
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import operator
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Mapping, TypeVar, Union
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from .accelerator import AcceleratorTopology
-from .cohosting import GROUP_KEY_PATTERN, CoHostedGroupCommon
 from .base import NAMESPACE, PROJECT_ID_PATTERN, ConfigIssue, FieldErrors, Strict
+from .cohosting import GROUP_KEY_PATTERN, CoHostedGroupCommon
+from .contract import WorkloadContract
 from .documents import DocumentError, load_json_file
 from .environment import Environment
-from .pool import PoolCommon
-from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
-from .contract import WorkloadContract
 from .observability import Observability
+from .pool import PoolCommon
 from .release import ReleaseIdentity
+from .secrets import PLACEHOLDER_PREFIX, secret_fields, secret_issues
 from .serving import ServingPools
 
-__all__ = ["Environment", "FOREIGN_KEYS", "SchemaResult", "Section", "StackConfig", "build_document", "key_path", "section_of",
-           "stack_model", "validate_schema"]
+__all__ = [
+    "FOREIGN_KEYS",
+    "Environment",
+    "SchemaResult",
+    "Section",
+    "StackConfig",
+    "build_document",
+    "key_path",
+    "section_of",
+    "stack_model",
+    "validate_schema",
+]
 
 #: Root fields that come from another package's namespace, and the key they are read from.
 FOREIGN_KEYS = {"project": "gcp:project", "region": "gcp:region"}
@@ -50,22 +62,34 @@ class StackConfig(Strict):
     :func:`stack_model` derives from this one (pools and groups of the registered targets, their sections)."""
 
     environment: Environment = Field(description="dev | staging | prod; must match the stack name.")
-    project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] = Field(description=(
-        "GCP project id (shared with the Google provider)."))
-    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")] = Field(description=(
-        "GCP region (shared with the Google provider)."))
+    project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] = Field(
+        description=("GCP project id (shared with the Google provider).")
+    )
+    region: Annotated[str, Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")] = Field(
+        description=("GCP region (shared with the Google provider).")
+    )
     zones: Annotated[list[str], Field(min_length=1)] = Field(description="Zones of the region the stack uses.")
     contract: WorkloadContract = Field(description="The workload contract (target-neutral).")
-    releases: Annotated[list[ReleaseIdentity], Field(min_length=1)] = Field(description=(
-        "Immutable releases, inline or as JSON file paths relative to the project root."))
-    accelerators: dict[str, AcceleratorTopology] = Field({}, description=(
-        "Accelerator topologies by key; required by pools that run on GPU machines (``gke``, ``vertex``)."))
+    releases: Annotated[list[ReleaseIdentity], Field(min_length=1)] = Field(
+        description=("Immutable releases, inline or as JSON file paths relative to the project root.")
+    )
+    accelerators: dict[str, AcceleratorTopology] = Field(
+        {},
+        description=(
+            "Accelerator topologies by key; required by pools that run on GPU machines (``gke``, ``vertex``)."
+        ),
+    )
     serving: ServingPools[PoolCommon] = Field(description="Stable and canary serving pools.")
-    observability: Observability = Field(Observability(), description=(
-        "Autoscaling targets, scraping, alert thresholds and notification channels."))
-    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], CoHostedGroupCommon] = Field({}, description=(
-        "Co-hosted groups by key: several releases (different models allowed) sharing one accelerator set, each "
-        "with its GPU-memory partition, instance count and public model name."))
+    observability: Observability = Field(
+        Observability(), description=("Autoscaling targets, scraping, alert thresholds and notification channels.")
+    )
+    cohosting: dict[Annotated[str, Field(pattern=GROUP_KEY_PATTERN)], CoHostedGroupCommon] = Field(
+        {},
+        description=(
+            "Co-hosted groups by key: several releases (different models allowed) sharing one accelerator set, each "
+            "with its GPU-memory partition, instance count and public model name."
+        ),
+    )
 
     # ---- look-ups -------------------------------------------------------------------------------
     def release(self, release_id: str) -> ReleaseIdentity:
@@ -84,7 +108,6 @@ class StackConfig(Strict):
     def targets(self) -> frozenset[str]:
         """The serving targets the stack's pools and co-hosted groups name."""
         return frozenset(pool.target for _, pool in self.pools()) | frozenset(g.target for _, g in self.groups())
-
 
 
 def section_of(cfg: object, name: str, kind: type[SectionT]) -> SectionT | None:
@@ -112,11 +135,14 @@ def _tagged_union(types: Sequence[type[BaseModel]]) -> Any:
     """One type, or the discriminated union on ``target`` of several."""
     if len(types) == 1:
         return types[0]
-    return Annotated[Union[tuple(types)], Field(discriminator="target")]
+    return Annotated[functools.reduce(operator.or_, types), Field(discriminator="target")]
 
 
-def stack_model(pool_types: Sequence[type[PoolCommon]], group_types: Sequence[type[CoHostedGroupCommon]],
-                sections: Sequence[Section]) -> type[StackConfig]:
+def stack_model(
+    pool_types: Sequence[type[PoolCommon]],
+    group_types: Sequence[type[CoHostedGroupCommon]],
+    sections: Sequence[Section],
+) -> type[StackConfig]:
     """The root model of a set of serving targets: :class:`StackConfig` with ``serving``'s pools the union of
     ``pool_types``, ``cohosting``'s groups the union of ``group_types``, and one optional field per section."""
     if not pool_types or not group_types:
@@ -142,6 +168,7 @@ def stack_model(pool_types: Sequence[type[PoolCommon]], group_types: Sequence[ty
 
 
 # ---- key paths ------------------------------------------------------------------------------------
+
 
 def key_path(loc: tuple[str | int, ...]) -> str:
     """('contract', 'max_output_tokens') -> 'llm-serving:contract.max_output_tokens';
@@ -219,11 +246,12 @@ MAX_QUOTED_CHARS = 80
 def quote(value: Any) -> str:
     """``repr`` of a value for an error message, cut to MAX_QUOTED_CHARS."""
     text = repr(value)
-    return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS - 1] + "…"
+    return text if len(text) <= MAX_QUOTED_CHARS else text[: MAX_QUOTED_CHARS - 1] + "…"
 
 
-def _issues_from_validation(err: ValidationError, model: type[StackConfig], prefix: tuple[str | int, ...] = (),
-                            redact: bool = False) -> list[ConfigIssue]:
+def _issues_from_validation(
+    err: ValidationError, model: type[StackConfig], prefix: tuple[str | int, ...] = (), redact: bool = False
+) -> list[ConfigIssue]:
     """``redact``: the section is secret, so no input value is quoted (it may be a decrypted secret)."""
     issues: list[ConfigIssue] = []
     for e in err.errors():
@@ -232,7 +260,9 @@ def _issues_from_validation(err: ValidationError, model: type[StackConfig], pref
         if isinstance(ctx_err, FieldErrors):
             for field, msg in ctx_err.problems:
                 # A numeric segment is a list index (``invoker_members.0`` -> ``invoker_members[0]``).
-                sub: tuple[str | int, ...] = tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
+                sub: tuple[str | int, ...] = (
+                    tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
+                )
                 issues.append(ConfigIssue(key_path(loc + sub), msg))
             continue
         msg = e["msg"]
@@ -241,10 +271,10 @@ def _issues_from_validation(err: ValidationError, model: type[StackConfig], pref
         elif e["type"] == "missing":
             msg = "required key is missing"
         elif e["type"] == "union_tag_not_found":
-            loc = loc + ("target",)
+            loc = (*loc, "target")
             msg = f"required key is missing (one of: {', '.join(sorted(e['ctx']['expected_tags'].replace(chr(39), '').split(', ')))})"
         elif e["type"] == "union_tag_invalid":
-            loc = loc + ("target",)
+            loc = (*loc, "target")
             msg = f"unknown serving target {quote(e['ctx']['tag'])}; known: {e['ctx']['expected_tags'].replace(chr(39), '')}"
         elif "input" in e and not redact:
             shown = e["input"]
@@ -257,6 +287,7 @@ def _issues_from_validation(err: ValidationError, model: type[StackConfig], pref
 
 
 # ---- raw config -> typed config ----------------------------------------------------------------------
+
 
 def decode_pulumi_config(env: Mapping[str, str]) -> dict[str, Any]:
     """Pulumi hands config to programs as strings; structured values are JSON text."""
@@ -328,8 +359,9 @@ def _adapter(model: type[StackConfig], name: str) -> TypeAdapter[Any]:
         return TypeAdapter(annotated)
 
 
-def validate_schema(raw: Mapping[str, Any], base_dir: Path, model: type[StackConfig],
-                    secret_keys: frozenset[str] = frozenset()) -> SchemaResult:
+def validate_schema(
+    raw: Mapping[str, Any], base_dir: Path, model: type[StackConfig], secret_keys: frozenset[str] = frozenset()
+) -> SchemaResult:
     """Validate each root section of ``model`` (the registry's root model) on its own, so one broken section never
     hides the problems of another. ``secret_keys``: the top-level keys the engine marks secret (see
     ``infra/config/secrets.py``)."""

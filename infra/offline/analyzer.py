@@ -175,7 +175,7 @@ class Violation:
         """The violation text without the repeated policy description, on one line."""
         text = self.message
         if self.description and text.startswith(self.description):
-            rest = text[len(self.description):].lstrip("\n")
+            rest = text[len(self.description) :].lstrip("\n")
             text = rest or text
         return " / ".join(line.strip() for line in text.splitlines() if line.strip())
 
@@ -256,10 +256,10 @@ class PolicyReport:
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
 
         def line(cells: tuple[str, ...]) -> str:
-            fixed = "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths))
+            fixed = "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
             return f"{fixed}  {cells[-1]}".rstrip()
 
-        out = [line(header), line(tuple("-" * w for w in widths) + ("-" * len(header[-1]),))]
+        out = [line(header), line((*tuple("-" * w for w in widths), "-" * len(header[-1])))]
         out.extend(line(r) for r in rows)
         out.append("")
         out.append(summary)
@@ -331,9 +331,7 @@ def _options(res: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
     return opts
 
 
-def _provider(
-    res: Resource, providers: Mapping[str, Resource]
-) -> analyzer_pb2.AnalyzerProviderResource | None:
+def _provider(res: Resource, providers: Mapping[str, Resource]) -> analyzer_pb2.AnalyzerProviderResource | None:
     """Resolve ``<provider urn>::<id>`` against provider resources in the inventory.
 
     Like the engine (``resolveProvider``), an unresolvable reference yields no provider rather than
@@ -369,7 +367,7 @@ MAX_SHOWN_CHARS = 60
 def _shown(value: Any) -> str:
     """``repr`` of a user value for a message, on one line and cut to MAX_SHOWN_CHARS."""
     text = " ".join(repr(value).split())
-    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS - 1] + "…"
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
 def _parse_user_config(policy_config: Mapping[str, Any]) -> dict[str, PolicyConfigEntry]:
@@ -386,8 +384,9 @@ def _parse_user_config(policy_config: Mapping[str, Any]) -> dict[str, PolicyConf
             if not isinstance(level, str):
                 raise PolicyConfigError(f"{_shown(name)}: enforcementLevel must be a string, got {_shown(level)}")
         else:
-            raise PolicyConfigError(f"{_shown(name)}: config must be an enforcement level string or an object, got "
-                                    f"{_shown(raw)}")
+            raise PolicyConfigError(
+                f"{_shown(name)}: config must be an enforcement level string or an object, got {_shown(raw)}"
+            )
         if level and level not in ENFORCEMENT_LEVELS:
             raise PolicyConfigError(
                 f"{_shown(name)}: {_shown(level)} is not a valid enforcement level (one of {', '.join(ENFORCEMENT_LEVELS)})"
@@ -422,12 +421,16 @@ def _validate_schema(policy: str, schema: Mapping[str, Any], props: Mapping[str,
     except ImportError:  # pragma: no cover - exercised only without the test extras
         return [f"{policy}: '{k}' is a required property" for k in full.get("required", []) if k not in props]
     validator = jsonschema.Draft7Validator(full)
-    return [f"{policy}.{'.'.join(str(x) for x in e.path) or '<config>'}: {_shown(e.instance)} is not valid "
-            f"({e.validator} {_shown(e.validator_value)})"
-            for e in sorted(validator.iter_errors(dict(props)), key=lambda e: (list(map(str, e.path)), e.message))]
+    return [
+        f"{policy}.{'.'.join(str(x) for x in e.path) or '<config>'}: {_shown(e.instance)} is not valid "
+        f"({e.validator} {_shown(e.validator_value)})"
+        for e in sorted(validator.iter_errors(dict(props)), key=lambda e: (list(map(str, e.path)), e.message))
+    ]
 
 
-def reconcile_policy_config(info: analyzer_pb2.AnalyzerInfo, policy_config: Mapping[str, Any]) -> dict[str, PolicyConfigEntry]:
+def reconcile_policy_config(
+    info: analyzer_pb2.AnalyzerInfo, policy_config: Mapping[str, Any]
+) -> dict[str, PolicyConfigEntry]:
     """Build the ``Configure`` payload the engine would send.
 
     Order, as in the engine: each policy's default enforcement level (from ``GetAnalyzerInfo``) and
@@ -462,8 +465,10 @@ def reconcile_policy_config(info: analyzer_pb2.AnalyzerInfo, policy_config: Mapp
     for name, schema in sorted(schemas.items()):
         errors.extend(_validate_schema(name, schema, result[name].properties or {}))
     if errors:
-        raise PolicyConfigError(f"policy config is invalid: {'; '.join(errors[:5])}"
-                                f"{f' (and {len(errors) - 5} more)' if len(errors) > 5 else ''}")
+        raise PolicyConfigError(
+            f"policy config is invalid: {'; '.join(errors[:5])}"
+            f"{f' (and {len(errors) - 5} more)' if len(errors) > 5 else ''}"
+        )
     return result
 
 
@@ -503,7 +508,7 @@ class _PackProcess:
     def __init__(self, python: str, pack_dir: Path, engine_address: str, env: Mapping[str, str]) -> None:
         self.argv = [python, "-u", "-m", "pulumi.policy", engine_address, "."]
         try:
-            self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, interpreter chosen by the caller
+            self.proc = subprocess.Popen(
                 self.argv,
                 cwd=pack_dir,
                 env=dict(env),
@@ -626,7 +631,9 @@ def _check_pack_dir(pack_dir: Path) -> str | None:
     return str(version) if version is not None else None
 
 
-def _pack_env(project: str, stack: str, organization: str | None, stack_config: Mapping[str, str] | None) -> dict[str, str]:
+def _pack_env(
+    project: str, stack: str, organization: str | None, stack_config: Mapping[str, str] | None
+) -> dict[str, str]:
     env = dict(os.environ)
     # Never leak an enclosing Pulumi run's settings into the pack.
     for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS", "PULUMI_ORGANIZATION"):

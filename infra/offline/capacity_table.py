@@ -34,7 +34,10 @@ def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
     row("release", lambda p: p.release)
     row("accelerator", lambda p: f"{p.accelerator} (TP {p.tensor_parallel_size}, {p.replicas_per_node} replica/node)")
     row("weights / per GPU", lambda p: f"{p.weights_gib:.1f} GiB / {p.weight_shard_gib_per_device:.1f} GiB")
-    row("KV bytes/token (model / per GPU)", lambda p: f"{p.kv_bytes_per_token / 1024:.0f} KiB / {p.kv_bytes_per_token_per_device / 1024:.0f} KiB")
+    row(
+        "KV bytes/token (model / per GPU)",
+        lambda p: f"{p.kv_bytes_per_token / 1024:.0f} KiB / {p.kv_bytes_per_token_per_device / 1024:.0f} KiB",
+    )
     row("KV budget per GPU", lambda p: f"{p.kv_budget_gib_per_device:.1f} GiB ({p.kv_tokens_per_replica:,} tokens)")
     row("seqs @ max_model_len", lambda p: f"{p.max_seqs_at_max_model_len} @ {p.max_model_len}")
     row("seqs @ mean context", lambda p: f"{p.max_seqs_at_mean_context} @ {p.mean_context_tokens:.0f}")
@@ -43,15 +46,33 @@ def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
     row("replica cost", lambda p: f"${p.replica_hourly_usd:.2f}/h")
     row("throughput", lambda p: p.throughput)
     row("measured θ_o / θ_i (tokens/s)", lambda p: _measured(plan, p.role))
-    row("decode / prefill replicas", lambda p: "unmeasured" if p.decode_replicas is None else f"{p.decode_replicas} / {p.prefill_replicas}")
+    row(
+        "decode / prefill replicas",
+        lambda p: "unmeasured" if p.decode_replicas is None else f"{p.decode_replicas} / {p.prefill_replicas}",
+    )
     row("required replicas (N+1)", lambda p: "unmeasured" if p.required_replicas is None else str(p.required_replicas))
     row("replica bounds", lambda p: f"{p.min_replicas}..{p.max_replicas}")
-    row("$ per 1M output tokens", lambda p: "unmeasured" if p.cost_per_million_output_tokens_usd is None else f"${p.cost_per_million_output_tokens_usd:.2f}")
+    row(
+        "$ per 1M output tokens",
+        lambda p: (
+            "unmeasured"
+            if p.cost_per_million_output_tokens_usd is None
+            else f"${p.cost_per_million_output_tokens_usd:.2f}"
+        ),
+    )
     if any(plan.pools[r].capacity.cost_per_million_input_tokens_usd is not None for r in roles):
-        row("$ per 1M input tokens (prefill-bound)", lambda p: "-" if p.cost_per_million_input_tokens_usd is None
-            else f"${p.cost_per_million_input_tokens_usd:.2f}")
-    targets = [t for t in registry.targets if any(p.target == t.name for p in plan.pools.values())
-               or any(g.target == t.name for g in plan.cohosting.values())]
+        row(
+            "$ per 1M input tokens (prefill-bound)",
+            lambda p: (
+                "-" if p.cost_per_million_input_tokens_usd is None else f"${p.cost_per_million_input_tokens_usd:.2f}"
+            ),
+        )
+    targets = [
+        t
+        for t in registry.targets
+        if any(p.target == t.name for p in plan.pools.values())
+        or any(g.target == t.name for g in plan.cohosting.values())
+    ]
     for t in targets:
         rows += [(r.label, [r.values.get(role, "-") for role in roles]) for r in t.report_rows(plan)]
     width = max(len(label) for label, _ in rows)
@@ -66,7 +87,7 @@ def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def render_recipes(cfg: "StackConfig") -> str:
+def render_recipes(cfg: StackConfig) -> str:
     """``capacity --recipes``: for every release a pool or co-hosted group serves, on that pool's (group's) machine
     shape, the (instances x TP) layouts that fit memory with per-instance concurrency. Offline and unmeasured: the
     benchmark picks the operating point of each candidate on a GPU."""
@@ -84,15 +105,21 @@ def render_recipes(cfg: "StackConfig") -> str:
     lines: list[str] = []
     for release, key in sorted(set(pairs)):
         rel, acc = cfg.release(release), cfg.accelerators[key]
-        lines.append(f"{release} on {key} ({acc.machine_type}, {acc.gpus_per_node} x {acc.gpu_type} of "
-                     f"{acc.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:")
+        lines.append(
+            f"{release} on {key} ({acc.machine_type}, {acc.gpus_per_node} x {acc.gpu_type} of "
+            f"{acc.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:"
+        )
         found = recipes(release_geometry(rel), rel.max_model_len, acc.gpus_per_node, acc.gpu_memory_gib, mean)
         if not found:
             lines.append("  no layout fits memory")
-        lines.append("  instances x TP  per GPU set  partition  KV/GPU      seqs/instance @ mean  @ max_model_len  "
-                     "machine @ mean")
+        lines.append(
+            "  instances x TP  per GPU set  partition  KV/GPU      seqs/instance @ mean  @ max_model_len  "
+            "machine @ mean"
+        )
         for r in found:
-            lines.append(f"  {r.instances:>3} x TP {r.tensor_parallel_size:<3}   {r.instances_per_gpu_set:>2}        "
-                         f"   {r.partition:<9g}  {r.kv_budget_gib_per_gpu:6.2f} GiB  {r.max_seqs_at_mean_context:>20}  "
-                         f"{r.max_seqs_at_max_model_len:>15}  {r.machine_seqs_at_mean_context:>14}")
+            lines.append(
+                f"  {r.instances:>3} x TP {r.tensor_parallel_size:<3}   {r.instances_per_gpu_set:>2}        "
+                f"   {r.partition:<9g}  {r.kv_budget_gib_per_gpu:6.2f} GiB  {r.max_seqs_at_mean_context:>20}  "
+                f"{r.max_seqs_at_max_model_len:>15}  {r.machine_seqs_at_mean_context:>14}"
+            )
     return "\n".join(lines)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ..config import ConfigError
 from ..resolve import ResolvedStack, resolve_stack
@@ -47,12 +48,12 @@ def resolve(stack: str, stacks_dir: Path | None = None) -> ResolvedStack:
     return resolve_stack(sf.values, stack, ROOT, frozenset(sf.secret_keys))
 
 
-def bench_target(args: argparse.Namespace) -> "BenchTarget":
+def bench_target(args: argparse.Namespace) -> BenchTarget:
     """The pool of ``--stack`` / ``--pool`` as the benchmark measures it: release identity, the exact vLLM
     arguments the plan renders, accelerator and contract. The replica's URL and a local copy of the release's
     tokenizer come from the command line: the plan cannot know them."""
-    from .bench.target import BenchTarget, args_sha256
     from .bench.cli import BenchError
+    from .bench.target import BenchTarget, args_sha256
 
     if not args.stack:
         raise BenchError("--stack is required: the release, arguments and contract come from its plan")
@@ -68,16 +69,30 @@ def bench_target(args: argparse.Namespace) -> "BenchTarget":
     c = cfg.contract
     return BenchTarget(
         # Requests carry the public model name, as clients send it (the server answers as its release id).
-        base_url=args.url.rstrip("/"), served_model_name=plan.public_model_name, release=p.release.release,
-        image_digest=p.release.digest, vllm_version=p.release.vllm_version,
-        machine_type=p.machine.machine_type, gpu_type=p.machine.gpu_type,
-        gpus_per_node=p.machine.gpus_per_node, tensor_parallel_size=p.release.tensor_parallel_size,
-        vllm_args=p.vllm_args, vllm_args_sha256=args_sha256(p.vllm_args), ttft_p95_ms=c.ttft_p95_ms,
-        itl_p95_ms=c.itl_p95_ms, max_input_tokens=c.max_input_tokens, max_output_tokens=c.max_output_tokens,
-        prompt_mean_tokens=c.prompt_tokens.mean, prompt_p95_tokens=c.prompt_tokens.p95,
-        output_mean_tokens=c.output_tokens.mean, output_p95_tokens=c.output_tokens.p95,
-        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes), tokenizer_path=args.tokenizer,
-        served_args=getattr(args, "served_args", None), served_args_reason=getattr(args, "served_args_reason", None))
+        base_url=args.url.rstrip("/"),
+        served_model_name=plan.public_model_name,
+        release=p.release.release,
+        image_digest=p.release.digest,
+        vllm_version=p.release.vllm_version,
+        machine_type=p.machine.machine_type,
+        gpu_type=p.machine.gpu_type,
+        gpus_per_node=p.machine.gpus_per_node,
+        tensor_parallel_size=p.release.tensor_parallel_size,
+        vllm_args=p.vllm_args,
+        vllm_args_sha256=args_sha256(p.vllm_args),
+        ttft_p95_ms=c.ttft_p95_ms,
+        itl_p95_ms=c.itl_p95_ms,
+        max_input_tokens=c.max_input_tokens,
+        max_output_tokens=c.max_output_tokens,
+        prompt_mean_tokens=c.prompt_tokens.mean,
+        prompt_p95_tokens=c.prompt_tokens.p95,
+        output_mean_tokens=c.output_tokens.mean,
+        output_p95_tokens=c.output_tokens.p95,
+        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes),
+        tokenizer_path=args.tokenizer,
+        served_args=getattr(args, "served_args", None),
+        served_args_reason=getattr(args, "served_args_reason", None),
+    )
 
 
 def default_out(stack: str) -> Path:
@@ -85,6 +100,7 @@ def default_out(stack: str) -> Path:
 
 
 # ---- commands -------------------------------------------------------------------------------------
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     run = run_plan(args.stack, args.stacks_dir)
@@ -102,8 +118,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             add_owned_file(out, "policy-report.json")
         except OSError as exc:
             raise OutputDirError(f"--out {out}: cannot write the policy report ({exc.strerror})") from None
-        print(f"\npolicy: {policy_summary(report)} ({config_path.relative_to(ROOT)}); "
-              f"`llm-serving policy --stack {args.stack}` prints the table; wrote {out}/policy-report.json")
+        print(
+            f"\npolicy: {policy_summary(report)} ({config_path.relative_to(ROOT)}); "
+            f"`llm-serving policy --stack {args.stack}` prints the table; wrote {out}/policy-report.json"
+        )
     return 0
 
 
@@ -144,8 +162,10 @@ def write_policy_report(out: Path, text: str) -> None:
             if (out / name).exists() and name not in owned_files(out):
                 raise OutputDirError(f"--out {out}: {name} was not written by this tool; refusing to replace it")
         elif entries:
-            raise OutputDirError(f"--out {out}: not empty and not written by this tool ({len(entries)} entries); "
-                                 "give a new or empty directory")
+            raise OutputDirError(
+                f"--out {out}: not empty and not written by this tool ({len(entries)} entries); "
+                "give a new or empty directory"
+            )
         out.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text, encoding="utf-8")
         add_owned_file(out, name)
@@ -178,26 +198,39 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="llm-serving", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="llm-serving", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", required=True, help="stack name: reads <stacks-dir>/Pulumi.<stack>.yaml")
     common.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default stacks/)")
     sub = p.add_subparsers(dest="command", required=True)
-    sp = sub.add_parser("plan", parents=[common], help="run the program offline under mocks and write what it would create")
-    sp.add_argument("--out", help="output directory (default build/plan/<stack>); only files this tool wrote are replaced")
+    sp = sub.add_parser(
+        "plan", parents=[common], help="run the program offline under mocks and write what it would create"
+    )
+    sp.add_argument(
+        "--out", help="output directory (default build/plan/<stack>); only files this tool wrote are replaced"
+    )
     sp.add_argument("--skip-policy", action="store_true", help="do not run the policy pack for the summary")
     sp.set_defaults(fn=cmd_plan)
-    sq = sub.add_parser("policy", parents=[common],
-                        help="check the plan against the policy pack via the Analyzer gRPC protocol; exit 1 on mandatory violations")
+    sq = sub.add_parser(
+        "policy",
+        parents=[common],
+        help="check the plan against the policy pack via the Analyzer gRPC protocol; exit 1 on mandatory violations",
+    )
     sq.add_argument("--out", help="directory to write policy-report.json into")
     sq.add_argument("--inventory", help="analyse this inventory.json instead of planning the stack")
     sq.add_argument("--policy-config", help="policy config file (default policies/config/<environment>.json)")
     sq.set_defaults(fn=cmd_policy)
     sc = sub.add_parser("capacity", parents=[common], help="print the capacity planner's table for a stack")
-    sc.add_argument("--recipes", action="store_true", help=(
-        "list, per served release and machine shape, the (instances x TP) layouts that fit memory with their "
-        "per-instance concurrency (offline; the benchmark measures each on a GPU)"))
+    sc.add_argument(
+        "--recipes",
+        action="store_true",
+        help=(
+            "list, per served release and machine shape, the (instances x TP) layouts that fit memory with their "
+            "per-instance concurrency (offline; the benchmark measures each on a GPU)"
+        ),
+    )
     sc.set_defaults(fn=cmd_capacity)
     sd = sub.add_parser("diff", help="added / removed / changed resources between two plans, replacements flagged")
     sd.add_argument("dirs", nargs="*", metavar="PLAN_DIR", help="<old-plan-dir> <new-plan-dir>")

@@ -29,8 +29,13 @@ COMPUTED_MARKER = "<computed>"
 SECRET_MARKER = "[secret]"
 #: The options recorded for every resource, with their types.
 OPTION_KEYS: dict[str, type] = {
-    "protect": bool, "delete_before_replace": bool, "ignore_changes": list, "replace_on_changes": list,
-    "retain_on_delete": bool, "additional_secret_outputs": list, "custom_timeouts": dict,
+    "protect": bool,
+    "delete_before_replace": bool,
+    "ignore_changes": list,
+    "replace_on_changes": list,
+    "retain_on_delete": bool,
+    "additional_secret_outputs": list,
+    "custom_timeouts": dict,
 }
 #: Options that hold property paths or output names: lists of strings (the plan diff parses them as paths).
 _STRING_LIST_OPTIONS = ("ignore_changes", "replace_on_changes", "additional_secret_outputs")
@@ -60,8 +65,14 @@ class Resource:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom, "parent": self.parent,
-            "provider": self.provider, "inputs": self.inputs, "dependencies": list(self.dependencies),
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "custom": self.custom,
+            "parent": self.parent,
+            "provider": self.provider,
+            "inputs": self.inputs,
+            "dependencies": list(self.dependencies),
             "property_dependencies": {k: list(v) for k, v in sorted(self.property_dependencies.items())},
             "options": self.options,
         }
@@ -91,15 +102,18 @@ class Inventory:
 
     # ---- serialisation ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"project": self.project, "stack": self.stack,
-                "resources": [r.to_dict() for r in sorted(self.resources, key=lambda r: r.urn)],
-                "outputs": self.outputs}
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [r.to_dict() for r in sorted(self.resources, key=lambda r: r.urn)],
+            "outputs": self.outputs,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "inventory") -> "Inventory":
+    def from_dict(cls, doc: Any, source: str = "inventory") -> Inventory:
         """Parse and check a decoded ``inventory.json``; every problem names its entry."""
         if not isinstance(doc, Mapping):
             raise InventoryError(f"{source} must be a JSON object, got {type(doc).__name__}")
@@ -111,18 +125,22 @@ class Inventory:
         outputs = doc.get("outputs") or {}
         if not isinstance(outputs, Mapping):
             raise InventoryError(f"{source}: 'outputs' must be an object")
-        return cls(project=str(doc["project"]), stack=str(doc["stack"]),
-                   resources=tuple(_resource(r, f"{source} resources[{i}]") for i, r in enumerate(doc["resources"])),
-                   outputs=dict(outputs))
+        return cls(
+            project=str(doc["project"]),
+            stack=str(doc["stack"]),
+            resources=tuple(_resource(r, f"{source} resources[{i}]") for i, r in enumerate(doc["resources"])),
+            outputs=dict(outputs),
+        )
 
     @classmethod
-    def load(cls, path: Path) -> "Inventory":
+    def load(cls, path: Path) -> Inventory:
         """Read ``inventory.json``; a missing or malformed file is an :class:`InventoryError` naming it."""
         if not Path(path).exists():
             raise InventoryError(f"no inventory file {path} (run `llm-serving plan --out DIR` first)")
         try:
-            data = read_regular_file(Path(path), source=str(path), max_bytes=MAX_INVENTORY_BYTES,
-                                     limit_name="MAX_INVENTORY_BYTES")
+            data = read_regular_file(
+                Path(path), source=str(path), max_bytes=MAX_INVENTORY_BYTES, limit_name="MAX_INVENTORY_BYTES"
+            )
             text = data.decode("utf-8")
         except DocumentError as exc:
             raise InventoryError(str(exc)) from None
@@ -229,11 +247,17 @@ def _resource(r: Any, where: str) -> Resource:
         if key in options:
             _strings(options[key], f"{where} ({shown}) option {key!r}")
     return Resource(
-        urn=urn, type=str(r["type"]), name=str(r.get("name") or urn.rsplit("::", 1)[-1]),
-        custom=bool(r.get("custom", True)), parent=(str(r["parent"]) if r.get("parent") else None),
-        provider=str(r.get("provider") or ""), inputs=dict(inputs),
+        urn=urn,
+        type=str(r["type"]),
+        name=str(r.get("name") or urn.rsplit("::", 1)[-1]),
+        custom=bool(r.get("custom", True)),
+        parent=(str(r["parent"]) if r.get("parent") else None),
+        provider=str(r.get("provider") or ""),
+        inputs=dict(inputs),
         dependencies=_strings(r.get("dependencies") or [], f"{where} ({shown}) dependencies"),
-        property_dependencies={str(k): _strings(v, f"{where} ({shown}) {render_key_path(('property_dependencies', str(k)))}")
-                               for k, v in props.items()},
-        options=dict(options))
-
+        property_dependencies={
+            str(k): _strings(v, f"{where} ({shown}) {render_key_path(('property_dependencies', str(k)))}")
+            for k, v in props.items()
+        },
+        options=dict(options),
+    )

@@ -58,14 +58,49 @@ MAX_VALUE_CHARS: Final = 80
 
 _K8S_LABEL_SELECTOR = ["spec.selector"]
 _K8S_CONTAINER_FIELDS = [
-    "args", "command", "env", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "ports",
-    "readinessProbe", "resources", "securityContext", "stdin", "stdinOnce", "terminationMessagePath",
-    "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts", "workingDir",
+    "args",
+    "command",
+    "env",
+    "image",
+    "imagePullPolicy",
+    "lifecycle",
+    "livenessProbe",
+    "ports",
+    "readinessProbe",
+    "resources",
+    "securityContext",
+    "stdin",
+    "stdinOnce",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "tty",
+    "volumeDevices",
+    "volumeMounts",
+    "workingDir",
 ]
 _K8S_PV_SOURCES = [
-    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume",
-    "flocker", "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs",
-    "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
 ]
 
 REPLACEMENT_FIELDS: dict[str, list[str]] = {
@@ -75,14 +110,29 @@ REPLACEMENT_FIELDS: dict[str, list[str]] = {
     "gcp:container/nodePool:NodePool": [
         # resource_container_node_pool.go: name/name_prefix/cluster/location/project,
         # initial_node_count, max_pods_per_node and placement_policy are ForceNew.
-        "name", "namePrefix", "cluster", "location", "project", "initialNodeCount", "maxPodsPerNode",
+        "name",
+        "namePrefix",
+        "cluster",
+        "location",
+        "project",
+        "initialNodeCount",
+        "maxPodsPerNode",
         "placementPolicy",
         # node_config.go (schemaNodeConfig): these node_config attributes are ForceNew.
-        "nodeConfig.guestAccelerators", "nodeConfig.reservationAffinity", "nodeConfig.spot",
-        "nodeConfig.preemptible", "nodeConfig.serviceAccount", "nodeConfig.oauthScopes",
-        "nodeConfig.localSsdCount", "nodeConfig.ephemeralStorageLocalSsdConfig",
-        "nodeConfig.localNvmeSsdBlockConfig", "nodeConfig.secondaryBootDisks", "nodeConfig.metadata",
-        "nodeConfig.minCpuPlatform", "nodeConfig.bootDiskKmsKey", "nodeConfig.shieldedInstanceConfig",
+        "nodeConfig.guestAccelerators",
+        "nodeConfig.reservationAffinity",
+        "nodeConfig.spot",
+        "nodeConfig.preemptible",
+        "nodeConfig.serviceAccount",
+        "nodeConfig.oauthScopes",
+        "nodeConfig.localSsdCount",
+        "nodeConfig.ephemeralStorageLocalSsdConfig",
+        "nodeConfig.localNvmeSsdBlockConfig",
+        "nodeConfig.secondaryBootDisks",
+        "nodeConfig.metadata",
+        "nodeConfig.minCpuPlatform",
+        "nodeConfig.bootDiskKmsKey",
+        "nodeConfig.shieldedInstanceConfig",
         "nodeConfig.confidentialNodes",
         # NOT listed on purpose: nodeConfig.machineType/diskType/diskSizeGb became in-place updates in
         # GoogleCloudPlatform/magic-modules#9575 (GKE UpdateNodePool "initiates an upgrade operation
@@ -91,39 +141,72 @@ REPLACEMENT_FIELDS: dict[str, list[str]] = {
     ],
     "gcp:container/cluster:Cluster": [
         # resource_container_cluster.go: ForceNew attributes.
-        "name", "location", "project", "network", "subnetwork", "networkingMode", "enableAutopilot",
-        "confidentialNodes", "privateClusterConfig.enablePrivateNodes",
+        "name",
+        "location",
+        "project",
+        "network",
+        "subnetwork",
+        "networkingMode",
+        "enableAutopilot",
+        "confidentialNodes",
+        "privateClusterConfig.enablePrivateNodes",
         "privateClusterConfig.masterIpv4CidrBlock",
         # ip_allocation_policy is ForceNew as a block and in these attributes (stack_type and
         # additional_pod_ranges_config are updatable in current provider versions, so not listed).
-        "ipAllocationPolicy.clusterIpv4CidrBlock", "ipAllocationPolicy.servicesIpv4CidrBlock",
-        "ipAllocationPolicy.clusterSecondaryRangeName", "ipAllocationPolicy.servicesSecondaryRangeName",
+        "ipAllocationPolicy.clusterIpv4CidrBlock",
+        "ipAllocationPolicy.servicesIpv4CidrBlock",
+        "ipAllocationPolicy.clusterSecondaryRangeName",
+        "ipAllocationPolicy.servicesSecondaryRangeName",
         "ipAllocationPolicy.podCidrOverprovisionConfig",
     ],
     "gcp:compute/reservation:Reservation": [
         # mmv1 Reservation: name/zone/project and specificReservation.instanceProperties are
         # immutable; specificReservation.count is a resize (in place).
-        "name", "zone", "project", "specificReservationRequired", "specificReservation.instanceProperties",
+        "name",
+        "zone",
+        "project",
+        "specificReservationRequired",
+        "specificReservation.instanceProperties",
     ],
     "gcp:compute/disk:Disk": [
         # size is conditional (shrink only) -> CONDITIONAL_REPLACEMENTS.
-        "name", "zone", "project", "type", "image", "snapshot", "sourceDisk", "physicalBlockSizeBytes",
+        "name",
+        "zone",
+        "project",
+        "type",
+        "image",
+        "snapshot",
+        "sourceDisk",
+        "physicalBlockSizeBytes",
     ],
     "gcp:storage/bucket:Bucket": [
         # "Once a bucket has been created, its location can't be changed." (pulumi_gcp Bucket docs)
-        "name", "location", "project",
+        "name",
+        "location",
+        "project",
     ],
     "gcp:artifactregistry/repository:Repository": [
-        "repositoryId", "format", "location", "project", "mode", "kmsKeyName",
+        "repositoryId",
+        "format",
+        "location",
+        "project",
+        "mode",
+        "kmsKeyName",
     ],
     "gcp:compute/network:Network": [
         # description: "The resource must be recreated to modify this field." (pulumi_gcp Network docs)
-        "name", "project", "autoCreateSubnetworks", "description",
+        "name",
+        "project",
+        "autoCreateSubnetworks",
+        "description",
     ],
     "gcp:compute/subnetwork:Subnetwork": [
         # ipCidrRange is conditional: only a non-expanding change forces replacement
         # -> CONDITIONAL_REPLACEMENTS.
-        "name", "region", "project", "network",
+        "name",
+        "region",
+        "project",
+        "network",
     ],
     # ---- Kubernetes (pulumi-kubernetes provider/pkg/provider/diff.go, forceNewProperties).
     # Every kind: .metadata.name and .metadata.namespace.
@@ -131,7 +214,10 @@ REPLACEMENT_FIELDS: dict[str, list[str]] = {
     "kubernetes:apps/v1:Deployment": _K8S_LABEL_SELECTOR,
     "kubernetes:apps/v1:DaemonSet": _K8S_LABEL_SELECTOR,
     "kubernetes:apps/v1:StatefulSet": [
-        "spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector", "spec.serviceName",
+        "spec.podManagementPolicy",
+        "spec.revisionHistoryLimit",
+        "spec.selector",
+        "spec.serviceName",
         "spec.volumeClaimTemplates",
     ],
     "kubernetes:batch/v1:Job": ["spec.completions", "spec.parallelism", "spec.selector", "spec.template"],
@@ -139,16 +225,40 @@ REPLACEMENT_FIELDS: dict[str, list[str]] = {
     "kubernetes:core/v1:PersistentVolume": [f"spec.{s}" for s in _K8S_PV_SOURCES],
     # PVC: spec.resources is NOT listed (volume expansion is an in-place update).
     "kubernetes:core/v1:PersistentVolumeClaim": [
-        "spec.accessModes", "spec.selector", "spec.storageClassName", "spec.volumeName",
+        "spec.accessModes",
+        "spec.selector",
+        "spec.storageClassName",
+        "spec.volumeName",
     ],
     "kubernetes:core/v1:Pod": [
-        "spec.affinity", "spec.automountServiceAccountToken", "spec.dnsConfig", "spec.dnsPolicy",
-        "spec.enableServiceLinks", "spec.hostAliases", "spec.hostIPC", "spec.hostNetwork", "spec.hostPID",
-        "spec.hostname", "spec.imagePullSecrets", "spec.nodeName", "spec.nodeSelector", "spec.overhead",
-        "spec.preemptionPolicy", "spec.priority", "spec.priorityClassName", "spec.readinessGates",
-        "spec.restartPolicy", "spec.runtimeClassName", "spec.schedulerName", "spec.securityContext",
-        "spec.serviceAccount", "spec.serviceAccountName", "spec.shareProcessNamespace", "spec.subdomain",
-        "spec.terminationGracePeriodSeconds", "spec.volumes",
+        "spec.affinity",
+        "spec.automountServiceAccountToken",
+        "spec.dnsConfig",
+        "spec.dnsPolicy",
+        "spec.enableServiceLinks",
+        "spec.hostAliases",
+        "spec.hostIPC",
+        "spec.hostNetwork",
+        "spec.hostPID",
+        "spec.hostname",
+        "spec.imagePullSecrets",
+        "spec.nodeName",
+        "spec.nodeSelector",
+        "spec.overhead",
+        "spec.preemptionPolicy",
+        "spec.priority",
+        "spec.priorityClassName",
+        "spec.readinessGates",
+        "spec.restartPolicy",
+        "spec.runtimeClassName",
+        "spec.schedulerName",
+        "spec.securityContext",
+        "spec.serviceAccount",
+        "spec.serviceAccountName",
+        "spec.shareProcessNamespace",
+        "spec.subdomain",
+        "spec.terminationGracePeriodSeconds",
+        "spec.volumes",
         *[f"spec.{c}[*].{f}" for c in ("containers", "initContainers") for f in _K8S_CONTAINER_FIELDS],
     ],
     "kubernetes:core/v1:Service": ["spec.clusterIP"],
@@ -225,7 +335,10 @@ DISRUPTIVE_FIELDS: dict[str, list[str]] = {
     # upgrades as well. The NodePool resource survives, but every node (and every pod on it, incl.
     # model servers holding GPUs) is recreated by a surge/blue-green upgrade.
     "gcp:container/nodePool:NodePool": [
-        "nodeConfig.machineType", "nodeConfig.diskType", "nodeConfig.diskSizeGb", "nodeConfig.imageType",
+        "nodeConfig.machineType",
+        "nodeConfig.diskType",
+        "nodeConfig.diskSizeGb",
+        "nodeConfig.imageType",
         "version",
     ],
 }
@@ -272,7 +385,7 @@ def parse_path(path: str) -> list[Segment]:
             end = path.find("]", i)
             if end < 0:
                 raise PlanDiffError(f"unterminated '[' in property path {path!r}")
-            inner = path[i + 1:end]
+            inner = path[i + 1 : end]
             if inner.startswith('"'):
                 # JSON-quoted key; find the closing quote that is followed by ']'.
                 j = i + 2
@@ -280,7 +393,7 @@ def parse_path(path: str) -> list[Segment]:
                     j += 1
                 if j >= n:
                     raise PlanDiffError(f"unterminated quoted key in property path {path!r}")
-                segs.append(json.loads(path[i + 1:j + 1]))
+                segs.append(json.loads(path[i + 1 : j + 1]))
                 i = j + 2
                 continue
             if inner == "*":
@@ -368,7 +481,7 @@ def _path_matches(pattern: Sequence[Segment], changed: Sequence[Segment], old: A
         return False
     if len(changed) >= len(pattern):
         return True
-    rest = pattern[len(changed):]
+    rest = pattern[len(changed) :]
     return _resolve(old, rest) or _resolve(new, rest)
 
 
@@ -501,12 +614,12 @@ def _classify_inputs(
         reasons: list[str] = []
         if resource_replaced_by_name(rtype, segs):
             reasons.append("name changed")
-        for text, pat in _pattern_hits(replace_patterns, segs, old, new):
+        for text, _pat in _pattern_hits(replace_patterns, segs, old, new):
             reasons.append(f"{text} forces replacement")
         for pat_segs, pred, why in conditional:
             if tuple(pat_segs) == segs and old is not _MISSING and new is not _MISSING and pred(old, new):
                 reasons.append(why)
-        for text, pat in _pattern_hits(replace_on_changes, segs, old, new):
+        for text, _pat in _pattern_hits(replace_on_changes, segs, old, new):
             reasons.append(f"replaceOnChanges: {text}")
         disruptive = bool(_pattern_hits(disruptive_patterns, segs, old, new))
         changes.append(
@@ -559,7 +672,9 @@ def _diff_resource(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Field
     for key in sorted(set(old_pd) | set(new_pd)):
         if old_pd.get(key) != new_pd.get(key):
             changes.append(
-                FieldChange(format_path(("property_dependencies", key)), old_pd.get(key, _MISSING), new_pd.get(key, _MISSING))
+                FieldChange(
+                    format_path(("property_dependencies", key)), old_pd.get(key, _MISSING), new_pd.get(key, _MISSING)
+                )
             )
     return sorted(changes, key=lambda c: (_section_rank(c.path), _path_sort_key(c.path)))
 
@@ -685,11 +800,18 @@ def diff_plan_dirs(old_dir: Path, new_dir: Path) -> PlanDiff:
     return diff_plans(_load_inventory(Path(old_dir)), _load_inventory(Path(new_dir)))
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], cwd: Path, timeout: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(  # noqa: S603 - fixed argv
-            cmd, cwd=cwd, env=dict(env) if env is not None else None, capture_output=True, text=True,
-            timeout=timeout, check=False,
+        return subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired as e:
         raise PlanDiffError(f"`{' '.join(cmd)}` timed out after {timeout:.0f}s") from e

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import yaml
 
-from ..config import ConfigError
 from ..resolve import ResolvedStack
 from .capacity_table import render_table
 from .inventory import Inventory
@@ -50,8 +49,13 @@ def run_plan(stack: str, stacks_dir: Path | None = None) -> PlanRun:
     sf = read_stack_file(stack, stacks_dir or STACKS_DIR)
     seen: list[ResolvedStack] = []
     try:
-        run = run_offline(lambda: program_main(on_resolved=seen.append), project=PROJECT, stack=stack,
-                          config=sf.config, secret_keys=sf.secret_keys)
+        run = run_offline(
+            lambda: program_main(on_resolved=seen.append),
+            project=PROJECT,
+            stack=stack,
+            config=sf.config,
+            secret_keys=sf.secret_keys,
+        )
     except StackConfigError as err:
         raise err.config_error from None
     if len(seen) != 1:  # the entry resolves exactly once before registering anything, or raises
@@ -61,16 +65,21 @@ def run_plan(stack: str, stacks_dir: Path | None = None) -> PlanRun:
 
 # ---- output directory ---------------------------------------------------------------------------------
 
+
 def owned_files(out: Path) -> list[str]:
     marker = out / OWNED_FILES
     try:
         doc = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: UnicodeDecodeError, JSONDecodeError
-        raise OutputDirError(f"{marker} is not a list of files this tool wrote ({exc}); remove the directory's "
-                             "contents yourself or choose another --out") from None
+        raise OutputDirError(
+            f"{marker} is not a list of files this tool wrote ({exc}); remove the directory's "
+            "contents yourself or choose another --out"
+        ) from None
     files = doc.get("files") if isinstance(doc, dict) else None
-    if not isinstance(files, list) or not all(isinstance(f, str) and f and "\x00" not in f and
-                                              ".." not in Path(f).parts and not Path(f).is_absolute() for f in files):
+    if not isinstance(files, list) or not all(
+        isinstance(f, str) and f and "\x00" not in f and ".." not in Path(f).parts and not Path(f).is_absolute()
+        for f in files
+    ):
         raise OutputDirError(f"{marker} is not a list of files this tool wrote; choose another --out")
     return files
 
@@ -97,17 +106,21 @@ def prepare_output_dir(out: Path, targets: tuple[str, ...] | list[str] = ()) -> 
     if not entries:
         return created
     if OWNED_FILES not in entries:
-        raise OutputDirError(f"--out {out} is not empty and was not written by llm-serving plan "
-                             f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'}); choose an empty or new directory")
+        raise OutputDirError(
+            f"--out {out} is not empty and was not written by llm-serving plan "
+            f"({len(entries)} entr{'y' if len(entries) == 1 else 'ies'}); choose an empty or new directory"
+        )
     owned = owned_files(out)
     manifests = out / "manifests"
     if manifests.is_symlink() or (manifests.exists() and not manifests.is_dir()):
         raise OutputDirError(f"--out {out}: manifests is not a directory this tool made; choose another --out")
     foreign = sorted(rel for rel in targets if rel not in owned and ((out / rel).exists() or (out / rel).is_symlink()))
     if foreign:
-        raise OutputDirError(f"--out {out}: {foreign[0]} was not written by llm-serving plan"
-                             f"{f' (and {len(foreign) - 1} more)' if len(foreign) > 1 else ''}; move it away or "
-                             "choose another --out")
+        raise OutputDirError(
+            f"--out {out}: {foreign[0]} was not written by llm-serving plan"
+            f"{f' (and {len(foreign) - 1} more)' if len(foreign) > 1 else ''}; move it away or "
+            "choose another --out"
+        )
     root = Path(os.path.realpath(out))
     try:
         for rel in owned:
@@ -119,8 +132,9 @@ def prepare_output_dir(out: Path, targets: tuple[str, ...] | list[str] = ()) -> 
         if manifests.is_dir() and not any(manifests.iterdir()):
             manifests.rmdir()
     except OSError as exc:
-        raise OutputDirError(f"--out {out}: cannot remove what an earlier plan wrote ({exc.strerror}: "
-                             f"{exc.filename})") from None
+        raise OutputDirError(
+            f"--out {out}: cannot remove what an earlier plan wrote ({exc.strerror}: {exc.filename})"
+        ) from None
     return False
 
 
@@ -134,10 +148,14 @@ def write_plan(run: PlanRun, out: Path) -> dict[str, dict]:
     Everything is rendered before the directory is touched (a manifest name clash or an unserialisable value
     leaves it as it was); a write that fails part-way removes what this run wrote."""
     manifests = run.inventory.manifests()  # raises before anything is written when two objects collide
-    files = {"inventory.json": run.inventory.to_json(),
-             "capacity.json": json.dumps(run.resolved.plan.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"}
-    files.update((f"manifests/{fname}", yaml.safe_dump(obj, sort_keys=True, default_flow_style=False))
-                 for fname, obj in manifests.items())
+    files = {
+        "inventory.json": run.inventory.to_json(),
+        "capacity.json": json.dumps(run.resolved.plan.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n",
+    }
+    files.update(
+        (f"manifests/{fname}", yaml.safe_dump(obj, sort_keys=True, default_flow_style=False))
+        for fname, obj in manifests.items()
+    )
     created = prepare_output_dir(out, [*files, *PLAN_FILES])
     written: list[str] = []
     try:
@@ -149,8 +167,9 @@ def write_plan(run: PlanRun, out: Path) -> dict[str, dict]:
         record_owned(out, written)
     except OSError as exc:
         _roll_back(out, written, created)
-        raise OutputDirError(f"--out {out}: cannot write ({exc.strerror}: {exc.filename}); removed what this run "
-                             "wrote") from None
+        raise OutputDirError(
+            f"--out {out}: cannot write ({exc.strerror}: {exc.filename}); removed what this run wrote"
+        ) from None
     return manifests
 
 
@@ -189,10 +208,12 @@ def summary(run: PlanRun, manifests: dict[str, dict]) -> str:
     lines += ["", "releases:"]
     for role, pool in cfg.pools():
         r = cfg.release(pool.release)
-        lines.append(f"  {role:7s} {r.release}  weight {pool.weight}%  image …@{r.digest[:19]}…  "
-                     f"model {r.model_revision[:12]}  tokenizer {r.tokenizer_revision[:12]}  "
-                     f"{r.quantization}/{r.dtype}  vLLM {r.vllm_version}  TP {r.tensor_parallel_size}  "
-                     f"max_model_len {r.max_model_len}  sampling v{r.sampling_defaults_version}")
+        lines.append(
+            f"  {role:7s} {r.release}  weight {pool.weight}%  image …@{r.digest[:19]}…  "
+            f"model {r.model_revision[:12]}  tokenizer {r.tokenizer_revision[:12]}  "
+            f"{r.quantization}/{r.dtype}  vLLM {r.vllm_version}  TP {r.tensor_parallel_size}  "
+            f"max_model_len {r.max_model_len}  sampling v{r.sampling_defaults_version}"
+        )
     lines += ["", "capacity:", *("  " + x for x in render_table(plan).splitlines())]
     lines += ["", f"kubernetes manifests: {len(manifests)}"]
     protected = sorted(r.name for r in inv.resources if r.options.get("protect"))

@@ -26,14 +26,18 @@ def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
     """Facts the policies read from Deployment annotations when present, given here as config properties for
     the offline check: cold-load estimates per Deployment, the contract's stream bound and token limits."""
     plan, cfg = resolved.plan, resolved.config
-    cold = {naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3) for role, p in sorted(plan.pools.items())}
+    cold = {
+        naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3) for role, p in sorted(plan.pools.items())
+    }
     return {
         "startup-window-covers-cold-load": {"coldLoadSeconds": cold},
         "hpa-scale-up-damped": {"coldLoadSeconds": cold},
         "grace-period-covers-stream-bound": {"streamBoundSeconds": plan.stream_bound_seconds},
-        "max-model-len-within-contract": {"maxModelLen": cfg.contract.max_model_len,
-                                          "maxInputTokens": cfg.contract.max_input_tokens,
-                                          "maxOutputTokens": cfg.contract.max_output_tokens},
+        "max-model-len-within-contract": {
+            "maxModelLen": cfg.contract.max_model_len,
+            "maxInputTokens": cfg.contract.max_input_tokens,
+            "maxOutputTokens": cfg.contract.max_output_tokens,
+        },
         "vllm-output-capped": {"maxOutputTokens": cfg.contract.max_output_tokens},
     }
 
@@ -43,8 +47,9 @@ def read_policy_config(path: Path) -> dict[str, Any]:
     keys, no NaN); each entry is an enforcement level or an object, checked here so messages stay short."""
     source = f"policy config {path}"
     try:
-        doc = load_json_document(read_regular_file(Path(path), source=source, max_bytes=MAX_JSON_BYTES,
-                                                   limit_name="MAX_JSON_BYTES"), source)
+        doc = load_json_document(
+            read_regular_file(Path(path), source=source, max_bytes=MAX_JSON_BYTES, limit_name="MAX_JSON_BYTES"), source
+        )
     except DocumentError as err:
         raise PolicyConfigError(str(err)) from None
     if not isinstance(doc, dict):
@@ -53,11 +58,14 @@ def read_policy_config(path: Path) -> dict[str, Any]:
     for name, entry in doc.items():
         level = entry.get("enforcementLevel", "") if isinstance(entry, dict) else entry
         if not isinstance(level, str):
-            raise PolicyConfigError(f"{source}: {quote(name)}: must be an enforcement level ({levels}) or an "
-                                    f"object with a string 'enforcementLevel', not {type(level).__name__}")
+            raise PolicyConfigError(
+                f"{source}: {quote(name)}: must be an enforcement level ({levels}) or an "
+                f"object with a string 'enforcementLevel', not {type(level).__name__}"
+            )
         if level and level not in ENFORCEMENT_LEVELS:
-            raise PolicyConfigError(f"{source}: {quote(name)}: {quote(level)} is not an enforcement level "
-                                    f"(one of {levels})")
+            raise PolicyConfigError(
+                f"{source}: {quote(name)}: {quote(level)} is not an enforcement level (one of {levels})"
+            )
     return doc
 
 
@@ -72,8 +80,9 @@ def merged_policy_config(resolved: ResolvedStack, path: Path) -> dict[str, Any]:
     return merged
 
 
-def check_policies(resolved: ResolvedStack, inventory: Inventory,
-                   config_path: Path | None = None) -> tuple[PolicyReport, Path]:
+def check_policies(
+    resolved: ResolvedStack, inventory: Inventory, config_path: Path | None = None
+) -> tuple[PolicyReport, Path]:
     """Run the pack against an inventory with the environment's config."""
     path = config_path or policy_config_path(resolved.config.environment)
     report = run_policy_pack(POLICY_PACK, inventory.to_dict(), merged_policy_config(resolved, path))
@@ -81,5 +90,7 @@ def check_policies(resolved: ResolvedStack, inventory: Inventory,
 
 
 def policy_summary(report: PolicyReport) -> str:
-    return (f"{len(report.violations)} violation(s): {report.mandatory_count} mandatory, "
-            f"{report.advisory_count} advisory, {len(report.policies)} policies")
+    return (
+        f"{len(report.violations)} violation(s): {report.mandatory_count} mandatory, "
+        f"{report.advisory_count} advisory, {len(report.policies)} policies"
+    )

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from google.protobuf import json_format
 
@@ -77,6 +77,7 @@ def _cloud_outputs(typ: str, name: str, inputs: dict[str, Any], project: str) ->
 
 # ---- wire format -> plain JSON --------------------------------------------------------------------
 
+
 def plain(value: Any) -> Any:
     """Decode Pulumi's property encoding into JSON-friendly values with readable markers."""
     if isinstance(value, dict):
@@ -116,15 +117,28 @@ def _registration(request: Any, urn: str) -> Resource:
         "additional_secret_outputs": sorted(request.additionalSecretOutputs),
     }
     if request.HasField("customTimeouts"):
-        timeouts = {k: v for k, v in (("create", request.customTimeouts.create), ("update", request.customTimeouts.update),
-                                      ("delete", request.customTimeouts.delete)) if v}
+        timeouts = {
+            k: v
+            for k, v in (
+                ("create", request.customTimeouts.create),
+                ("update", request.customTimeouts.update),
+                ("delete", request.customTimeouts.delete),
+            )
+            if v
+        }
         if timeouts:
             options["custom_timeouts"] = timeouts
     return Resource(
-        urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
-        parent=request.parent or None, provider=_strip_provider_id(request.provider),
-        inputs=inputs, dependencies=tuple(sorted(set(request.dependencies))),
-        property_dependencies={k: tuple(v) for k, v in prop_deps.items()}, options=options,
+        urn=urn,
+        type=request.type,
+        name=request.name,
+        custom=bool(request.custom),
+        parent=request.parent or None,
+        provider=_strip_provider_id(request.provider),
+        inputs=inputs,
+        dependencies=tuple(sorted(set(request.dependencies))),
+        property_dependencies={k: tuple(v) for k, v in prop_deps.items()},
+        options=options,
     )
 
 
@@ -137,8 +151,12 @@ class OfflineRun:
     invokes: list[str] = field(default_factory=list)
 
     def inventory(self) -> Inventory:
-        return Inventory(project=self.project, stack=self.stack,
-                         resources=tuple(sorted(self.resources, key=lambda r: r.urn)), outputs=self.outputs)
+        return Inventory(
+            project=self.project,
+            stack=self.stack,
+            resources=tuple(sorted(self.resources, key=lambda r: r.urn)),
+            outputs=self.outputs,
+        )
 
     def by_type(self, typ: str) -> list[Resource]:
         return sorted((r for r in self.resources if r.type == typ), key=lambda r: r.urn)
@@ -154,8 +172,15 @@ class UnexpectedInvoke(RuntimeError):
     pass
 
 
-def run_offline(program: Callable[[], None], *, project: str, stack: str, config: dict[str, str],
-                secret_keys: list[str], sink: OfflineRun | None = None) -> OfflineRun:
+def run_offline(
+    program: Callable[[], None],
+    *,
+    project: str,
+    stack: str,
+    config: dict[str, str],
+    secret_keys: list[str],
+    sink: OfflineRun | None = None,
+) -> OfflineRun:
     """Run ``program`` as the Pulumi engine would, with mocks, and return what it registered.
 
     ``sink`` receives registrations as they happen, so a caller can inspect what was registered even
@@ -164,8 +189,7 @@ def run_offline(program: Callable[[], None], *, project: str, stack: str, config
     return contextvars.Context().run(_run, program, result, config, secret_keys)
 
 
-def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str],
-         secret_keys: list[str]) -> OfflineRun:
+def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str], secret_keys: list[str]) -> OfflineRun:
     import pulumi
     from pulumi.runtime import mocks as pmocks
     from pulumi.runtime.config import set_all_config

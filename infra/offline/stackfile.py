@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..config.documents import LIMITS as DOCUMENT_LIMITS
-from ..config.documents import (MAX_YAML_BYTES, DocumentError, Limit, load_yaml_document, quote,
-                                read_regular_file, render_key_path)
+from ..config.documents import (
+    MAX_YAML_BYTES,
+    DocumentError,
+    Limit,
+    load_yaml_document,
+    quote,
+    read_regular_file,
+    render_key_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS_DIR = ROOT / "stacks"
@@ -42,9 +49,14 @@ _STACK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _CONFIG_KEY = re.compile(r"([^:]+):(?:config:)?([^:]+)")
 
 #: Every bound a stack file is read under: the document loader's, plus the stack name's.
-LIMITS: Final[tuple[Limit, ...]] = DOCUMENT_LIMITS + (
-    Limit("MAX_STACK_NAME_CHARS", MAX_STACK_NAME_CHARS, "characters",
-          "Pulumi's own limit on stack names (pkg/backend/diy/store.go), so every name Pulumi accepts works here"),
+LIMITS: Final[tuple[Limit, ...]] = (
+    *DOCUMENT_LIMITS,
+    Limit(
+        "MAX_STACK_NAME_CHARS",
+        MAX_STACK_NAME_CHARS,
+        "characters",
+        "Pulumi's own limit on stack names (pkg/backend/diy/store.go), so every name Pulumi accepts works here",
+    ),
 )
 
 
@@ -75,7 +87,7 @@ def is_stack_name(stack: object) -> bool:
 def available_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
     """Stack names with a ``Pulumi.<stack>.yaml`` in ``stacks_dir`` (names Pulumi would refuse are left out)."""
     try:
-        names = [p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml")]
+        names = [p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml")]
     except OSError:
         return []
     return sorted(name for name in names if is_stack_name(name))
@@ -107,19 +119,25 @@ def _opaque_secrets(value: Any, path: tuple[str | int, ...], top_key: str, sourc
     if isinstance(value, dict):
         if "secure" in value:
             if len(value) != 1:
-                raise StackFileError(source, "a mapping with a 'secure' key must hold only that key (Pulumi's "
-                                             "encrypted form is {secure: <ciphertext>}); otherwise the ciphertext "
-                                             "would be handed to the program as plain config",
-                                     key_path=render_key_path(path))
+                raise StackFileError(
+                    source,
+                    "a mapping with a 'secure' key must hold only that key (Pulumi's "
+                    "encrypted form is {secure: <ciphertext>}); otherwise the ciphertext "
+                    "would be handed to the program as plain config",
+                    key_path=render_key_path(path),
+                )
             if not isinstance(value["secure"], str):
-                raise StackFileError(source, f"'secure' must hold the ciphertext string `pulumi config set --secret` "
-                                             f"writes, not {_kind(value['secure'])}",
-                                     key_path=render_key_path(path + ("secure",)))
+                raise StackFileError(
+                    source,
+                    f"'secure' must hold the ciphertext string `pulumi config set --secret` "
+                    f"writes, not {_kind(value['secure'])}",
+                    key_path=render_key_path((*path, "secure")),
+                )
             found.append(True)
             return SECRET_PLACEHOLDER.format(top_key)
-        return {k: _opaque_secrets(v, path + (k,), top_key, source, found) for k, v in value.items()}
+        return {k: _opaque_secrets(v, (*path, k), top_key, source, found) for k, v in value.items()}
     if isinstance(value, list):
-        return [_opaque_secrets(v, path + (i,), top_key, source, found) for i, v in enumerate(value)]
+        return [_opaque_secrets(v, (*path, i), top_key, source, found) for i, v in enumerate(value)]
     return value
 
 
@@ -140,17 +158,20 @@ def _config_section(doc: Any, source: str) -> dict[str, Any]:
         raise StackFileError(source, f"is {_kind(doc)}: a stack file is a mapping with a 'config:' mapping")
     for key in sorted(doc):
         if key not in TOP_LEVEL_KEYS:
-            raise StackFileError(source, f"unknown top-level key {quote(key)}: a stack file has only "
-                                         f"{', '.join(sorted(TOP_LEVEL_KEYS))}", key_path=render_key_path((key,)))
+            raise StackFileError(
+                source,
+                f"unknown top-level key {quote(key)}: a stack file has only {', '.join(sorted(TOP_LEVEL_KEYS))}",
+                key_path=render_key_path((key,)),
+            )
         if key != "config" and not isinstance(doc[key], str):
-            raise StackFileError(source, f"must be a string, not {_kind(doc[key])}",
-                                 key_path=render_key_path((key,)))
+            raise StackFileError(source, f"must be a string, not {_kind(doc[key])}", key_path=render_key_path((key,)))
     if "config" not in doc:
         raise StackFileError(source, "has no 'config:' mapping")
     config = doc["config"]
     if not isinstance(config, dict):
-        raise StackFileError(source, f"must be a mapping of '<namespace>:<name>' keys, not {_kind(config)}",
-                             key_path="config")
+        raise StackFileError(
+            source, f"must be a mapping of '<namespace>:<name>' keys, not {_kind(config)}", key_path="config"
+        )
     return config
 
 
@@ -162,9 +183,12 @@ def read_stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
     """
     if not is_stack_name(stack):
         shown = quote(stack) if isinstance(stack, str) else type(stack).__name__
-        raise StackFileError(f"stack {shown}", f"is not a stack name: 1-{MAX_STACK_NAME_CHARS} letters, digits, "
-                                               "'_', '.' or '-', starting with a letter or '_' (Pulumi's stack-name "
-                                               "rule); a stack name is never a path")
+        raise StackFileError(
+            f"stack {shown}",
+            f"is not a stack name: 1-{MAX_STACK_NAME_CHARS} letters, digits, "
+            "'_', '.' or '-', starting with a letter or '_' (Pulumi's stack-name "
+            "rule); a stack name is never a path",
+        )
     path = stacks_dir / f"Pulumi.{stack}.yaml"
     source = str(path)
     if not os.path.exists(path):
@@ -182,12 +206,19 @@ def read_stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
         where = render_key_path(("config", key))
         match = _CONFIG_KEY.fullmatch(key)
         if match is None:
-            raise StackFileError(source, "is not a config key of the form '<namespace>:<name>' (Pulumi's config "
-                                         "key rule)", key_path=where)
+            raise StackFileError(
+                source,
+                "is not a config key of the form '<namespace>:<name>' (Pulumi's config key rule)",
+                key_path=where,
+            )
         name = f"{match.group(1)}:{match.group(2)}"
         if name in normalised:
-            raise StackFileError(source, f"is the same config key as {quote(normalised[name][0])}: Pulumi reads "
-                                         "'<namespace>:config:<name>' as '<namespace>:<name>'", key_path=where)
+            raise StackFileError(
+                source,
+                f"is the same config key as {quote(normalised[name][0])}: Pulumi reads "
+                "'<namespace>:config:<name>' as '<namespace>:<name>'",
+                key_path=where,
+            )
         if value is None:
             raise StackFileError(source, "has no value (null): give it one or remove the key", key_path=where)
         normalised[name] = (key, value)

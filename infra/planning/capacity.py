@@ -60,6 +60,7 @@ class Geometry:
 
 # ---- memory ---------------------------------------------------------------------------------------
 
+
 def weight_bytes(g: Geometry) -> float:
     """W = P * b_w."""
     return g.parameters * g.bytes_per_weight
@@ -74,10 +75,15 @@ def kv_heads_per_device(kv_heads: int, tp: int) -> int:
     """KV heads each tensor-parallel rank holds: split when H_KV >= TP, one replicated head when TP > H_KV."""
     if kv_heads >= tp:
         if kv_heads % tp:
-            raise PlanningError("tensor_parallel_size", f"{kv_heads} KV heads cannot be split evenly across tensor_parallel_size {tp}")
+            raise PlanningError(
+                "tensor_parallel_size", f"{kv_heads} KV heads cannot be split evenly across tensor_parallel_size {tp}"
+            )
         return kv_heads // tp
     if tp % kv_heads:
-        raise PlanningError("tensor_parallel_size", f"tensor_parallel_size {tp} is not a multiple of the {kv_heads} KV heads to replicate")
+        raise PlanningError(
+            "tensor_parallel_size",
+            f"tensor_parallel_size {tp} is not a multiple of the {kv_heads} KV heads to replicate",
+        )
     return 1
 
 
@@ -85,8 +91,9 @@ def kv_bytes_per_token_per_device(g: Geometry, tp: int) -> float:
     return 2 * g.layers * kv_heads_per_device(g.kv_heads, tp) * g.head_dim * g.bytes_per_kv_element
 
 
-def kv_budget_bytes_per_device(gpu_memory_gib: float, utilization: float, weights: float, tp: int,
-                               overhead_gib: float) -> float:
+def kv_budget_bytes_per_device(
+    gpu_memory_gib: float, utilization: float, weights: float, tp: int, overhead_gib: float
+) -> float:
     """B = M_gpu * u - W/TP - overhead (may be negative: the caller reports it)."""
     return gpu_memory_gib * GIB * utilization - weights / tp - overhead_gib * GIB
 
@@ -97,14 +104,16 @@ def blocks_rounded(tokens: float, block_tokens: int = KV_BLOCK_TOKENS) -> int:
     return math.ceil(tokens / block_tokens) * block_tokens
 
 
-def max_sequences(budget_bytes: float, per_token_bytes: float, tokens_per_sequence: float,
-                  block_tokens: int = KV_BLOCK_TOKENS) -> int:
+def max_sequences(
+    budget_bytes: float, per_token_bytes: float, tokens_per_sequence: float, block_tokens: int = KV_BLOCK_TOKENS
+) -> int:
     if budget_bytes <= 0:
         return 0
     return math.floor(budget_bytes / (per_token_bytes * blocks_rounded(tokens_per_sequence, block_tokens)))
 
 
 # ---- throughput and cost --------------------------------------------------------------------------
+
 
 def decode_replicas(arrival_rps: float, mean_output_tokens: float, theta_o: float, rho: float) -> int:
     """R_d = ceil(lambda * E[O] / (theta_o * rho))."""
@@ -142,8 +151,13 @@ def verify_seconds(weights: float, read_mib_s: float | None) -> float:
     return METADATA_VERIFY_SECONDS if read_mib_s is None else weights / (read_mib_s * MIB)
 
 
-def cold_load_seconds(weights: float, throughput_mib_s: float, engine_init_seconds: float,
-                      verify: float = 0.0, staged_read_mib_s: float | None = None) -> float:
+def cold_load_seconds(
+    weights: float,
+    throughput_mib_s: float,
+    engine_init_seconds: float,
+    verify: float = 0.0,
+    staged_read_mib_s: float | None = None,
+) -> float:
     """Weight bytes over the loading path's stated throughput, plus the release verification before the server
     starts, plus stated engine initialisation. ``staged_read_mib_s``: the path first copies the weights into memory
     (at ``throughput_mib_s``) and vLLM then reads the copy at this rate, a second pass over the bytes."""
@@ -156,6 +170,7 @@ def nodes_for(replicas: int, replicas_per_node: int) -> int:
 
 
 # ---- the plan for one pool ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PoolInputs:
@@ -242,23 +257,30 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
     g = p.geometry
     tp = p.tensor_parallel_size
     if tp > p.gpus_per_node:
-        raise PlanningError("tensor_parallel_size", f"tensor_parallel_size {tp} exceeds the {p.gpus_per_node} GPU(s) of one node "
-                            f"({p.accelerator}); multi-node serving is not supported")
+        raise PlanningError(
+            "tensor_parallel_size",
+            f"tensor_parallel_size {tp} exceeds the {p.gpus_per_node} GPU(s) of one node "
+            f"({p.accelerator}); multi-node serving is not supported",
+        )
     w = weight_bytes(g)
     k = kv_bytes_per_token(g)
     k_dev = kv_bytes_per_token_per_device(g, tp)
     budget = kv_budget_bytes_per_device(p.gpu_memory_gib, p.gpu_memory_utilization, w, tp, p.runtime_overhead_gib)
     if budget <= 0:
         raise PlanningError(
-            "weights", f"weights do not fit: {w / GIB:.1f} GiB / TP {tp} = {w / tp / GIB:.1f} GiB per GPU + "
+            "weights",
+            f"weights do not fit: {w / GIB:.1f} GiB / TP {tp} = {w / tp / GIB:.1f} GiB per GPU + "
             f"{p.runtime_overhead_gib:.1f} GiB overhead > {p.gpu_memory_gib:.0f} GiB x "
-            f"{p.gpu_memory_utilization} = {p.gpu_memory_gib * p.gpu_memory_utilization:.1f} GiB usable")
+            f"{p.gpu_memory_utilization} = {p.gpu_memory_gib * p.gpu_memory_utilization:.1f} GiB usable",
+        )
     seqs_max = max_sequences(budget, k_dev, p.max_model_len, p.kv_block_tokens)
     if seqs_max == 0:
         raise PlanningError(
-            "max_model_len", f"max_model_len {p.max_model_len} leaves zero concurrency: one sequence needs "
+            "max_model_len",
+            f"max_model_len {p.max_model_len} leaves zero concurrency: one sequence needs "
             f"{k_dev * blocks_rounded(p.max_model_len, p.kv_block_tokens) / GIB:.2f} GiB of KV cache per GPU, the budget is "
-            f"{budget / GIB:.2f} GiB")
+            f"{budget / GIB:.2f} GiB",
+        )
     mean_ctx = p.mean_prompt_tokens + p.mean_output_tokens
     seqs_mean = max_sequences(budget, k_dev, mean_ctx, p.kv_block_tokens)
     max_num_seqs = max(1, min(seqs_mean, MAX_NUM_SEQS_CAP))
@@ -266,7 +288,9 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
     replica_hourly = p.node_hourly_usd * tp / p.gpus_per_node
     warnings: list[str] = []
     if p.gpus_per_node % tp:
-        warnings.append(f"{p.gpus_per_node % tp} GPU(s) per node idle: {p.gpus_per_node} GPUs/node is not a multiple of TP {tp}")
+        warnings.append(
+            f"{p.gpus_per_node % tp} GPU(s) per node idle: {p.gpus_per_node} GPUs/node is not a multiple of TP {tp}"
+        )
     r_d = r_p = required = None
     cost = cost_in = None
     if p.theta_o is not None and p.theta_i is not None:
@@ -277,25 +301,47 @@ def plan_pool(p: PoolInputs) -> PoolCapacity:
         if r_p > r_d:  # prefill sizes the pool: what a million prompt tokens cost is the figure that matters
             cost_in = cost_per_million_output_tokens(replica_hourly, p.theta_i)
         if required > p.max_replicas:
-            warnings.append(f"max_replicas {p.max_replicas} is below the {required} replicas the measured "
-                            f"throughput requires at peak (incl. one failure)")
+            warnings.append(
+                f"max_replicas {p.max_replicas} is below the {required} replicas the measured "
+                f"throughput requires at peak (incl. one failure)"
+            )
     return PoolCapacity(
-        role=p.role, release=p.release, accelerator=p.accelerator, tensor_parallel_size=tp,
-        gpus_per_replica=tp, replicas_per_node=p.gpus_per_node // tp,
-        weights_gib=w / GIB, weight_shard_gib_per_device=w / tp / GIB,
-        kv_bytes_per_token=k, kv_bytes_per_token_per_device=k_dev,
-        kv_budget_gib_per_device=budget / GIB, kv_tokens_per_replica=math.floor(budget / k_dev),
-        max_model_len=p.max_model_len, mean_context_tokens=mean_ctx,
-        max_seqs_at_max_model_len=seqs_max, max_seqs_at_mean_context=seqs_mean,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=batched,
+        role=p.role,
+        release=p.release,
+        accelerator=p.accelerator,
+        tensor_parallel_size=tp,
+        gpus_per_replica=tp,
+        replicas_per_node=p.gpus_per_node // tp,
+        weights_gib=w / GIB,
+        weight_shard_gib_per_device=w / tp / GIB,
+        kv_bytes_per_token=k,
+        kv_bytes_per_token_per_device=k_dev,
+        kv_budget_gib_per_device=budget / GIB,
+        kv_tokens_per_replica=math.floor(budget / k_dev),
+        max_model_len=p.max_model_len,
+        mean_context_tokens=mean_ctx,
+        max_seqs_at_max_model_len=seqs_max,
+        max_seqs_at_mean_context=seqs_mean,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=batched,
         verify_seconds=verify_seconds(w, p.verify_read_mib_s),
-        cold_load_seconds=cold_load_seconds(w, p.load_throughput_mib_s, p.engine_init_seconds,
-                                            verify_seconds(w, p.verify_read_mib_s), p.staged_read_mib_s),
+        cold_load_seconds=cold_load_seconds(
+            w,
+            p.load_throughput_mib_s,
+            p.engine_init_seconds,
+            verify_seconds(w, p.verify_read_mib_s),
+            p.staged_read_mib_s,
+        ),
         replica_hourly_usd=replica_hourly,
         throughput="measured" if p.theta_o is not None else "unmeasured",
-        decode_replicas=r_d, prefill_replicas=r_p, required_replicas=required,
-        cost_per_million_output_tokens_usd=cost, cost_per_million_input_tokens_usd=cost_in,
-        min_replicas=p.min_replicas, max_replicas=p.max_replicas, warnings=tuple(warnings),
+        decode_replicas=r_d,
+        prefill_replicas=r_p,
+        required_replicas=required,
+        cost_per_million_output_tokens_usd=cost,
+        cost_per_million_input_tokens_usd=cost_in,
+        min_replicas=p.min_replicas,
+        max_replicas=p.max_replicas,
+        warnings=tuple(warnings),
     )
 
 
@@ -324,7 +370,12 @@ def plan_accelerator(name: str, pools: list[PoolCapacity], reserved_nodes: int |
     max_r = sum(p.max_replicas for p in pools)
     surge = ROLLOUT_SURGE_REPLICAS * len(pools)
     return AcceleratorCapacity(
-        name=name, pools=tuple(p.role for p in pools), replicas_per_node=per_node, max_replicas=max_r,
-        surge_replicas=surge, nodes_for_max_replicas=nodes_for(max_r, per_node),
-        nodes_for_max_plus_surge=nodes_for(max_r + surge, per_node), reserved_nodes=reserved_nodes,
+        name=name,
+        pools=tuple(p.role for p in pools),
+        replicas_per_node=per_node,
+        max_replicas=max_r,
+        surge_replicas=surge,
+        nodes_for_max_replicas=nodes_for(max_r, per_node),
+        nodes_for_max_plus_surge=nodes_for(max_r + surge, per_node),
+        reserved_nodes=reserved_nodes,
     )

@@ -94,8 +94,14 @@ def instance_gpus(instances: int, tp: int, gpus: int) -> tuple[tuple[int, ...], 
     return tuple(tuple(((j * tp) % gpus) + r for r in range(tp)) for j in range(instances))
 
 
-def plan_layout(models: list[ModelInputs], gpus_per_machine: int, gpu_memory_gib: float, transient_reserve: float,
-                mean_context_tokens: float, check_gpu_sums: bool = True) -> GroupLayout:
+def plan_layout(
+    models: list[ModelInputs],
+    gpus_per_machine: int,
+    gpu_memory_gib: float,
+    transient_reserve: float,
+    mean_context_tokens: float,
+    check_gpu_sums: bool = True,
+) -> GroupLayout:
     """Place and size every model; raises CoHostingError (``("models", i, <key>)`` or ``("models",)``).
     ``check_gpu_sums=False`` where the placement is not the planner's (GKE time-sharing: the device plugin picks
     each pod's GPU, and :func:`worst_case_partition_sum` bounds what one GPU holds instead)."""
@@ -104,57 +110,95 @@ def plan_layout(models: list[ModelInputs], gpus_per_machine: int, gpu_memory_gib
     for i, m in enumerate(models):
         tp = m.tensor_parallel_size
         if tp > gpus_per_machine or gpus_per_machine % tp:
-            raise CoHostingError(("models", i, "release"), (
-                f"release {m.release!r} runs on tensor_parallel_size {tp}, which does not divide the machine's "
-                f"{gpus_per_machine} GPU(s): its instances cannot be placed on whole GPU sets"))
+            raise CoHostingError(
+                ("models", i, "release"),
+                (
+                    f"release {m.release!r} runs on tensor_parallel_size {tp}, which does not divide the machine's "
+                    f"{gpus_per_machine} GPU(s): its instances cannot be placed on whole GPU sets"
+                ),
+            )
         g = m.geometry
         w = capacity.weight_bytes(g)
         k_dev = capacity.kv_bytes_per_token_per_device(g, tp)
         budget = capacity.kv_budget_bytes_per_device(gpu_memory_gib, m.partition, w, tp, m.runtime_overhead_gib)
         part_gib = gpu_memory_gib * m.partition
         if budget <= 0:
-            raise CoHostingError(("models", i, "gpu_memory_partition"), (
-                f"{m.model_name}: the weights do not fit the partition: {w / capacity.GIB:.2f} GiB / TP {tp} = "
-                f"{w / tp / capacity.GIB:.2f} GiB per GPU + {m.runtime_overhead_gib:g} GiB overhead > "
-                f"{gpu_memory_gib:g} GiB x {m.partition:g} = {part_gib:.2f} GiB"))
+            raise CoHostingError(
+                ("models", i, "gpu_memory_partition"),
+                (
+                    f"{m.model_name}: the weights do not fit the partition: {w / capacity.GIB:.2f} GiB / TP {tp} = "
+                    f"{w / tp / capacity.GIB:.2f} GiB per GPU + {m.runtime_overhead_gib:g} GiB overhead > "
+                    f"{gpu_memory_gib:g} GiB x {m.partition:g} = {part_gib:.2f} GiB"
+                ),
+            )
         need = m.useful_concurrency * k_dev * capacity.blocks_rounded(mean_context_tokens)
         seqs_mean = capacity.max_sequences(budget, k_dev, mean_context_tokens)
         if seqs_mean < m.useful_concurrency:
-            raise CoHostingError(("models", i, "gpu_memory_partition"), (
-                f"{m.model_name}: weights + KV for {m.useful_concurrency} sequences of "
-                f"{mean_context_tokens:g} tokens do not fit the partition: {w / tp / capacity.GIB:.2f} GiB weights + "
-                f"{need / capacity.GIB:.2f} GiB KV + {m.runtime_overhead_gib:g} GiB overhead > {gpu_memory_gib:g} GiB "
-                f"x {m.partition:g} = {part_gib:.2f} GiB per GPU (it holds {seqs_mean}); raise the partition or "
-                "lower useful_concurrency"))
+            raise CoHostingError(
+                ("models", i, "gpu_memory_partition"),
+                (
+                    f"{m.model_name}: weights + KV for {m.useful_concurrency} sequences of "
+                    f"{mean_context_tokens:g} tokens do not fit the partition: {w / tp / capacity.GIB:.2f} GiB weights + "
+                    f"{need / capacity.GIB:.2f} GiB KV + {m.runtime_overhead_gib:g} GiB overhead > {gpu_memory_gib:g} GiB "
+                    f"x {m.partition:g} = {part_gib:.2f} GiB per GPU (it holds {seqs_mean}); raise the partition or "
+                    "lower useful_concurrency"
+                ),
+            )
         seqs_max = capacity.max_sequences(budget, k_dev, m.max_model_len)
         if seqs_max == 0:
-            raise CoHostingError(("models", i, "gpu_memory_partition"), (
-                f"{m.model_name}: max_model_len {m.max_model_len} leaves zero concurrency in the partition: one "
-                f"sequence needs {k_dev * capacity.blocks_rounded(m.max_model_len) / capacity.GIB:.2f} GiB of KV per "
-                f"GPU, the budget is {budget / capacity.GIB:.2f} GiB"))
+            raise CoHostingError(
+                ("models", i, "gpu_memory_partition"),
+                (
+                    f"{m.model_name}: max_model_len {m.max_model_len} leaves zero concurrency in the partition: one "
+                    f"sequence needs {k_dev * capacity.blocks_rounded(m.max_model_len) / capacity.GIB:.2f} GiB of KV per "
+                    f"GPU, the budget is {budget / capacity.GIB:.2f} GiB"
+                ),
+            )
         placed = instance_gpus(m.instances, tp, gpus_per_machine)
         for gpu_set in placed:
             for gpu in gpu_set:
                 sums[gpu] += m.partition
-        placements.append(ModelPlacement(
-            release=m.release, model_name=m.model_name, partition=m.partition, tensor_parallel_size=tp,
-            instances=m.instances, gpus=placed, preallocated_gib_per_gpu=part_gib, weights_gib=w / capacity.GIB,
-            weight_shard_gib_per_gpu=w / tp / capacity.GIB, kv_bytes_per_token_per_gpu=k_dev,
-            kv_budget_gib_per_gpu=budget / capacity.GIB, kv_tokens_per_instance=math.floor(budget / k_dev),
-            useful_concurrency=m.useful_concurrency, mean_context_tokens=mean_context_tokens,
-            max_seqs_at_mean_context=seqs_mean, max_model_len=m.max_model_len, max_seqs_at_max_model_len=seqs_max,
-            max_num_seqs=max(1, min(seqs_mean, capacity.MAX_NUM_SEQS_CAP))))
+        placements.append(
+            ModelPlacement(
+                release=m.release,
+                model_name=m.model_name,
+                partition=m.partition,
+                tensor_parallel_size=tp,
+                instances=m.instances,
+                gpus=placed,
+                preallocated_gib_per_gpu=part_gib,
+                weights_gib=w / capacity.GIB,
+                weight_shard_gib_per_gpu=w / tp / capacity.GIB,
+                kv_bytes_per_token_per_gpu=k_dev,
+                kv_budget_gib_per_gpu=budget / capacity.GIB,
+                kv_tokens_per_instance=math.floor(budget / k_dev),
+                useful_concurrency=m.useful_concurrency,
+                mean_context_tokens=mean_context_tokens,
+                max_seqs_at_mean_context=seqs_mean,
+                max_model_len=m.max_model_len,
+                max_seqs_at_max_model_len=seqs_max,
+                max_num_seqs=max(1, min(seqs_mean, capacity.MAX_NUM_SEQS_CAP)),
+            )
+        )
     limit = 1 - transient_reserve
     sums = [round(s, 9) for s in sums]
     for gpu, total in enumerate(sums):
         if check_gpu_sums and total > round(limit, 9):
             on_it = [f"{p.model_name} {p.partition:g}" for p in placements for gs in p.gpus if gpu in gs]
-            raise CoHostingError(("models",), (
-                f"the partitions on GPU {gpu} sum to {total:g} ({' + '.join(on_it)}), above 1 - transient_reserve "
-                f"{transient_reserve:g} = {limit:g}: lower the partitions or place fewer instances"))
-    return GroupLayout(gpus_per_machine=gpus_per_machine, gpu_memory_gib=gpu_memory_gib,
-                       transient_reserve=transient_reserve, partition_sum_per_gpu=tuple(sums),
-                       models=tuple(placements))
+            raise CoHostingError(
+                ("models",),
+                (
+                    f"the partitions on GPU {gpu} sum to {total:g} ({' + '.join(on_it)}), above 1 - transient_reserve "
+                    f"{transient_reserve:g} = {limit:g}: lower the partitions or place fewer instances"
+                ),
+            )
+    return GroupLayout(
+        gpus_per_machine=gpus_per_machine,
+        gpu_memory_gib=gpu_memory_gib,
+        transient_reserve=transient_reserve,
+        partition_sum_per_gpu=tuple(sums),
+        models=tuple(placements),
+    )
 
 
 # ---- GKE: pods on time-shared GPUs ----------------------------------------------------------------------------
@@ -183,6 +227,7 @@ def worst_case_partition_sum(partitions: list[float], clients_per_gpu: int) -> f
 
 # ---- recipes: (instances x TP) layouts of one model on one machine shape ------------------------------------------
 
+
 @dataclass(frozen=True)
 class Recipe:
     """One candidate layout of a model on a machine: ``instances`` servers of ``tensor_parallel_size`` GPUs, each
@@ -202,9 +247,16 @@ class Recipe:
         return self.instances * self.max_seqs_at_mean_context
 
 
-def recipes(geometry: capacity.Geometry, max_model_len: int, gpus_per_machine: int, gpu_memory_gib: float,
-            mean_context_tokens: float, runtime_overhead_gib: float = 2.0, transient_reserve: float = 0.1,
-            max_instances_per_gpu_set: int = 2) -> list[Recipe]:
+def recipes(
+    geometry: capacity.Geometry,
+    max_model_len: int,
+    gpus_per_machine: int,
+    gpu_memory_gib: float,
+    mean_context_tokens: float,
+    runtime_overhead_gib: float = 2.0,
+    transient_reserve: float = 0.1,
+    max_instances_per_gpu_set: int = 2,
+) -> list[Recipe]:
     """Every layout that fits memory: TP over the divisors of the machine's GPU count the model's KV heads allow,
     ``G / TP`` GPU sets, ``k`` = 1..``max_instances_per_gpu_set`` servers per set, each with partition
     ``(1 - transient_reserve) / k``; kept when the weights fit and a sequence of ``max_model_len`` still does.
@@ -223,9 +275,15 @@ def recipes(geometry: capacity.Geometry, max_model_len: int, gpus_per_machine: i
             seqs_max = capacity.max_sequences(budget, k_dev, max_model_len)
             if budget <= 0 or seqs_max == 0:
                 continue
-            out.append(Recipe(instances=(gpus_per_machine // tp) * k, tensor_parallel_size=tp,
-                              instances_per_gpu_set=k, partition=partition,
-                              kv_budget_gib_per_gpu=budget / capacity.GIB,
-                              max_seqs_at_mean_context=capacity.max_sequences(budget, k_dev, mean_context_tokens),
-                              max_seqs_at_max_model_len=seqs_max))
+            out.append(
+                Recipe(
+                    instances=(gpus_per_machine // tp) * k,
+                    tensor_parallel_size=tp,
+                    instances_per_gpu_set=k,
+                    partition=partition,
+                    kv_budget_gib_per_gpu=budget / capacity.GIB,
+                    max_seqs_at_mean_context=capacity.max_sequences(budget, k_dev, mean_context_tokens),
+                    max_seqs_at_max_model_len=seqs_max,
+                )
+            )
     return out

@@ -180,14 +180,26 @@ class StackPlan:
 
 # ---- config -> planner inputs (every target) -------------------------------------------------------------------
 
+
 def release_info(rel: ReleaseIdentity) -> ReleaseInfo:
     return ReleaseInfo(
-        release=rel.release, model_revision=rel.model_revision, tokenizer_revision=rel.tokenizer_revision,
-        image=rel.image, digest=rel.digest, weight_manifest=rel.weight_manifest, weights_uri=rel.weights_uri,
-        weights_bucket=rel.weights_bucket, weights_prefix=rel.weights_prefix,
-        sampling_defaults_version=rel.sampling_defaults_version, quantization=rel.quantization, dtype=rel.dtype,
-        kv_cache_dtype=rel.kv_cache_dtype, max_model_len=rel.max_model_len,
-        tensor_parallel_size=rel.tensor_parallel_size, vllm_version=rel.vllm_version)
+        release=rel.release,
+        model_revision=rel.model_revision,
+        tokenizer_revision=rel.tokenizer_revision,
+        image=rel.image,
+        digest=rel.digest,
+        weight_manifest=rel.weight_manifest,
+        weights_uri=rel.weights_uri,
+        weights_bucket=rel.weights_bucket,
+        weights_prefix=rel.weights_prefix,
+        sampling_defaults_version=rel.sampling_defaults_version,
+        quantization=rel.quantization,
+        dtype=rel.dtype,
+        kv_cache_dtype=rel.kv_cache_dtype,
+        max_model_len=rel.max_model_len,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        vllm_version=rel.vllm_version,
+    )
 
 
 def release_geometry(rel: ReleaseIdentity) -> capacity.Geometry:
@@ -213,9 +225,14 @@ def demand(cfg: StackConfig, pool: PoolCommon, record: Measurement | None) -> De
     """The pool's demand: λ x weight / 100 of the contract's peak rate, θ from the record's operating point."""
     c = cfg.contract
     op = record.operating_point if record is not None else None
-    return Demand(arrival_rps=c.peak_arrival_rate_rps * pool.weight / 100, mean_prompt_tokens=c.prompt_tokens.mean,
-                  mean_output_tokens=c.output_tokens.mean, target_utilization=c.target_utilization,
-                  theta_o=op.output_tokens_per_s if op else None, theta_i=op.input_tokens_per_s if op else None)
+    return Demand(
+        arrival_rps=c.peak_arrival_rate_rps * pool.weight / 100,
+        mean_prompt_tokens=c.prompt_tokens.mean,
+        mean_output_tokens=c.output_tokens.mean,
+        target_utilization=c.target_utilization,
+        theta_o=op.output_tokens_per_s if op else None,
+        theta_i=op.input_tokens_per_s if op else None,
+    )
 
 
 def planning_loc(cfg: StackConfig, role: str, pool: PoolCommon, subject: str) -> Loc:
@@ -226,26 +243,36 @@ def planning_loc(cfg: StackConfig, role: str, pool: PoolCommon, subject: str) ->
     return ("serving", role)
 
 
-def plan_capacity(cfg: StackConfig, role: str, pool: PoolCommon, inputs: capacity.PoolInputs, where: str,
-                  issues: list[PlanIssue]) -> capacity.PoolCapacity | None:
+def plan_capacity(
+    cfg: StackConfig, role: str, pool: PoolCommon, inputs: capacity.PoolInputs, where: str, issues: list[PlanIssue]
+) -> capacity.PoolCapacity | None:
     """The pool's capacity from the design's formulas, or None with the refusal recorded as an issue that names the
     key and ``where`` the pool runs ("on accelerator 'l4'")."""
     try:
         return capacity.plan_pool(inputs)
     except capacity.PlanningError as exc:
-        issues.append(PlanIssue(planning_loc(cfg, role, pool, exc.subject),
-                                f"{exc} (release {pool.release!r} {where})"))
+        issues.append(
+            PlanIssue(planning_loc(cfg, role, pool, exc.subject), f"{exc} (release {pool.release!r} {where})")
+        )
         return None
 
 
 def layout_inputs(cfg: StackConfig, group: CoHostedGroupCommon) -> list[ch.ModelInputs]:
     """The co-hosting layout's inputs of a group's models (whatever the group's target)."""
-    return [ch.ModelInputs(
-        release=m.release, model_name=m.model_name, geometry=release_geometry(cfg.release(m.release)),
-        tensor_parallel_size=cfg.release(m.release).tensor_parallel_size,
-        max_model_len=cfg.release(m.release).max_model_len, partition=m.gpu_memory_partition,
-        instances=m.instances, useful_concurrency=m.useful_concurrency,
-        runtime_overhead_gib=m.runtime_overhead_gib) for m in group.models]
+    return [
+        ch.ModelInputs(
+            release=m.release,
+            model_name=m.model_name,
+            geometry=release_geometry(cfg.release(m.release)),
+            tensor_parallel_size=cfg.release(m.release).tensor_parallel_size,
+            max_model_len=cfg.release(m.release).max_model_len,
+            partition=m.gpu_memory_partition,
+            instances=m.instances,
+            useful_concurrency=m.useful_concurrency,
+            runtime_overhead_gib=m.runtime_overhead_gib,
+        )
+        for m in group.models
+    ]
 
 
 def accelerator_plan(name: str, pools: list[capacity.PoolCapacity], reserved_nodes: int | None) -> AcceleratorPlan:
@@ -258,8 +285,10 @@ def accelerator_plan(name: str, pools: list[capacity.PoolCapacity], reserved_nod
 
 # ---- the plan ------------------------------------------------------------------------------------------------
 
-def build_plan(cfg: StackConfig, planners: Iterable[Planner],
-               measurements: Mapping[str, Measurement] | None = None) -> StackPlan:
+
+def build_plan(
+    cfg: StackConfig, planners: Iterable[Planner], measurements: Mapping[str, Measurement] | None = None
+) -> StackPlan:
     """Plan every pool whose references resolve (dangling references are the rules' to report), each by its target's
     planner. ``measurements``: the records the pools cite, by role (read by the resolver; whether each measured this
     pool is a rule's)."""
@@ -268,9 +297,12 @@ def build_plan(cfg: StackConfig, planners: Iterable[Planner],
     planned: dict[str, PoolPlan] = {r: pp for part in parts.values() for r, pp in part.pools.items()}
     pools = {role: planned[role] for role, _ in cfg.pools() if role in planned}
     return StackPlan(
-        pools=pools, accelerators={n: a for part in parts.values() for n, a in sorted(part.accelerators.items())},
-        stream_bound_seconds=cfg.contract.stream_bound_seconds, public_model_name=cfg.serving.model_name,
+        pools=pools,
+        accelerators={n: a for part in parts.values() for n, a in sorted(part.accelerators.items())},
+        stream_bound_seconds=cfg.contract.stream_bound_seconds,
+        public_model_name=cfg.serving.model_name,
         measurements={r: m for r, m in sorted(measurements.items()) if r in pools},
         issues=tuple(i for part in parts.values() for i in part.issues),
         cohosting={k: g for part in parts.values() for k, g in part.groups.items()},
-        parts=parts)
+        parts=parts,
+    )

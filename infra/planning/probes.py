@@ -59,8 +59,9 @@ class ProbeError(ValueError):
     """The probes cannot be made consistent with the planner's numbers; the message names them."""
 
 
-def startup_failure_threshold(cold_load_seconds: float, margin: float, period_seconds: int,
-                              max_startup_seconds: int) -> int:
+def startup_failure_threshold(
+    cold_load_seconds: float, margin: float, period_seconds: int, max_startup_seconds: int
+) -> int:
     """Smallest failureThreshold whose window period x threshold covers cold_load x (1 + margin).
 
     Raises ProbeError when that window would exceed ``max_startup_seconds``."""
@@ -71,7 +72,8 @@ def startup_failure_threshold(cold_load_seconds: float, margin: float, period_se
             f"the startup probe cannot cover the cold-load estimate: {cold_load_seconds:.0f} s x (1 + margin "
             f"{margin:g}) = {required:.0f} s needs {threshold} x {period_seconds} s = {period_seconds * threshold} s, "
             f"above max_startup_seconds {max_startup_seconds}; load faster (loading.throughput_mib_s / path), "
-            f"or raise max_startup_seconds knowingly")
+            f"or raise max_startup_seconds knowingly"
+        )
     return threshold
 
 
@@ -83,10 +85,20 @@ def stall_seconds(ttft_p95_ms: int) -> int:
     return max(MIN_STALL_SECONDS, math.ceil(STALL_TTFT_FACTOR * ttft_p95_ms / 1000))
 
 
-def plan_probes(*, cold_load_seconds: float, stream_bound_seconds: float, ttft_p95_ms: int, startup_margin: float,
-                startup_period_seconds: int, max_startup_seconds: int, drain_seconds: int) -> ProbeTimings:
+def plan_probes(
+    *,
+    cold_load_seconds: float,
+    stream_bound_seconds: float,
+    ttft_p95_ms: int,
+    startup_margin: float,
+    startup_period_seconds: int,
+    max_startup_seconds: int,
+    drain_seconds: int,
+) -> ProbeTimings:
     """All probe / shutdown numbers for one pool; raises ProbeError when the startup window cannot be covered."""
-    threshold = startup_failure_threshold(cold_load_seconds, startup_margin, startup_period_seconds, max_startup_seconds)
+    threshold = startup_failure_threshold(
+        cold_load_seconds, startup_margin, startup_period_seconds, max_startup_seconds
+    )
     startup_deadline = startup_deadline_seconds(ttft_p95_ms)
     shutdown = math.ceil(stream_bound_seconds)
     timeout = MIN_DEADLINE_SECONDS + TIMEOUT_SLACK_SECONDS

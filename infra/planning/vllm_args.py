@@ -43,7 +43,6 @@ def output_cap_config(max_output_tokens: int) -> str:
     return json.dumps({"max_new_tokens": max_output_tokens}, sort_keys=True, separators=(",", ":"))
 
 
-
 @dataclass(frozen=True)
 class VllmInputs:
     """Everything ``vllm serve`` is told, whatever the target: the target decides where the weights are and which
@@ -88,29 +87,45 @@ def render_vllm_args(v: VllmInputs) -> list[str]:
     """What follows ``vllm serve`` in the container: every value derived from typed config and the plan."""
     args = ["--model", v.model]
     if v.streamer_concurrency is not None:
-        args += ["--load-format", "runai_streamer",
-                 "--model-loader-extra-config", streamer_extra_config(v.streamer_concurrency, v.tensor_parallel_size)]
+        args += [
+            "--load-format",
+            "runai_streamer",
+            "--model-loader-extra-config",
+            streamer_extra_config(v.streamer_concurrency, v.tensor_parallel_size),
+        ]
     args += [
-        "--served-model-name", *v.served_model_names,
-        "--port", str(v.port),
-        "--tensor-parallel-size", str(v.tensor_parallel_size),
-        "--max-model-len", str(v.max_model_len),
-        "--gpu-memory-utilization", _fmt(v.gpu_memory_utilization),
-        "--max-num-seqs", str(v.max_num_seqs),
-        "--max-num-batched-tokens", str(v.max_num_batched_tokens),
+        "--served-model-name",
+        *v.served_model_names,
+        "--port",
+        str(v.port),
+        "--tensor-parallel-size",
+        str(v.tensor_parallel_size),
+        "--max-model-len",
+        str(v.max_model_len),
+        "--gpu-memory-utilization",
+        _fmt(v.gpu_memory_utilization),
+        "--max-num-seqs",
+        str(v.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(v.max_num_batched_tokens),
         "--enable-chunked-prefill",
         "--enable-prefix-caching",
-        "--dtype", v.dtype,
-        "--kv-cache-dtype", v.kv_cache_dtype,
+        "--dtype",
+        v.dtype,
+        "--kv-cache-dtype",
+        v.kv_cache_dtype,
     ]
     if v.quantization != "none":
         args += ["--quantization", v.quantization]
     args += [
         "--no-enable-log-requests",
         "--no-enable-log-outputs",
-        "--disable-access-log-for-endpoints", ",".join(QUIET_ENDPOINTS),
-        "--shutdown-timeout", str(v.shutdown_timeout_seconds),
-        "--override-generation-config", output_cap_config(v.max_output_tokens),
+        "--disable-access-log-for-endpoints",
+        ",".join(QUIET_ENDPOINTS),
+        "--shutdown-timeout",
+        str(v.shutdown_timeout_seconds),
+        "--override-generation-config",
+        output_cap_config(v.max_output_tokens),
         "--enable-server-load-tracking",
     ]
     if v.speculative is not None:

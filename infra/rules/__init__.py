@@ -49,7 +49,9 @@ def rule(*, needs: Iterable[str], target: str | None = None, plan: bool = False)
     """Mark ``check(cfg)`` (or ``check(cfg, plan)`` with ``plan=True``) yielding ``(location, message)`` as a rule."""
 
     def mark(fn: Check) -> Check:
-        setattr(fn, _MARK, Rule(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}", target, frozenset(needs), plan, fn))
+        setattr(
+            fn, _MARK, Rule(f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}", target, frozenset(needs), plan, fn)
+        )
         return fn
 
     return mark
@@ -57,22 +59,30 @@ def rule(*, needs: Iterable[str], target: str | None = None, plan: bool = False)
 
 def collect(modules: Iterable[ModuleType]) -> list[Rule]:
     """The rules marked in ``modules`` (functions defined there, not imported from elsewhere), in a stable order."""
-    found = [getattr(fn, _MARK) for m in modules for fn in vars(m).values()
-             if callable(fn) and hasattr(fn, _MARK) and getattr(fn, "__module__", None) == m.__name__]
+    found = [
+        getattr(fn, _MARK)
+        for m in modules
+        for fn in vars(m).values()
+        if callable(fn) and hasattr(fn, _MARK) and getattr(fn, "__module__", None) == m.__name__
+    ]
     return sorted(found, key=lambda r: (r.name, r.target or ""))
 
 
 def neutral_rules() -> list[Rule]:
     """The rules every stack obeys, whatever its targets: the modules of this package."""
-    return collect(importlib.import_module(f"{__name__}.{m.name}")
-                   for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name))
+    return collect(
+        importlib.import_module(f"{__name__}.{m.name}")
+        for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+    )
 
 
 def targets_of(cfg: StackConfig, valid: frozenset[str]) -> frozenset[str]:
     return cfg.targets() if "serving" in valid else frozenset()
 
 
-def run_rules(cfg: StackConfig, valid: frozenset[str], plan: StackPlan | None, rules: Sequence[Rule]) -> list[ConfigIssue]:
+def run_rules(
+    cfg: StackConfig, valid: frozenset[str], plan: StackPlan | None, rules: Sequence[Rule]
+) -> list[ConfigIssue]:
     """Every applicable rule of ``rules`` on the sections that validated; returns the issues with full key paths."""
     targets = targets_of(cfg, valid)
     issues: list[ConfigIssue] = []

@@ -15,8 +15,10 @@ from . import Finding, rule
 def groups_name_known_accelerators(cfg: StackConfig) -> Iterator[Finding]:
     for key, g in cfg.groups():
         if g.accelerator not in cfg.accelerators:
-            yield (("cohosting", key, "accelerator"),
-                   f"unknown accelerator {g.accelerator!r}; known: {', '.join(sorted(cfg.accelerators)) or 'none'}")
+            yield (
+                ("cohosting", key, "accelerator"),
+                f"unknown accelerator {g.accelerator!r}; known: {', '.join(sorted(cfg.accelerators)) or 'none'}",
+            )
 
 
 @rule(needs={"cohosting", "releases"})
@@ -25,7 +27,10 @@ def groups_name_known_releases(cfg: StackConfig) -> Iterator[Finding]:
     for key, g in cfg.groups():
         for i, m in enumerate(g.models):
             if m.release not in ids:
-                yield (("cohosting", key, "models", i, "release"), f"unknown release {m.release!r}; known: {', '.join(ids)}")
+                yield (
+                    ("cohosting", key, "models", i, "release"),
+                    f"unknown release {m.release!r}; known: {', '.join(ids)}",
+                )
 
 
 @rule(needs={"cohosting", "serving", "releases"})
@@ -36,12 +41,16 @@ def names_are_the_stacks_only_ones(cfg: StackConfig) -> Iterator[Finding]:
     for key, g in cfg.groups():
         for i, m in enumerate(g.models):
             if m.model_name in names:
-                yield (("cohosting", key, "models", i, "model_name"),
-                       f"{m.model_name!r} is already {names[m.model_name]}: each public name reaches one model")
+                yield (
+                    ("cohosting", key, "models", i, "model_name"),
+                    f"{m.model_name!r} is already {names[m.model_name]}: each public name reaches one model",
+                )
             elif m.model_name in releases:
-                yield (("cohosting", key, "models", i, "model_name"),
-                       f"{m.model_name!r} is also a release id: a response's model (the release id) must tell "
-                       "which release served it")
+                yield (
+                    ("cohosting", key, "models", i, "model_name"),
+                    f"{m.model_name!r} is also a release id: a response's model (the release id) must tell "
+                    "which release served it",
+                )
             names.setdefault(m.model_name, f"cohosting.{key}.models[{i}].model_name")
 
 
@@ -56,6 +65,8 @@ def group_releases_share_one_weights_bucket(cfg: StackConfig) -> Iterator[Findin
         first = served[0][1].weights_bucket
         for i, rel in served[1:]:
             if rel.weights_bucket != first:
-                yield (("cohosting", key, "models", i, "release"),
-                       f"release {rel.release!r} is in bucket {rel.weights_bucket!r}, the group's first in {first!r}: "
-                       "the resource pool's service account reads exactly one weights bucket")
+                yield (
+                    ("cohosting", key, "models", i, "release"),
+                    f"release {rel.release!r} is in bucket {rel.weights_bucket!r}, the group's first in {first!r}: "
+                    "the resource pool's service account reads exactly one weights bucket",
+                )

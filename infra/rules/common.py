@@ -32,28 +32,36 @@ def release_context_within_contract(cfg: StackConfig) -> Iterator[Finding]:
     need = cfg.contract.max_input_tokens + cfg.contract.max_output_tokens
     for i, rel in enumerate(cfg.releases):
         if rel.max_model_len < need:
-            yield (("releases", i, "max_model_len"),
-                   f"{rel.max_model_len} cannot hold the contract's max_input_tokens + max_output_tokens = {need}")
+            yield (
+                ("releases", i, "max_model_len"),
+                f"{rel.max_model_len} cannot hold the contract's max_input_tokens + max_output_tokens = {need}",
+            )
         elif rel.max_model_len > cfg.contract.max_model_len:
-            yield (("releases", i, "max_model_len"),
-                   f"{rel.max_model_len} exceeds the contract's max_model_len {cfg.contract.max_model_len}: "
-                   "context beyond the workload only costs concurrency")
+            yield (
+                ("releases", i, "max_model_len"),
+                f"{rel.max_model_len} exceeds the contract's max_model_len {cfg.contract.max_model_len}: "
+                "context beyond the workload only costs concurrency",
+            )
         elif rel.max_model_len > need:
             # vLLM 0.32 has no prompt-length limit of its own: it rejects a prompt longer than --max-model-len and
             # caps the output at max_model_len - prompt. The context is therefore the only input cap there is.
-            yield (("releases", i, "max_model_len"),
-                   f"{rel.max_model_len} admits prompts of up to {rel.max_model_len - 1} tokens, above the contract's "
-                   f"max_input_tokens {cfg.contract.max_input_tokens}: vLLM's only prompt limit is --max-model-len, so "
-                   f"it must equal max_input_tokens + max_output_tokens = {need}")
+            yield (
+                ("releases", i, "max_model_len"),
+                f"{rel.max_model_len} admits prompts of up to {rel.max_model_len - 1} tokens, above the contract's "
+                f"max_input_tokens {cfg.contract.max_input_tokens}: vLLM's only prompt limit is --max-model-len, so "
+                f"it must equal max_input_tokens + max_output_tokens = {need}",
+            )
 
 
 @rule(needs={"serving", "releases"})
 def public_name_is_not_a_release_id(cfg: StackConfig) -> Iterator[Finding]:
     """Responses name the release id, requests the public name: the two must be told apart."""
     if cfg.serving.model_name in {r.release for r in cfg.releases}:
-        yield (("serving", "model_name"),
-               f"{cfg.serving.model_name!r} is also a release id: the public name must differ from every release id, "
-               "so a response's model (the release id) tells which release served it")
+        yield (
+            ("serving", "model_name"),
+            f"{cfg.serving.model_name!r} is also a release id: the public name must differ from every release id, "
+            "so a response's model (the release id) tells which release served it",
+        )
 
 
 @rule(needs={"serving", "releases"})
@@ -73,9 +81,11 @@ def pools_keep_the_environments_warm_minimum(cfg: StackConfig) -> Iterator[Findi
         need, got = pool.warm_floor(minimum), pool.warm_count()
         if got < need:
             unit = pool.WARM_UNIT[:-1] if need == 1 else pool.WARM_UNIT
-            yield (("serving", role, pool.WARM_KEY),
-                   f"{cfg.environment} keeps at least {need} warm {unit} per {pool.TARGET_LABEL}, got {got}"
-                   + (f": {pool.WARM_REASON}" if pool.WARM_REASON else ""))
+            yield (
+                ("serving", role, pool.WARM_KEY),
+                f"{cfg.environment} keeps at least {need} warm {unit} per {pool.TARGET_LABEL}, got {got}"
+                + (f": {pool.WARM_REASON}" if pool.WARM_REASON else ""),
+            )
 
 
 @rule(needs={"serving"})
@@ -85,9 +95,11 @@ def split_stays_in_one_target(cfg: StackConfig) -> Iterator[Finding]:
     two targets."""
     stable, canary = cfg.serving.stable, cfg.serving.canary
     if canary is not None and canary.target != stable.target:
-        yield (("serving", "canary", "target"),
-               f"stable targets {stable.target} and canary {canary.target}: a traffic split works within one target "
-               f"({stable.SPLIT_MECHANISM} or {canary.SPLIT_MECHANISM}); put both pools on one")
+        yield (
+            ("serving", "canary", "target"),
+            f"stable targets {stable.target} and canary {canary.target}: a traffic split works within one target "
+            f"({stable.SPLIT_MECHANISM} or {canary.SPLIT_MECHANISM}); put both pools on one",
+        )
 
 
 def compatibility_differences(a: ReleaseIdentity, b: ReleaseIdentity) -> list[str]:
@@ -112,9 +124,11 @@ def split_is_cache_compatible(cfg: StackConfig) -> Iterator[Finding]:
     if a.release in ids and b.release in ids:
         diff = compatibility_differences(cfg.release(a.release), cfg.release(b.release))
         if diff:
-            yield (("serving", "canary", "release"),
-                   f"stable and canary differ in {', '.join(diff)}: KV caches and adapters are not compatible "
-                   "across them; set serving.allow_mixed_split: true to split traffic anyway")
+            yield (
+                ("serving", "canary", "release"),
+                f"stable and canary differ in {', '.join(diff)}: KV caches and adapters are not compatible "
+                "across them; set serving.allow_mixed_split: true to split traffic anyway",
+            )
 
 
 @rule(needs={"observability", "project"})
@@ -124,16 +138,20 @@ def channels_belong_to_project(cfg: StackConfig) -> Iterator[Finding]:
             continue
         owner = channel.name.split("/")[1]
         if owner != cfg.project:
-            yield (("observability", "alerts", "notification_channels", i, "name"),
-                   f"{channel.name!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify "
-                   "its own channels")
+            yield (
+                ("observability", "alerts", "notification_channels", i, "name"),
+                f"{channel.name!r} is in project {owner!r}; alert policies of {cfg.project!r} can only notify "
+                "its own channels",
+            )
 
 
 @rule(needs={"observability", "environment"})
 def prod_notifies_someone(cfg: StackConfig) -> Iterator[Finding]:
     if cfg.environment == "prod" and not cfg.observability.alerts.notification_channels:
-        yield (("observability", "alerts", "notification_channels"),
-               "prod must name at least one notification channel: an alert nobody receives is not an alert")
+        yield (
+            ("observability", "alerts", "notification_channels"),
+            "prod must name at least one notification channel: an alert nobody receives is not an alert",
+        )
 
 
 def placement_findings(cfg: StackConfig, names: Iterable[str], pools: str) -> Iterator[Finding]:
@@ -147,7 +165,12 @@ def placement_findings(cfg: StackConfig, names: Iterable[str], pools: str) -> It
             yield ("accelerators", name, "zone"), f"zone {acc.zone!r} is not one of the stack's zones {cfg.zones}"
         if cfg.environment == "prod":
             if acc.spot:
-                yield ("accelerators", name, "spot"), "Spot VMs are not allowed in prod: they are preempted without notice"
+                yield (
+                    ("accelerators", name, "spot"),
+                    "Spot VMs are not allowed in prod: they are preempted without notice",
+                )
             elif acc.reservation is None:
-                yield (("accelerators", name, "reservation"),
-                       f"prod {pools} must consume a specific zonal reservation (quota is not capacity)")
+                yield (
+                    ("accelerators", name, "reservation"),
+                    f"prod {pools} must consume a specific zonal reservation (quota is not capacity)",
+                )

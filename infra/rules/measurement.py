@@ -35,15 +35,20 @@ def adapted_args_only_in_dev(cfg: StackConfig) -> Iterator[Finding]:
         if pool.measured is None:
             yield (("serving", role, "measured_with_adapted_args"), "only with a measurement record (measured)")
         elif cfg.environment != "dev":
-            yield (("serving", role, "measured_with_adapted_args"),
-                   f"not in {cfg.environment}: a record of another server configuration may only size a dev stack")
+            yield (
+                ("serving", role, "measured_with_adapted_args"),
+                f"not in {cfg.environment}: a record of another server configuration may only size a dev stack",
+            )
 
 
 def _differences(cfg: StackConfig, plan: StackPlan, role: str) -> list[str]:
     """How the pool's record differs from what the pool deploys (empty: it measured this pool)."""
     pool = dict(cfg.pools())[role]
-    return list(identity_differences(plan.measurements[role], _PoolFacts(plan, role),
-                                     accept_served=pool.measured_with_adapted_args is not None))
+    return list(
+        identity_differences(
+            plan.measurements[role], _PoolFacts(plan, role), accept_served=pool.measured_with_adapted_args is not None
+        )
+    )
 
 
 @rule(needs={"serving", "releases", "accelerators"}, plan=True)
@@ -55,8 +60,13 @@ def measurement_matches_pool(cfg: StackConfig, plan: StackPlan) -> Iterator[Find
         for diff in _differences(cfg, plan, role):
             yield where, f"{pool.measured} measured another configuration: {diff}"
         if record.operating_point is None:
-            yield where, (f"{pool.measured} has no operating point ({record.no_operating_point_reason}): "
-                          "nothing to size the pool from")
+            yield (
+                where,
+                (
+                    f"{pool.measured} has no operating point ({record.no_operating_point_reason}): "
+                    "nothing to size the pool from"
+                ),
+            )
 
 
 @rule(needs={"serving", "releases", "accelerators"}, plan=True)
@@ -69,12 +79,15 @@ def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> 
             continue
         if role in plan.measurements and _differences(cfg, plan, role):
             continue  # a refused record sizes nothing: only its mismatch is reported
-        need = (f"{cap.required_replicas} replicas (decode {cap.decode_replicas}, prefill {cap.prefill_replicas}, "
-                f"+ 1 for a replica failure) at this pool's peak share of the contract's arrival rate")
+        need = (
+            f"{cap.required_replicas} replicas (decode {cap.decode_replicas}, prefill {cap.prefill_replicas}, "
+            f"+ 1 for a replica failure) at this pool's peak share of the contract's arrival rate"
+        )
         if p.min_replicas < cap.required_replicas:
-            yield (("serving", role, "min_replicas"),
-                   f"{p.min_replicas} is below the measured need of {need}: raise it to {cap.required_replicas}, or "
-                   "lower the peak rate or weight if the contract changed")
+            yield (
+                ("serving", role, "min_replicas"),
+                f"{p.min_replicas} is below the measured need of {need}: raise it to {cap.required_replicas}, or "
+                "lower the peak rate or weight if the contract changed",
+            )
         if cap.max_replicas < cap.required_replicas:
-            yield (("serving", role, "max_replicas"),
-                   f"{cap.max_replicas} cannot reach the measured need of {need}")
+            yield (("serving", role, "max_replicas"), f"{cap.max_replicas} cannot reach the measured need of {need}")

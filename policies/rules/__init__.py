@@ -14,9 +14,14 @@ from types import ModuleType
 
 
 def _discover() -> list[ModuleType]:
-    found = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
-             if not m.name.startswith("_")]
-    missing = [m.__name__ for m in found if not all(hasattr(m, a) for a in ("NAME", "POLICY", "SEVERITY", "REMEDIATION"))]
+    found = [
+        importlib.import_module(f"{__name__}.{m.name}")
+        for m in pkgutil.iter_modules(__path__)
+        if not m.name.startswith("_")
+    ]
+    missing = [
+        m.__name__ for m in found if not all(hasattr(m, a) for a in ("NAME", "POLICY", "SEVERITY", "REMEDIATION"))
+    ]
     if missing:
         raise ImportError(f"policy modules without NAME / POLICY / SEVERITY / REMEDIATION: {', '.join(missing)}")
     return sorted(found, key=lambda m: m.NAME)

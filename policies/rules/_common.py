@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pulumi_policy import (
     PolicyComplianceFramework,
@@ -30,9 +30,9 @@ from pulumi_policy.proxy import UnknownValueError
 class _Unknown:
     """A value the engine does not know yet (preview). Falsy, equal only to itself."""
 
-    _instance: "_Unknown | None" = None
+    _instance: _Unknown | None = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -75,8 +75,10 @@ GCP_BACKEND_POLICY = "kubernetes:networking.gke.io/v1:GCPBackendPolicy"
 GCP_GATEWAY_POLICY = "kubernetes:networking.gke.io/v1:GCPGatewayPolicy"
 HTTP_ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
 INFERENCE_POOL = "kubernetes:inference.networking.k8s.io/v1:InferencePool"
-INFERENCE_OBJECTIVES = ("kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective",
-                        "kubernetes:llm-d.ai/v1alpha2:InferenceObjective")
+INFERENCE_OBJECTIVES = (
+    "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective",
+    "kubernetes:llm-d.ai/v1alpha2:InferenceObjective",
+)
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 RESERVATION = "gcp:compute/reservation:Reservation"
@@ -102,6 +104,7 @@ def cis_gcp(section: str, title: str) -> PolicyComplianceFramework:
 
 
 # ---- unknown-safe copies -----------------------------------------------------------------------------
+
 
 def _is_engine_unknown(value: Any) -> bool:
     from pulumi_policy.proxy import _is_unknown  # the SDK's own sentinel test
@@ -190,6 +193,7 @@ def fmt(number: float) -> str:
 
 # ---- resources ----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Res:
     """A resource as the policies see it: plain properties, its Pulumi options that matter here."""
@@ -221,8 +225,11 @@ def resource_of(args: ResourceValidationArgs) -> Res:
 def stack_resources(args: StackValidationArgs, types: tuple[str, ...] = ()) -> list[Res]:
     """The stack's resources (only ``types`` when given: copying every resource's properties for every stack
     policy would dominate the pack's run time), sorted by URN."""
-    out = [Res(r.resource_type, r.name, r.urn, plain(r.props), bool(r.opts.protect)) for r in args.resources
-           if not types or r.resource_type in types]
+    out = [
+        Res(r.resource_type, r.name, r.urn, plain(r.props), bool(r.opts.protect))
+        for r in args.resources
+        if not types or r.resource_type in types
+    ]
     return sorted(out, key=lambda r: r.urn)
 
 
@@ -235,6 +242,7 @@ def config(args: ResourceValidationArgs | StackValidationArgs) -> dict[str, Any]
 
 
 # ---- Kubernetes workloads -------------------------------------------------------------------------------
+
 
 def pod_labels(workload: Res) -> Any:
     labels = get(workload.props, "spec", "template", "metadata", "labels", default={})
@@ -284,7 +292,12 @@ def argv(container: dict[str, Any] | None) -> list[Any] | Any:
         if isinstance(val, list):
             parts.extend(val)
     # A shell wrapper (``sh -c "vllm serve ..."``) carries the flags in one string: split it.
-    if len(parts) >= 3 and parts[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and parts[1] == "-c" and isinstance(parts[2], str):
+    if (
+        len(parts) >= 3
+        and parts[0] in ("sh", "bash", "/bin/sh", "/bin/bash")
+        and parts[1] == "-c"
+        and isinstance(parts[2], str)
+    ):
         try:
             return parts[:2] + shlex.split(parts[2]) + parts[3:]
         except ValueError:
@@ -330,7 +343,7 @@ def prompt_logging_flags(args: list[Any]) -> list[str]:
             if a == negation:
                 state = False
             elif a == flag or (isinstance(a, str) and a.startswith(flag + "=")):
-                state = flag_values(args[i:i + 2], flag)[0] not in _FALSE_VALUES
+                state = flag_values(args[i : i + 2], flag)[0] not in _FALSE_VALUES
         if state:
             on.append(flag)
     return on
@@ -338,8 +351,11 @@ def prompt_logging_flags(args: list[Any]) -> list[str]:
 
 def prompt_logging_env(lookup: Callable[[str], Any]) -> list[tuple[str, str]]:
     """``(name, value)`` of each ``PROMPT_LOGGING_ENV`` variable that ``lookup`` finds switched on."""
-    return [(name, val) for name in PROMPT_LOGGING_ENV
-            if isinstance(val := lookup(name), str) and val.lower() in ("1", "true", "yes")]
+    return [
+        (name, val)
+        for name in PROMPT_LOGGING_ENV
+        if isinstance(val := lookup(name), str) and val.lower() in ("1", "true", "yes")
+    ]
 
 
 def flag_value(args: list[Any], flag: str) -> Any:
@@ -393,6 +409,7 @@ def prestop_sleep_seconds(container: dict[str, Any] | None) -> int | None:
 
 # ---- label selectors ----------------------------------------------------------------------------------
 
+
 def selector_matches(selector: Any, labels: Any) -> bool | None:
     """Kubernetes LabelSelector semantics; None when the selector or labels are unknown.
 
@@ -436,6 +453,7 @@ def selector_matches(selector: Any, labels: Any) -> bool | None:
 
 
 # ---- GKE node pools and reservations ----------------------------------------------------------------------
+
 
 def node_pool_accelerators(pool: Res) -> list[Any]:
     accs = get(pool.props, "nodeConfig", "guestAccelerators", default=[])
@@ -505,8 +523,12 @@ def deployment_max_replicas(dep: Res, hpas: list[Res]) -> int | None:
     """An HPA's maxReplicas when one scales this Deployment, else ``spec.replicas`` (default 1)."""
     for h in hpas:
         ref = get(h.props, "spec", "scaleTargetRef", default={})
-        if isinstance(ref, dict) and ref.get("kind") == "Deployment" and ref.get("name") == dep.k8s_name \
-                and same_namespace(h, dep):
+        if (
+            isinstance(ref, dict)
+            and ref.get("kind") == "Deployment"
+            and ref.get("name") == dep.k8s_name
+            and same_namespace(h, dep)
+        ):
             return as_int(get(h.props, "spec", "maxReplicas"))
     return as_int(get(dep.props, "spec", "replicas", default=1))
 
@@ -541,7 +563,9 @@ ResourceCheck = Callable[[Res, dict[str, Any]], Iterable[str]]
 StackCheck = Callable[[list[Res], dict[str, Any]], Iterable[tuple[str, str]]]
 
 
-def resource_validator(types: tuple[str, ...], check: ResourceCheck) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+def resource_validator(
+    types: tuple[str, ...], check: ResourceCheck
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
     """Adapt ``check(res, config) -> messages`` to pulumi_policy's validate callback."""
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -553,7 +577,9 @@ def resource_validator(types: tuple[str, ...], check: ResourceCheck) -> Callable
     return validate
 
 
-def stack_validator(check: StackCheck, types: tuple[str, ...]) -> Callable[[StackValidationArgs, ReportViolation], None]:
+def stack_validator(
+    check: StackCheck, types: tuple[str, ...]
+) -> Callable[[StackValidationArgs, ReportViolation], None]:
     """Adapt ``check(resources of these types, config) -> (urn, message)`` pairs to a stack validate callback."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -566,9 +592,11 @@ def stack_validator(check: StackCheck, types: tuple[str, ...]) -> Callable[[Stac
 # ---- Cloud Run services ------------------------------------------------------------------------------------------
 
 CLOUD_RUN_SERVICE = "gcp:cloudrunv2/service:Service"
-CLOUD_RUN_IAM = ("gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
-                 "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding",
-                 "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy")
+CLOUD_RUN_IAM = (
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+    "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding",
+    "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy",
+)
 #: run.v2 Probe defaults (discovery document): periodSeconds 10, failureThreshold 3, initialDelaySeconds 0.
 CLOUD_RUN_PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
 
@@ -606,7 +634,7 @@ def vllm_serve_args(argv: list[Any]) -> list[Any] | None:
     ``--exec --``), or None when the command never runs ``vllm serve``."""
     for i in range(len(argv) - 1):
         if argv[i] == "vllm" and argv[i + 1] == "serve":
-            return argv[i + 2:]
+            return argv[i + 2 :]
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import HELM_CHART, naming, UNKNOWN, Res, get, is_serving_deployment, pod_labels, selector_matches
+from ._common import HELM_CHART, UNKNOWN, Res, get, is_serving_deployment, naming, pod_labels, selector_matches
 
 #: KV-cache metric the EPP scrapes when not told otherwise: GAIE <= v1.2.x defaults to the old vLLM name,
 #: v1.3.0+ (and the llm-d-router charts) to the new one.
@@ -16,8 +16,11 @@ KV_FLAG = "kv-cache-usage-percentage-metric"
 
 def is_epp_chart(res: Res) -> bool:
     values = res.props.get("values")
-    return res.type == HELM_CHART and isinstance(values, dict) and (
-        "inferenceExtension" in values or isinstance(get(values, "router", "epp"), dict))
+    return (
+        res.type == HELM_CHART
+        and isinstance(values, dict)
+        and ("inferenceExtension" in values or isinstance(get(values, "router", "epp"), dict))
+    )
 
 
 def release_name(chart: Res) -> str:
@@ -103,5 +106,3 @@ def epp_deployment_labels(chart: Res) -> list[dict[str, str]]:
     for n in sorted(pod_name_candidates(chart)):
         out += [{"inferencepool": n}, {"app.kubernetes.io/name": n}, {"epp": n}, {"llm-d-router-standalone": n}]
     return out
-
-

@@ -12,9 +12,11 @@ DEPLOYED_MODEL = "pulumi-python:dynamic/vertex:DeployedModel"
 #: A deployment resource pool (model co-hosting): the machines several deployed models share.
 RESOURCE_POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
-ENDPOINT_IAM = ("gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
-                "gcp:vertex/aiEndpointIamBinding:AiEndpointIamBinding",
-                "gcp:vertex/aiEndpointIamPolicy:AiEndpointIamPolicy")
+ENDPOINT_IAM = (
+    "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
+    "gcp:vertex/aiEndpointIamBinding:AiEndpointIamBinding",
+    "gcp:vertex/aiEndpointIamPolicy:AiEndpointIamPolicy",
+)
 
 
 def container_spec(res: Res) -> Any:
@@ -46,5 +48,5 @@ def serve_args(res: Res) -> list[Any] | Any:
     argv = command + args
     for i in range(len(argv) - 1):
         if argv[i] == "vllm" and argv[i + 1] == "serve":
-            return argv[i + 2:]
+            return argv[i + 2 :]
     return []

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -19,8 +20,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         return
     value = get(res.props, "dockerConfig", "immutableTags")
     if value is not UNKNOWN and value is not True:
-        yield (f"dockerConfig.immutableTags is {value!r}: set it to true so a pushed tag can never be moved to "
-               "another image")
+        yield (
+            f"dockerConfig.immutableTags is {value!r}: set it to true so a pushed tag can never be moved to "
+            "another image"
+        )
 
 
 POLICY = ResourceValidationPolicy(

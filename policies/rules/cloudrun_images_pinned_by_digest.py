@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -13,8 +14,10 @@ NAME = "cloudrun-images-pinned-by-digest"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None  # supply-chain control; CIS GCP has no Cloud Run image-pinning section.
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
-REMEDIATION = ("Reference every container image of the revision as <repository>@sha256:<64 hex>: the release's image "
-               "digest for vLLM, the published digest for the metrics collector.")
+REMEDIATION = (
+    "Reference every container image of the revision as <repository>@sha256:<64 hex>: the release's image "
+    "digest for vLLM, the published digest for the metrics collector."
+)
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
@@ -23,8 +26,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         if image is UNKNOWN or not isinstance(image, str):
             continue
         if not DIGEST_RE.search(image):
-            yield (f"container {c.get('name')!r} image {image!r} is not pinned by digest: a tag can move to another "
-                   "image between two instance starts; use <repository>@sha256:<64 hex>")
+            yield (
+                f"container {c.get('name')!r} image {image!r} is not pinned by digest: a tag can move to another "
+                "image between two instance starts; use <repository>@sha256:<64 hex>"
+            )
 
 
 POLICY = ResourceValidationPolicy(

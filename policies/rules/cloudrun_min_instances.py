@@ -3,7 +3,8 @@ scale to zero, by this policy's config)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -13,8 +14,10 @@ NAME = "cloudrun-min-instances"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 DEFAULT_MIN = 1
-REMEDIATION = (f"Set the revision's scaling.minInstanceCount to at least minInstances ({DEFAULT_MIN} in prod): from "
-               "zero, the first request after idle waits a whole GPU cold load.")
+REMEDIATION = (
+    f"Set the revision's scaling.minInstanceCount to at least minInstances ({DEFAULT_MIN} in prod): from "
+    "zero, the first request after idle waits a whole GPU cold load."
+)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
@@ -25,18 +28,26 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     n, need = as_int(raw), int(cfg.get("minInstances", DEFAULT_MIN))
     if n is None or n < need:
-        yield (f"template.scaling.minInstanceCount is {raw}: keep at least {need} warm instance(s); a cold GPU instance "
-               "loads its weights for minutes before it answers")
+        yield (
+            f"template.scaling.minInstanceCount is {raw}: keep at least {need} warm instance(s); a cold GPU instance "
+            "loads its weights for minutes before it answers"
+        )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Cloud Run serving revisions keep a minimum of warm instances.",
     validate=resource_validator((CLOUD_RUN_SERVICE,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "minInstances": {"type": "integer", "minimum": 0, "default": DEFAULT_MIN,
-                         "description": "Least minInstanceCount of a serving revision (1 in prod, 0 = scale to zero)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "minInstances": {
+                "type": "integer",
+                "minimum": 0,
+                "default": DEFAULT_MIN,
+                "description": "Least minInstanceCount of a serving revision (1 in prod, 0 = scale to zero).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

@@ -5,18 +5,31 @@ egress and take minutes)."""
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import (CLOUD_RUN_SERVICE, UNKNOWN, Res, cloud_run_argv, cloud_run_env, cloud_run_serving_container,
-                      flag_value, get, resource_validator, vllm_serve_args)
+from ._common import (
+    CLOUD_RUN_SERVICE,
+    UNKNOWN,
+    Res,
+    cloud_run_argv,
+    cloud_run_env,
+    cloud_run_serving_container,
+    flag_value,
+    get,
+    resource_validator,
+    vllm_serve_args,
+)
 
 NAME = "cloudrun-no-hub-download"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = ("Set HF_HUB_OFFLINE=1 on the vLLM container and pass --model as the mounted release folder (the Cloud "
-               "Storage volume of gs://<bucket>/<model>/<revision>/, or its in-memory copy).")
+REMEDIATION = (
+    "Set HF_HUB_OFFLINE=1 on the vLLM container and pass --model as the mounted release folder (the Cloud "
+    "Storage volume of gs://<bucket>/<model>/<revision>/, or its in-memory copy)."
+)
 
 
 def _mounted(path: str, mounts: list[Any]) -> bool | None:
@@ -54,15 +67,23 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     mounts = get(c, "volumeMounts", default=[])
     if model is UNKNOWN or mounts is UNKNOWN:
         return
-    mounted = (_mounted(model, mounts if isinstance(mounts, list) else [])
-               if isinstance(model, str) and model.startswith("/") else False)
+    mounted = (
+        _mounted(model, mounts if isinstance(mounts, list) else [])
+        if isinstance(model, str) and model.startswith("/")
+        else False
+    )
     if mounted is None:
         return
     if not mounted:
-        what = (f"the model vllm serve loads is {model!r} (the positional model tag, which overrides --model)"
-                if positional else f"--model is {model!r}")
-        yield (f"{what}, not a folder of a volume this container mounts: vLLM would fetch it from a model hub (or a "
-               "bucket) at every start; mount the release folder and serve from it")
+        what = (
+            f"the model vllm serve loads is {model!r} (the positional model tag, which overrides --model)"
+            if positional
+            else f"--model is {model!r}"
+        )
+        yield (
+            f"{what}, not a folder of a volume this container mounts: vLLM would fetch it from a model hub (or a "
+            "bucket) at every start; mount the release folder and serve from it"
+        )
 
 
 POLICY = ResourceValidationPolicy(

@@ -23,9 +23,11 @@ from ._common import CLUSTER, config, plain
 NAME = "create-after-dependencies"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = ("Make the resource depend on what it needs first: the project service that enables its API "
-               "(depends_on the ProjectServices component), and for a grant to a Workload Identity principal the "
-               "GKE cluster (build the principal from the cluster's workload_identity_config.workload_pool output).")
+REMEDIATION = (
+    "Make the resource depend on what it needs first: the project service that enables its API "
+    "(depends_on the ProjectServices component), and for a grant to a Workload Identity principal the "
+    "GKE cluster (build the principal from the cluster's workload_identity_config.workload_pool output)."
+)
 
 SERVICE = "gcp:projects/service:Service"
 SERVICE_IDENTITY = "gcp:projects/serviceIdentity:ServiceIdentity"
@@ -58,7 +60,7 @@ def api_of(resource_type: str, props: dict[str, Any]) -> str | None:
 
 
 def _wif_member(props: dict[str, Any]) -> str | None:
-    members = [props.get("member")] + list(props.get("members") or [])
+    members = [props.get("member"), *list(props.get("members") or [])]
     for m in members:
         if isinstance(m, str) and m.startswith(("principal://", "principalSet://")) and WIF_POOL_SUFFIX in m:
             return m
@@ -110,15 +112,25 @@ def check(resources: list[Any]) -> Iterator[tuple[str, str]]:
         p = props[r.urn]
         api = api_of(r.resource_type, p)
         if api in enabled and r.resource_type != SERVICE and enabled[api] not in graph.waits_for(r.urn):
-            yield r.urn, (f"{r.resource_type} {r.name} is created through {api}, which this stack enables, but does "
-                          f"not depend on its enablement ({enabled[api].rsplit('::', 1)[-1]}): on a fresh project "
-                          "it can be created before the API is on")
+            yield (
+                r.urn,
+                (
+                    f"{r.resource_type} {r.name} is created through {api}, which this stack enables, but does "
+                    f"not depend on its enablement ({enabled[api].rsplit('::', 1)[-1]}): on a fresh project "
+                    "it can be created before the API is on"
+                ),
+            )
         member = _wif_member(p) if "IAM" in r.resource_type or "Iam" in r.resource_type else None
         if member is not None and clusters and not (clusters & graph.waits_for(r.urn)):
             pool = member.split("/workloadIdentityPools/", 1)[1].split("/", 1)[0]
-            yield r.urn, (f"{r.resource_type} {r.name} grants to the Workload Identity principal of pool {pool}, but "
-                          "does not depend on the GKE cluster that creates that pool: on a fresh project the grant "
-                          "is rejected")
+            yield (
+                r.urn,
+                (
+                    f"{r.resource_type} {r.name} grants to the Workload Identity principal of pool {pool}, but "
+                    "does not depend on the GKE cluster that creates that pool: on a fresh project the grant "
+                    "is rejected"
+                ),
+            )
 
 
 def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -12,8 +13,10 @@ NAME = "deletion-protection-stateful"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 STATEFUL = (CLUSTER, RESERVATION, BUCKET, DISK)
-REMEDIATION = ("Set the Pulumi protect option on the cluster, reservations, buckets and disks; keep the cluster's "
-               "deletionProtection true and never set forceDestroy on buckets.")
+REMEDIATION = (
+    "Set the Pulumi protect option on the cluster, reservations, buckets and disks; keep the cluster's "
+    "deletionProtection true and never set forceDestroy on buckets."
+)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
@@ -32,9 +35,15 @@ POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Stateful resources are protected from deletion.",
     validate=resource_validator(STATEFUL, check),
-    config_schema=PolicyConfigSchema(properties={
-        "required": {"type": "boolean", "default": True, "description": "Whether protection is required (prod: true)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "required": {
+                "type": "boolean",
+                "default": True,
+                "description": "Whether protection is required (prod: true).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

@@ -7,19 +7,21 @@ loudly: the picker just sees no KV pressure and routes blind.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import UNKNOWN, VERSION_LABEL, Res, pod_labels, stack_validator
-from ._common import DEPLOYMENT, HELM_CHART
+from ._common import DEPLOYMENT, HELM_CHART, UNKNOWN, VERSION_LABEL, Res, pod_labels, stack_validator
 from ._epp import KV_FLAG, accepted_kv_metrics, default_kv_metric, flags, is_epp_chart, release_name, served_deployments
 
 NAME = "epp-kv-metric-matches-vllm"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = (f"Set the endpoint picker flag {KV_FLAG} to the metric the pool's vLLM version exports "
-               "(vllm:kv_cache_usage_perc from vLLM 0.11 on).")
+REMEDIATION = (
+    f"Set the endpoint picker flag {KV_FLAG} to the metric the pool's vLLM version exports "
+    "(vllm:kv_cache_usage_perc from vLLM 0.11 on)."
+)
 
 
 def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -34,8 +36,13 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
         if metric is None:
             metric, source = default_kv_metric(chart), f"chart {chart.props.get('version')} default"
         if metric is None:
-            yield chart.urn, (f"endpoint picker {release_name(chart)}: chart version {chart.props.get('version')!r} is "
-                              f"unknown, so its KV-cache metric is too: set flag {KV_FLAG} explicitly")
+            yield (
+                chart.urn,
+                (
+                    f"endpoint picker {release_name(chart)}: chart version {chart.props.get('version')!r} is "
+                    f"unknown, so its KV-cache metric is too: set flag {KV_FLAG} explicitly"
+                ),
+            )
             continue
         for dep in sorted(served_deployments(chart, resources), key=lambda d: d.k8s_name):
             version = pod_labels(dep).get(VERSION_LABEL)
@@ -43,12 +50,22 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
                 continue
             accepted = accepted_kv_metrics(version)
             if accepted is None:
-                yield chart.urn, (f"Deployment {dep.k8s_name} has no {VERSION_LABEL} label with its vLLM version: the "
-                                  "endpoint picker's KV-cache metric cannot be checked")
+                yield (
+                    chart.urn,
+                    (
+                        f"Deployment {dep.k8s_name} has no {VERSION_LABEL} label with its vLLM version: the "
+                        "endpoint picker's KV-cache metric cannot be checked"
+                    ),
+                )
             elif metric not in accepted:
-                yield chart.urn, (f"endpoint picker {release_name(chart)} reads KV-cache usage from {metric!r} "
-                                  f"({source}) but vLLM {version} on {dep.k8s_name} exports {accepted[0]!r}: set "
-                                  f"flag {KV_FLAG} to {accepted[0]!r}")
+                yield (
+                    chart.urn,
+                    (
+                        f"endpoint picker {release_name(chart)} reads KV-cache usage from {metric!r} "
+                        f"({source}) but vLLM {version} on {dep.k8s_name} exports {accepted[0]!r}: set "
+                        f"flag {KV_FLAG} to {accepted[0]!r}"
+                    ),
+                )
 
 
 POLICY = StackValidationPolicy(

@@ -3,7 +3,8 @@ simple router that is alive")."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -34,18 +35,26 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     n, need = as_int(raw), int(cfg.get("minReplicas", DEFAULT_MIN))
     if n is None or n < need:
-        yield (f"endpoint picker replicas is {raw}: run at least {need}, a picker that is down stops all routing "
-               "to its pool")
+        yield (
+            f"endpoint picker replicas is {raw}: run at least {need}, a picker that is down stops all routing "
+            "to its pool"
+        )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="The endpoint picker runs with enough replicas to survive the loss of one.",
     validate=resource_validator((HELM_CHART,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "minReplicas": {"type": "integer", "minimum": 1, "default": DEFAULT_MIN,
-                        "description": "Least endpoint-picker replicas (2 in prod)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "minReplicas": {
+                "type": "integer",
+                "minimum": 1,
+                "default": DEFAULT_MIN,
+                "description": "Least endpoint-picker replicas (2 in prod).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

@@ -6,12 +6,12 @@ whole Gateway) must consist of rules that redirect to ``https`` and route to no 
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import GATEWAY, UNKNOWN, Res, get, of_type, stack_validator
-from ._common import HTTP_ROUTE
+from ._common import GATEWAY, HTTP_ROUTE, UNKNOWN, Res, get, of_type, stack_validator
 
 NAME = "gateway-https-only"
 SEVERITY = Severity.HIGH
@@ -19,8 +19,10 @@ FRAMEWORK = None
 #: Ways a GKE Gateway listener gets a certificate: Secret refs, pre-shared SSL certificates, Certificate Manager.
 CERT_OPTIONS = ("networking.gke.io/pre-shared-certs", "networking.gke.io/cert-manager-certs")
 CERTMAP_ANNOTATION = "networking.gke.io/certmap"
-REMEDIATION = ("Serve only listeners with protocol HTTPS, TLS mode Terminate and a certificate; a plain-HTTP listener "
-               "may only carry routes that redirect to https.")
+REMEDIATION = (
+    "Serve only listeners with protocol HTTPS, TLS mode Terminate and a certificate; a plain-HTTP listener "
+    "may only carry routes that redirect to https."
+)
 
 
 def attached_routes(gw: Res, listener: str, routes: list[Res]) -> list[Res]:
@@ -29,8 +31,12 @@ def attached_routes(gw: Res, listener: str, routes: list[Res]) -> list[Res]:
         if (r.namespace or "default") != (gw.namespace or "default"):
             continue
         for ref in get(r.props, "spec", "parentRefs", default=[]) or []:
-            if isinstance(ref, dict) and ref.get("name") == gw.k8s_name and ref.get("kind", "Gateway") == "Gateway" \
-                    and ref.get("sectionName") in (None, listener):
+            if (
+                isinstance(ref, dict)
+                and ref.get("name") == gw.k8s_name
+                and ref.get("kind", "Gateway") == "Gateway"
+                and ref.get("sectionName") in (None, listener)
+            ):
                 out.append(r)
                 break
     return out
@@ -67,25 +73,48 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
                     continue
                 if None in verdicts:
                     continue
-                yield gw.urn, (f"Gateway {gw.k8s_name} listener {name!r} serves plain HTTP on port {ln.get('port')}: "
-                               "remove it, or attach only HTTPRoutes that redirect to https")
+                yield (
+                    gw.urn,
+                    (
+                        f"Gateway {gw.k8s_name} listener {name!r} serves plain HTTP on port {ln.get('port')}: "
+                        "remove it, or attach only HTTPRoutes that redirect to https"
+                    ),
+                )
             elif proto != "HTTPS":
-                yield gw.urn, (f"Gateway {gw.k8s_name} listener {name!r} uses protocol {proto}: serve HTTPS "
-                               "(protocol: HTTPS with a TLS certificate)")
+                yield (
+                    gw.urn,
+                    (
+                        f"Gateway {gw.k8s_name} listener {name!r} uses protocol {proto}: serve HTTPS "
+                        "(protocol: HTTPS with a TLS certificate)"
+                    ),
+                )
             else:
                 tls = ln.get("tls") or {}
                 if tls is UNKNOWN:
                     continue
                 if tls.get("mode", "Terminate") != "Terminate":
-                    yield gw.urn, (f"Gateway {gw.k8s_name} listener {name!r} has tls.mode {tls.get('mode')}: set it to "
-                                   "Terminate at the gateway")
+                    yield (
+                        gw.urn,
+                        (
+                            f"Gateway {gw.k8s_name} listener {name!r} has tls.mode {tls.get('mode')}: set it to "
+                            "Terminate at the gateway"
+                        ),
+                    )
                 options = tls.get("options") or {}
-                has_cert = bool(tls.get("certificateRefs")) or bool(certmap) or (
-                    isinstance(options, dict) and any(options.get(k) for k in CERT_OPTIONS))
+                has_cert = (
+                    bool(tls.get("certificateRefs"))
+                    or bool(certmap)
+                    or (isinstance(options, dict) and any(options.get(k) for k in CERT_OPTIONS))
+                )
                 if not has_cert:
-                    yield gw.urn, (f"Gateway {gw.k8s_name} listener {name!r} has no TLS certificate: set "
-                                   f"tls.certificateRefs, a {CERT_OPTIONS[1]} option or the {CERTMAP_ANNOTATION} "
-                                   "annotation")
+                    yield (
+                        gw.urn,
+                        (
+                            f"Gateway {gw.k8s_name} listener {name!r} has no TLS certificate: set "
+                            f"tls.certificateRefs, a {CERT_OPTIONS[1]} option or the {CERTMAP_ANNOTATION} "
+                            "annotation"
+                        ),
+                    )
 
 
 POLICY = StackValidationPolicy(

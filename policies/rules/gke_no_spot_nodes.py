@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -19,17 +20,21 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     for field in ("spot", "preemptible"):
         if get(res.props, "nodeConfig", field) is True:
-            yield (f"nodeConfig.{field} is true: set it to false, {field} VMs are reclaimed without notice and "
-                   "cannot consume a reservation")
+            yield (
+                f"nodeConfig.{field} is true: set it to false, {field} VMs are reclaimed without notice and "
+                "cannot consume a reservation"
+            )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Node pools do not use Spot or preemptible VMs.",
     validate=resource_validator((NODE_POOL, CLUSTER), check),
-    config_schema=PolicyConfigSchema(properties={
-        "allowSpot": {"type": "boolean", "default": False, "description": "Allow Spot VMs (dev only)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowSpot": {"type": "boolean", "default": False, "description": "Allow Spot VMs (dev only)."},
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

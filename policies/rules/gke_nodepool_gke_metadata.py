@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -20,8 +21,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         return
     if mode != "GKE_METADATA":
         shown = "not set" if mode is None else repr(mode)
-        yield (f"nodeConfig.workloadMetadataConfig.mode is {shown}: set it to 'GKE_METADATA' so pods cannot read the "
-               "node's credentials and get Workload Identity tokens")
+        yield (
+            f"nodeConfig.workloadMetadataConfig.mode is {shown}: set it to 'GKE_METADATA' so pods cannot read the "
+            "node's credentials and get Workload Identity tokens"
+        )
 
 
 POLICY = ResourceValidationPolicy(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -11,8 +12,10 @@ from ._common import NODE_POOL, RESERVATION_KEY, UNKNOWN, Res, get, is_gpu_node_
 NAME = "gke-nodepool-specific-reservation"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = ("Set nodeConfig.reservationAffinity to consumeReservationType SPECIFIC_RESERVATION, key "
-               f"{RESERVATION_KEY}, values [<reservation name>].")
+REMEDIATION = (
+    "Set nodeConfig.reservationAffinity to consumeReservationType SPECIFIC_RESERVATION, key "
+    f"{RESERVATION_KEY}, values [<reservation name>]."
+)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
@@ -22,13 +25,17 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
     if aff is UNKNOWN:
         return
     if not isinstance(aff, dict):
-        yield ("GPU node pool has no reservationAffinity: set consumeReservationType SPECIFIC_RESERVATION with key "
-               f"{RESERVATION_KEY} and the reservation's name")
+        yield (
+            "GPU node pool has no reservationAffinity: set consumeReservationType SPECIFIC_RESERVATION with key "
+            f"{RESERVATION_KEY} and the reservation's name"
+        )
         return
     kind, key, values = aff.get("consumeReservationType"), aff.get("key"), aff.get("values")
     if kind is not UNKNOWN and kind != "SPECIFIC_RESERVATION":
-        yield (f"GPU node pool consumes reservation type {kind!r}: set SPECIFIC_RESERVATION with key "
-               f"{RESERVATION_KEY} and the reservation's name")
+        yield (
+            f"GPU node pool consumes reservation type {kind!r}: set SPECIFIC_RESERVATION with key "
+            f"{RESERVATION_KEY} and the reservation's name"
+        )
         return
     if key is not UNKNOWN and key != RESERVATION_KEY:
         yield f"reservationAffinity key is {key!r}: set it to {RESERVATION_KEY}"
@@ -40,10 +47,15 @@ POLICY = ResourceValidationPolicy(
     name=NAME,
     description="GPU node pools consume a specific, named reservation.",
     validate=resource_validator((NODE_POOL,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "required": {"type": "boolean", "default": True,
-                     "description": "Whether GPU pools must consume a specific reservation (prod: true)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "required": {
+                "type": "boolean",
+                "default": True,
+                "description": "Whether GPU pools must consume a specific reservation (prod: true).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

@@ -11,22 +11,44 @@ stay below 1.0, or the last server to start fails to allocate its KV cache.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import (HPA, NODE_POOL, UNKNOWN, Res, argv, as_float, as_int, deployment_max_replicas, flag_value, fmt, get,
-                      is_gpu_node_pool, is_serving_deployment, node_pool_accelerators, of_type, pod_labels, pod_spec,
-                      pool_for_deployment, serving_container, stack_validator)
-from ._common import DEPLOYMENT
+from ._common import (
+    DEPLOYMENT,
+    HPA,
+    NODE_POOL,
+    UNKNOWN,
+    Res,
+    argv,
+    as_float,
+    as_int,
+    deployment_max_replicas,
+    flag_value,
+    fmt,
+    get,
+    is_gpu_node_pool,
+    is_serving_deployment,
+    node_pool_accelerators,
+    of_type,
+    pod_labels,
+    pod_spec,
+    pool_for_deployment,
+    serving_container,
+    stack_validator,
+)
 
 NAME = "gpu-memory-shares-below-one"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 #: vLLM 0.32's default --gpu-memory-utilization.
 VLLM_DEFAULT_UTILIZATION = 0.9
-REMEDIATION = ("Lower --gpu-memory-utilization of the co-hosted servers (or maxSharedClientsPerGpu) until the "
-               "largest utilisations that can share one GPU sum below 1.0.")
+REMEDIATION = (
+    "Lower --gpu-memory-utilization of the co-hosted servers (or maxSharedClientsPerGpu) until the "
+    "largest utilisations that can share one GPU sum below 1.0."
+)
 
 
 def utilization(dep: Res) -> float | None:
@@ -50,8 +72,12 @@ def one_per_node(dep: Res) -> bool:
         return False
     for t in terms:
         match = get(t, "labelSelector", "matchLabels")
-        if (get(t, "topologyKey") == HOSTNAME and isinstance(match, dict) and match
-                and all(labels.get(k) == v for k, v in match.items())):
+        if (
+            get(t, "topologyKey") == HOSTNAME
+            and isinstance(match, dict)
+            and match
+            and all(labels.get(k) == v for k, v in match.items())
+        ):
             return True
     return False
 
@@ -61,8 +87,10 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
     hpas = of_type(resources, HPA)
     deps = sorted((d for d in resources if is_serving_deployment(d)), key=lambda d: d.k8s_name)
     for pool in pools:
-        clients = max((as_int(get(a, "gpuSharingConfig", "maxSharedClientsPerGpu")) or 1
-                       for a in node_pool_accelerators(pool)), default=1)
+        clients = max(
+            (as_int(get(a, "gpuSharingConfig", "maxSharedClientsPerGpu")) or 1 for a in node_pool_accelerators(pool)),
+            default=1,
+        )
         if clients < 2:
             continue
         slots: list[tuple[float, str]] = []
@@ -77,9 +105,14 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
         total = round(sum(u for u, _ in worst), 6)
         if len(worst) > 1 and total >= 1.0:
             shares = " + ".join(f"{fmt(u)} ({name})" for u, name in worst)
-            yield pool.urn, (f"up to {len(worst)} servers share one GPU of this pool (maxSharedClientsPerGpu "
-                             f"{clients}) and their --gpu-memory-utilization sums to {fmt(total)} = {shares}: keep "
-                             "the sum below 1.0")
+            yield (
+                pool.urn,
+                (
+                    f"up to {len(worst)} servers share one GPU of this pool (maxSharedClientsPerGpu "
+                    f"{clients}) and their --gpu-memory-utilization sums to {fmt(total)} = {shares}: keep "
+                    "the sum below 1.0"
+                ),
+            )
 
 
 POLICY = StackValidationPolicy(

@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, Severity, StackValidationPolicy
 
-from ._common import (HPA, NODE_POOL, RESERVATION, UNKNOWN, Res, as_int, deployment_max_replicas, get, gpus_per_node,
-                      gpus_per_replica, is_gpu_node_pool, is_serving_deployment, node_pool_accelerators, of_type,
-                      pool_for_deployment, reservation_name, rolling_surge, stack_validator)
-from ._common import DEPLOYMENT
+from ._common import (
+    DEPLOYMENT,
+    HPA,
+    NODE_POOL,
+    RESERVATION,
+    UNKNOWN,
+    Res,
+    as_int,
+    deployment_max_replicas,
+    get,
+    gpus_per_node,
+    gpus_per_replica,
+    is_gpu_node_pool,
+    is_serving_deployment,
+    node_pool_accelerators,
+    of_type,
+    pool_for_deployment,
+    reservation_name,
+    rolling_surge,
+    stack_validator,
+)
 
 NAME = "hpa-max-within-reservation"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = ("Keep the sum over a reservation's Deployments of (HPA maxReplicas + rollout maxSurge) within "
-               "reserved nodes x replicas per node: lower maxReplicas or grow the reservation.")
+REMEDIATION = (
+    "Keep the sum over a reservation's Deployments of (HPA maxReplicas + rollout maxSurge) within "
+    "reserved nodes x replicas per node: lower maxReplicas or grow the reservation."
+)
 
 
 def reserved_nodes(name: str, resources: list[Res], cfg: dict[str, Any]) -> Any:
@@ -53,8 +73,13 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
             continue
         nodes = reserved_nodes(rname, resources, cfg)
         if nodes is None:
-            yield pool.urn, (f"capacity of reservation {rname} is unknown: it is not in this stack, so add its node "
-                             "count to this policy's reservedNodes")
+            yield (
+                pool.urn,
+                (
+                    f"capacity of reservation {rname} is unknown: it is not in this stack, so add its node "
+                    "count to this policy's reservedNodes"
+                ),
+            )
             continue
         demand, parts, per_node = 0, [], None
         for d in sorted(mine, key=lambda x: x.k8s_name):
@@ -69,19 +94,30 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
             capacity = nodes * per_node if per_node is not None else 0
             if demand > capacity:
                 need = -(-demand // per_node) if per_node else demand
-                yield pool.urn, (f"reservation {rname} holds {nodes} node(s) x {per_node} replica(s)/node = "
-                                 f"{capacity} replicas, but its Deployments can reach {demand} "
-                                 f"({', '.join(parts)}): lower maxReplicas or reserve at least {need} node(s)")
+                yield (
+                    pool.urn,
+                    (
+                        f"reservation {rname} holds {nodes} node(s) x {per_node} replica(s)/node = "
+                        f"{capacity} replicas, but its Deployments can reach {demand} "
+                        f"({', '.join(parts)}): lower maxReplicas or reserve at least {need} node(s)"
+                    ),
+                )
 
 
 POLICY = StackValidationPolicy(
     name=NAME,
     description="HPA maxReplicas plus rollout surge fit in the reserved GPU capacity.",
     validate=stack_validator(check, (DEPLOYMENT, HPA, NODE_POOL, RESERVATION)),
-    config_schema=PolicyConfigSchema(properties={
-        "reservedNodes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}, "default": {},
-                          "description": "Node count of reservations owned outside this stack, by reservation name."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "reservedNodes": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+                "default": {},
+                "description": "Node count of reservations owned outside this stack, by reservation name.",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

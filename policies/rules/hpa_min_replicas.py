@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
@@ -21,18 +22,26 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     n, need = as_int(raw), int(cfg.get("minReplicas", DEFAULT_MIN))
     if n is None or n < need:
-        yield (f"minReplicas is {raw}: keep at least {need} warm replicas; a new GPU replica takes minutes "
-               "to obtain a node and load weights")
+        yield (
+            f"minReplicas is {raw}: keep at least {need} warm replicas; a new GPU replica takes minutes "
+            "to obtain a node and load weights"
+        )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Serving autoscalers keep a minimum of warm replicas.",
     validate=resource_validator((HPA,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "minReplicas": {"type": "integer", "minimum": 1, "default": DEFAULT_MIN,
-                        "description": "Least HPA minReplicas (2 in prod)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "minReplicas": {
+                "type": "integer",
+                "minimum": 1,
+                "default": DEFAULT_MIN,
+                "description": "Least HPA minReplicas (2 in prod).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

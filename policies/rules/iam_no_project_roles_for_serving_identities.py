@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -14,12 +15,16 @@ SEVERITY = Severity.HIGH
 FRAMEWORK = None  # least privilege; no CIS control names project-level roles for workload identities.
 PROJECT_IAM = ("gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding")
 #: Workload Identity Federation principals of Kubernetes service accounts (Workload Identity Federation for GKE docs).
-KSA_PRINCIPAL_RE = re.compile(r"^principal(Set)?://iam\.googleapis\.com/projects/[^/]+/locations/global/"
-                              r"workloadIdentityPools/[^/]+\.svc\.id\.goog/(?P<subject>.+)$")
+KSA_PRINCIPAL_RE = re.compile(
+    r"^principal(Set)?://iam\.googleapis\.com/projects/[^/]+/locations/global/"
+    r"workloadIdentityPools/[^/]+\.svc\.id\.goog/(?P<subject>.+)$"
+)
 #: The documented exception: the Custom Metrics Stackdriver Adapter reads metrics project-wide (GKE inference autoscaling guide and samples).
 EXCEPTIONS = {("subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter", "roles/monitoring.viewer")}
-REMEDIATION = ("Grant serving identities roles on the exact resource (bucket, repository, secret) instead of the "
-               "project; only the metrics adapter's roles/monitoring.viewer is allowed at project level.")
+REMEDIATION = (
+    "Grant serving identities roles on the exact resource (bucket, repository, secret) instead of the "
+    "project; only the metrics adapter's roles/monitoring.viewer is allowed at project level."
+)
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
@@ -33,8 +38,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         m = KSA_PRINCIPAL_RE.match(member)
         if not m or (m.group("subject"), role) in EXCEPTIONS:
             continue
-        yield (f"project-level role {role} is granted to Kubernetes identity {m.group('subject')}: grant it on the "
-               "specific resource instead (only the metrics adapter's roles/monitoring.viewer may be project-level)")
+        yield (
+            f"project-level role {role} is granted to Kubernetes identity {m.group('subject')}: grant it on the "
+            "specific resource instead (only the metrics adapter's roles/monitoring.viewer may be project-level)"
+        )
 
 
 POLICY = ResourceValidationPolicy(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -12,11 +13,14 @@ NAME = "iam-no-public-members"
 SEVERITY = Severity.CRITICAL
 FRAMEWORK = cis_gcp("5.1", "Ensure that Cloud Storage bucket is not anonymously or publicly accessible")
 IAM_TYPES = (
-    "gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding",
-    "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding",
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/iAMBinding:IAMBinding",
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "gcp:storage/bucketIAMBinding:BucketIAMBinding",
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
     "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding",
-    "gcp:secretmanager/secretIamMember:SecretIamMember", "gcp:secretmanager/secretIamBinding:SecretIamBinding",
+    "gcp:secretmanager/secretIamMember:SecretIamMember",
+    "gcp:secretmanager/secretIamBinding:SecretIamBinding",
 )
 REMEDIATION = "Remove allUsers / allAuthenticatedUsers; grant named principals only."
 
@@ -27,8 +31,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         return
     for member in members:
         if member in PUBLIC_MEMBERS:
-            yield (f"role {res.props.get('role')} is granted to {member}: grant it to named principals only, "
-                   "nothing in this stack may be reachable without authentication")
+            yield (
+                f"role {res.props.get('role')} is granted to {member}: grant it to named principals only, "
+                "nothing in this stack may be reachable without authentication"
+            )
 
 
 POLICY = ResourceValidationPolicy(

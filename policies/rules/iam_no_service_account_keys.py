@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -15,8 +16,10 @@ REMEDIATION = "Delete the key resource; give the workload a Kubernetes service a
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
-    yield ("service account keys must not be created: authenticate the workload with Workload Identity Federation "
-           "(its Kubernetes service account's principal) instead")
+    yield (
+        "service account keys must not be created: authenticate the workload with Workload Identity Federation "
+        "(its Kubernetes service account's principal) instead"
+    )
 
 
 POLICY = ResourceValidationPolicy(

@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
-from ._common import (CONTRACT_MAX_INPUT_TOKENS_ANNOTATION, CONTRACT_MAX_MODEL_LEN_ANNOTATION,
-                      CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION, DEPLOYMENT, UNKNOWN, Res, argv, as_int, flag_value,
-                      is_serving_deployment, resource_validator, serving_container)
+from ._common import (
+    CONTRACT_MAX_INPUT_TOKENS_ANNOTATION,
+    CONTRACT_MAX_MODEL_LEN_ANNOTATION,
+    CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION,
+    DEPLOYMENT,
+    UNKNOWN,
+    Res,
+    argv,
+    as_int,
+    flag_value,
+    is_serving_deployment,
+    resource_validator,
+    serving_container,
+)
 from .startup_window_covers_cold_load import annotation
 
 NAME = "max-model-len-within-contract"
 SEVERITY = Severity.MEDIUM
 FRAMEWORK = None
-REMEDIATION = ("Start vLLM with --max-model-len at most the contract's max_model_len and at most max_input_tokens + "
-               "max_output_tokens: vLLM's only prompt limit is the context, so a longer context admits longer prompts.")
+REMEDIATION = (
+    "Start vLLM with --max-model-len at most the contract's max_model_len and at most max_input_tokens + "
+    "max_output_tokens: vLLM's only prompt limit is the context, so a longer context admits longer prompts."
+)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
@@ -26,8 +40,10 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     limit = as_int(raw) if raw is not None else as_int(cfg.get("maxModelLen"))
     if limit is None:
-        yield (f"the contract's max_model_len is unknown: render annotation {CONTRACT_MAX_MODEL_LEN_ANNOTATION} or "
-               "set this policy's maxModelLen")
+        yield (
+            f"the contract's max_model_len is unknown: render annotation {CONTRACT_MAX_MODEL_LEN_ANNOTATION} or "
+            "set this policy's maxModelLen"
+        )
         return
     args = argv(serving_container(res))
     if args is UNKNOWN:
@@ -40,8 +56,10 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     n = as_int(value)
     if n is None or n > limit:
-        yield (f"--max-model-len is {value}, above the contract's max_model_len {limit}: set it to at most {limit}, "
-               "context beyond the workload only costs concurrency")
+        yield (
+            f"--max-model-len is {value}, above the contract's max_model_len {limit}: set it to at most {limit}, "
+            "context beyond the workload only costs concurrency"
+        )
         return
     raw_in = annotation(res, CONTRACT_MAX_INPUT_TOKENS_ANNOTATION)
     raw_out = annotation(res, CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION)
@@ -52,21 +70,28 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
     if max_in is None or max_out is None:
         return  # the older annotation set: the context bound above is all that can be checked
     if n > max_in + max_out:
-        yield (f"--max-model-len is {n}, above max_input_tokens + max_output_tokens = {max_in + max_out}: vLLM's only "
-               f"prompt limit is the context, so prompts of up to {n - 1} tokens are admitted against the contract's "
-               f"{max_in}; set it to {max_in + max_out}")
+        yield (
+            f"--max-model-len is {n}, above max_input_tokens + max_output_tokens = {max_in + max_out}: vLLM's only "
+            f"prompt limit is the context, so prompts of up to {n - 1} tokens are admitted against the contract's "
+            f"{max_in}; set it to {max_in + max_out}"
+        )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="--max-model-len stays within the workload contract and is the contract's input + output budget.",
     validate=resource_validator((DEPLOYMENT,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "maxModelLen": {"type": "integer", "minimum": 1,
-                        "description": f"The contract's max_model_len for Deployments without the "
-                                       f"{CONTRACT_MAX_MODEL_LEN_ANNOTATION} annotation (the offline policy command "
-                                       "fills it from the contract)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxModelLen": {
+                "type": "integer",
+                "minimum": 1,
+                "description": f"The contract's max_model_len for Deployments without the "
+                f"{CONTRACT_MAX_MODEL_LEN_ANNOTATION} annotation (the offline policy command "
+                "fills it from the contract).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

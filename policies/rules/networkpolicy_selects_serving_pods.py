@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import (NETWORK_POLICY, UNKNOWN, Res, cis_gke, get, is_serving_deployment, of_type, pod_labels,
-                      same_namespace, selector_matches, stack_validator)
-from ._common import DEPLOYMENT
+from ._common import (
+    DEPLOYMENT,
+    NETWORK_POLICY,
+    UNKNOWN,
+    Res,
+    cis_gke,
+    get,
+    is_serving_deployment,
+    of_type,
+    pod_labels,
+    same_namespace,
+    selector_matches,
+    stack_validator,
+)
 
 NAME = "networkpolicy-selects-serving-pods"
 SEVERITY = Severity.HIGH
 FRAMEWORK = cis_gke("4.3.2", "Ensure that all Namespaces have Network Policies defined")
-REMEDIATION = ("Add a NetworkPolicy with policyTypes [Ingress] whose podSelector selects the model-server pods and "
-               "admits only the gateway proxies, the endpoint picker and the metrics collector on port 8000.")
+REMEDIATION = (
+    "Add a NetworkPolicy with policyTypes [Ingress] whose podSelector selects the model-server pods and "
+    "admits only the gateway proxies, the endpoint picker and the metrics collector on port 8000."
+)
 
 
 def _isolates_ingress(np: Res) -> bool | None:
@@ -38,9 +52,14 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
             verdicts.append(None if sel is None or ing is None else sel and ing)
         if True in verdicts or None in verdicts:
             continue
-        yield dep.urn, (f"pods of Deployment {dep.k8s_name} are selected by no NetworkPolicy with policyTypes "
-                        "Ingress: add one selecting them that admits only the gateway, the endpoint picker and "
-                        "the metrics collector")
+        yield (
+            dep.urn,
+            (
+                f"pods of Deployment {dep.k8s_name} are selected by no NetworkPolicy with policyTypes "
+                "Ingress: add one selecting them that admits only the gateway, the endpoint picker and "
+                "the metrics collector"
+            ),
+        )
 
 
 POLICY = StackValidationPolicy(

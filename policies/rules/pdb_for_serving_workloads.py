@@ -11,19 +11,35 @@ never stall.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import PDB, Res, UNKNOWN, as_int, get, is_serving_deployment, of_type, pod_labels, same_namespace
-from ._common import DEPLOYMENT, HELM_CHART, selector_matches, stack_validator
+from ._common import (
+    DEPLOYMENT,
+    HELM_CHART,
+    PDB,
+    UNKNOWN,
+    Res,
+    as_int,
+    get,
+    is_serving_deployment,
+    of_type,
+    pod_labels,
+    same_namespace,
+    selector_matches,
+    stack_validator,
+)
 from ._epp import chart_namespace, epp_deployment_labels, is_epp_chart, release_name
 
 NAME = "pdb-for-serving-workloads"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-REMEDIATION = ("Add a PodDisruptionBudget (maxUnavailable: 1) selecting the pods of every model-server Deployment; "
-               "give a leader-elected endpoint picker pod anti-affinity on kubernetes.io/hostname instead of a PDB.")
+REMEDIATION = (
+    "Add a PodDisruptionBudget (maxUnavailable: 1) selecting the pods of every model-server Deployment; "
+    "give a leader-elected endpoint picker pod anti-affinity on kubernetes.io/hostname instead of a PDB."
+)
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -38,8 +54,10 @@ def _spreads_over_nodes(values: Any) -> bool | None:
     if not isinstance(anti, dict):
         return False
     terms = list(get(anti, "requiredDuringSchedulingIgnoredDuringExecution", default=[]) or [])
-    terms += [get(t, "podAffinityTerm", default={}) for t in
-              get(anti, "preferredDuringSchedulingIgnoredDuringExecution", default=[]) or []]
+    terms += [
+        get(t, "podAffinityTerm", default={})
+        for t in get(anti, "preferredDuringSchedulingIgnoredDuringExecution", default=[]) or []
+    ]
     return any(isinstance(t, dict) and t.get("topologyKey") == HOSTNAME for t in terms)
 
 
@@ -49,24 +67,45 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
         results = [_selects(p, pod_labels(dep)) for p in pdbs if same_namespace(p, dep)]
         if True in results or None in results:
             continue
-        yield dep.urn, (f"Deployment {dep.k8s_name} has no PodDisruptionBudget selecting its pods: add one with "
-                        "maxUnavailable: 1")
+        yield (
+            dep.urn,
+            (
+                f"Deployment {dep.k8s_name} has no PodDisruptionBudget selecting its pods: add one with "
+                "maxUnavailable: 1"
+            ),
+        )
     for chart in (r for r in resources if is_epp_chart(r)):
         values = chart.props.get("values") or {}
         replicas = as_int(get(values, "inferenceExtension", "replicas", default=1))
         if replicas is None or replicas < 2:
             continue  # a single picker has no leader election; epp-min-replicas judges its count
         ns = chart_namespace(chart)
-        selecting = sorted({p.k8s_name for p in pdbs if (p.namespace or "default") == ns
-                            and any(_selects(p, labels) for labels in epp_deployment_labels(chart))})
+        selecting = sorted(
+            {
+                p.k8s_name
+                for p in pdbs
+                if (p.namespace or "default") == ns
+                and any(_selects(p, labels) for labels in epp_deployment_labels(chart))
+            }
+        )
         if selecting:
-            yield chart.urn, (f"endpoint picker {release_name(chart)} runs {replicas} leader-elected replicas, of which "
-                              f"only the leader is ready: PodDisruptionBudget {', '.join(selecting)} can never allow "
-                              "evicting it and would stall every drain of its node; remove the PodDisruptionBudget")
+            yield (
+                chart.urn,
+                (
+                    f"endpoint picker {release_name(chart)} runs {replicas} leader-elected replicas, of which "
+                    f"only the leader is ready: PodDisruptionBudget {', '.join(selecting)} can never allow "
+                    "evicting it and would stall every drain of its node; remove the PodDisruptionBudget"
+                ),
+            )
         if _spreads_over_nodes(values) is False:
-            yield chart.urn, (f"endpoint picker {release_name(chart)} runs {replicas} replicas without pod anti-affinity "
-                              f"on {HOSTNAME}: one node drain could take every replica; set "
-                              "inferenceExtension.affinity.podAntiAffinity")
+            yield (
+                chart.urn,
+                (
+                    f"endpoint picker {release_name(chart)} runs {replicas} replicas without pod anti-affinity "
+                    f"on {HOSTNAME}: one node drain could take every replica; set "
+                    "inferenceExtension.affinity.podAntiAffinity"
+                ),
+            )
 
 
 POLICY = StackValidationPolicy(

@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
 
-from ._common import (DEPLOYMENT, INFERENCE_POOL, RELEASE_LABEL, UNKNOWN, VERSION_LABEL, Res, get,
-                      is_serving_deployment, of_type, pod_labels, same_namespace, selector_matches, stack_validator)
+from ._common import (
+    DEPLOYMENT,
+    INFERENCE_POOL,
+    RELEASE_LABEL,
+    UNKNOWN,
+    VERSION_LABEL,
+    Res,
+    get,
+    is_serving_deployment,
+    of_type,
+    pod_labels,
+    same_namespace,
+    selector_matches,
+    stack_validator,
+)
 
 NAME = "pool-selector-survives-release-change"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 #: Pod labels whose value changes with the release a pod serves.
 RELEASE_VARYING_LABELS = (RELEASE_LABEL, VERSION_LABEL)
-REMEDIATION = ("Select an InferencePool's pods with the serving Deployment's own spec.selector labels only (they are "
-               "immutable and identical for every release of the pool), never with a release or version label.")
+REMEDIATION = (
+    "Select an InferencePool's pods with the serving Deployment's own spec.selector labels only (they are "
+    "immutable and identical for every release of the pool), never with a release or version label."
+)
 
 
 def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -26,9 +42,14 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
             continue
         varying = sorted(k for k in sel if k in RELEASE_VARYING_LABELS)
         if varying:
-            yield pool.urn, (f"InferencePool {pool.k8s_name} selects on {', '.join(varying)}, which changes with every "
-                             "release: a rolling update to a new release creates pods the pool does not select while "
-                             "the old ones drain, down to zero endpoints; select on the Deployment's own selector labels")
+            yield (
+                pool.urn,
+                (
+                    f"InferencePool {pool.k8s_name} selects on {', '.join(varying)}, which changes with every "
+                    "release: a rolling update to a new release creates pods the pool does not select while "
+                    "the old ones drain, down to zero endpoints; select on the Deployment's own selector labels"
+                ),
+            )
             continue
         matched = []
         for dep in deployments:
@@ -51,9 +72,14 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
                 continue
             extra = sorted(k for k, v in sel.items() if dsel.get(k) != v)
             if extra:
-                yield pool.urn, (f"InferencePool {pool.k8s_name} selects on {', '.join(extra)}, outside Deployment "
-                                 f"{dep.k8s_name}'s selector: a label outside a Deployment's (immutable) selector can "
-                                 "change with its pod template, so a rollout can create pods the pool does not select")
+                yield (
+                    pool.urn,
+                    (
+                        f"InferencePool {pool.k8s_name} selects on {', '.join(extra)}, outside Deployment "
+                        f"{dep.k8s_name}'s selector: a label outside a Deployment's (immutable) selector can "
+                        "change with its pod template, so a rollout can create pods the pool does not select"
+                    ),
+                )
 
 
 POLICY = StackValidationPolicy(

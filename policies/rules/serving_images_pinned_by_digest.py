@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -12,8 +13,10 @@ from ._common import DEPLOYMENT, HELM_CHART, UNKNOWN, Res, containers, is_servin
 NAME = "serving-images-pinned-by-digest"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None  # CIS GKE 5.1.4 ("only trusted images", Binary Authorization) is related but not this control.
-REMEDIATION = ("Reference serving images as <repository>@sha256:<64 hex> (the release's image_digest); never use "
-               "':latest' or an untagged image anywhere.")
+REMEDIATION = (
+    "Reference serving images as <repository>@sha256:<64 hex> (the release's image_digest); never use "
+    "':latest' or an untagged image anywhere."
+)
 WORKLOADS = (DEPLOYMENT, "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet", "kubernetes:batch/v1:Job")
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 
@@ -72,15 +75,18 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         image = c.get("image")
         problem = image_problem(image, serving)
         if problem:
-            want = ("<repository>@sha256:<64 hex>, the release's image digest" if serving
-                    else "a released version tag or, better, <repository>@sha256:<digest>")
+            want = (
+                "<repository>@sha256:<64 hex>, the release's image digest"
+                if serving
+                else "a released version tag or, better, <repository>@sha256:<digest>"
+            )
             yield f"container {c.get('name')!r} image {image!r} {problem}: use {want}"
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Serving images are pinned by digest and no image uses :latest.",
-    validate=resource_validator(WORKLOADS + (HELM_CHART,), check),
+    validate=resource_validator((*WORKLOADS, HELM_CHART), check),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

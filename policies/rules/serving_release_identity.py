@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import (DEPLOYMENT, RELEASE_LABEL, UNKNOWN, Res, argv, flag_value, get, is_serving_deployment,
-                      pod_labels, resource_validator, serving_container)
+from ._common import (
+    DEPLOYMENT,
+    RELEASE_LABEL,
+    UNKNOWN,
+    Res,
+    argv,
+    flag_value,
+    get,
+    is_serving_deployment,
+    pod_labels,
+    resource_validator,
+    serving_container,
+)
 
 NAME = "serving-release-identity"
 SEVERITY = Severity.MEDIUM
 FRAMEWORK = None
-REMEDIATION = (f"Label the Deployment and its pods with {RELEASE_LABEL}: <release id> and start vLLM with "
-               "--served-model-name <release id>.")
+REMEDIATION = (
+    f"Label the Deployment and its pods with {RELEASE_LABEL}: <release id> and start vLLM with "
+    "--served-model-name <release id>."
+)
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
@@ -27,8 +41,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         return
     meta = get(res.props, "metadata", "labels", RELEASE_LABEL)
     if meta is not UNKNOWN and meta != release:
-        yield (f"metadata label {RELEASE_LABEL} is {meta!r} but the pod template says {release!r}: "
-               "both must be the release id")
+        yield (
+            f"metadata label {RELEASE_LABEL} is {meta!r} but the pod template says {release!r}: "
+            "both must be the release id"
+        )
     args = argv(serving_container(res))
     if args is UNKNOWN:
         return

@@ -7,20 +7,38 @@ an API key (``--api-key`` or ``VLLM_API_KEY`` from a Secret).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, Severity, StackValidationPolicy
 
-from ._common import (GATEWAY, GCP_BACKEND_POLICY, UNKNOWN, Res, argv, env_value, flag_value, get,
-                      is_serving_deployment, of_type, pod_labels, selector_matches, serving_container, stack_validator,
-                      POOL_LABEL)
-from ._common import DEPLOYMENT, INFERENCE_POOL
+from ._common import (
+    DEPLOYMENT,
+    GATEWAY,
+    GCP_BACKEND_POLICY,
+    INFERENCE_POOL,
+    POOL_LABEL,
+    UNKNOWN,
+    Res,
+    argv,
+    env_value,
+    flag_value,
+    get,
+    is_serving_deployment,
+    of_type,
+    pod_labels,
+    selector_matches,
+    serving_container,
+    stack_validator,
+)
 
 NAME = "serving-requires-authentication"
 SEVERITY = Severity.CRITICAL
 FRAMEWORK = None
-REMEDIATION = ("Use an internal gateway class, enable IAP on the pool's GCPBackendPolicy (default.iap.enabled: true) "
-               "or require an API key (VLLM_API_KEY from a Secret).")
+REMEDIATION = (
+    "Use an internal gateway class, enable IAP on the pool's GCPBackendPolicy (default.iap.enabled: true) "
+    "or require an API key (VLLM_API_KEY from a Secret)."
+)
 
 
 def internal(gw: Res) -> bool | None:
@@ -76,20 +94,30 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
         if pools and pools <= guarded:
             continue
         gw = external[0]
-        yield dep.urn, (f"external Gateway {gw.k8s_name} (class {get(gw.props, 'spec', 'gatewayClassName')}) reaches "
-                        f"Deployment {dep.k8s_name} (pool {pod_labels(dep).get(POOL_LABEL)}) without authentication: "
-                        "enable IAP on its InferencePool's GCPBackendPolicy or require an API key (VLLM_API_KEY from a "
-                        "Secret)")
+        yield (
+            dep.urn,
+            (
+                f"external Gateway {gw.k8s_name} (class {get(gw.props, 'spec', 'gatewayClassName')}) reaches "
+                f"Deployment {dep.k8s_name} (pool {pod_labels(dep).get(POOL_LABEL)}) without authentication: "
+                "enable IAP on its InferencePool's GCPBackendPolicy or require an API key (VLLM_API_KEY from a "
+                "Secret)"
+            ),
+        )
 
 
 POLICY = StackValidationPolicy(
     name=NAME,
     description="Model servers behind an external gateway require authentication.",
     validate=stack_validator(check, (DEPLOYMENT, GATEWAY, GCP_BACKEND_POLICY, INFERENCE_POOL)),
-    config_schema=PolicyConfigSchema(properties={
-        "allowUnauthenticated": {"type": "boolean", "default": False,
-                                 "description": "Allow unauthenticated external access (never in prod)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowUnauthenticated": {
+                "type": "boolean",
+                "default": False,
+                "description": "Allow unauthenticated external access (never in prod).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import (DEPLOYMENT, UNKNOWN, Res, argv, flag_value, get, is_serving_deployment, naming, pod_spec,
-                      resource_validator, serving_container)
+from ._common import (
+    DEPLOYMENT,
+    UNKNOWN,
+    Res,
+    argv,
+    flag_value,
+    get,
+    is_serving_deployment,
+    naming,
+    pod_spec,
+    resource_validator,
+    serving_container,
+)
 
 NAME = "serving-verifies-release"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 SCRIPT = "verify_release.py"
 REVISION_ANNOTATION = f"{naming.ANNOTATION_PREFIX}model-revision"
-REMEDIATION = (f"Run {SCRIPT} in an init container before the vLLM container: `gcs --bucket B --prefix <model>/<revision>` "
-               "for a gs:// model, `dir --path <the --model path>` for a mounted copy, with --expect-revision set to "
-               f"the pod's {REVISION_ANNOTATION}.")
+REMEDIATION = (
+    f"Run {SCRIPT} in an init container before the vLLM container: `gcs --bucket B --prefix <model>/<revision>` "
+    "for a gs:// model, `dir --path <the --model path>` for a mounted copy, with --expect-revision set to "
+    f"the pod's {REVISION_ANNOTATION}."
+)
 
 
 def _verifier(res: Res) -> tuple[dict[str, Any] | None, Any]:
@@ -35,12 +49,14 @@ def _verifier(res: Res) -> tuple[dict[str, Any] | None, Any]:
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     if not is_serving_deployment(res):
         return
-    container, cmd = _verifier(res)
+    _container, cmd = _verifier(res)
     if cmd is UNKNOWN:
         return
     if cmd is None:
-        yield (f"no init container runs {SCRIPT}: vLLM would serve weights nobody checked against the release's "
-               f"manifest; add the {naming.VERIFY_CONTAINER} init container")
+        yield (
+            f"no init container runs {SCRIPT}: vLLM would serve weights nobody checked against the release's "
+            f"manifest; add the {naming.VERIFY_CONTAINER} init container"
+        )
         return
     args = argv(serving_container(res))
     revision = get(res.props, "spec", "template", "metadata", "annotations", REVISION_ANNOTATION)
@@ -50,17 +66,21 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     if expect is UNKNOWN:
         return
     if expect != revision:
-        yield (f"{SCRIPT} expects revision {expect!r} but the pod serves {REVISION_ANNOTATION} {revision!r}: the "
-               "check must be for the release this pod serves")
+        yield (
+            f"{SCRIPT} expects revision {expect!r} but the pod serves {REVISION_ANNOTATION} {revision!r}: the "
+            "check must be for the release this pod serves"
+        )
     model = flag_value(args, "--model")
     if model is UNKNOWN or not isinstance(model, str):
         return
     mode = next((w for w in cmd if w in ("gcs", "dir")), None)
     if model.startswith("gs://"):
-        bucket, _, prefix = model[len("gs://"):].partition("/")
+        bucket, _, prefix = model[len("gs://") :].partition("/")
         if mode != "gcs" or flag_value(cmd, "--bucket") != bucket or flag_value(cmd, "--prefix") != prefix.rstrip("/"):
-            yield (f"{SCRIPT} does not check what vLLM streams: --model is {model!r}, so run `gcs --bucket {bucket} "
-                   f"--prefix {prefix.rstrip('/')}`")
+            yield (
+                f"{SCRIPT} does not check what vLLM streams: --model is {model!r}, so run `gcs --bucket {bucket} "
+                f"--prefix {prefix.rstrip('/')}`"
+            )
     elif mode != "dir" or flag_value(cmd, "--path") != model:
         yield f"{SCRIPT} does not check what vLLM loads: --model is {model!r}, so run `dir --path {model}`"
 

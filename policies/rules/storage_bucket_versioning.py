@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -17,8 +18,10 @@ REMEDIATION = "Set versioning: {enabled: true}."
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     value = get(res.props, "versioning", "enabled")
     if value is not UNKNOWN and value is not True:
-        yield (f"versioning.enabled is {value!r}: set it to true so an overwritten or deleted weight file or "
-               "manifest can be restored")
+        yield (
+            f"versioning.enabled is {value!r}: set it to true so an overwritten or deleted weight file or "
+            "manifest can be restored"
+        )
 
 
 POLICY = ResourceValidationPolicy(

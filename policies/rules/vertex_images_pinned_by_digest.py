@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -14,8 +15,10 @@ NAME = "vertex-images-pinned-by-digest"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None  # supply-chain control; CIS GCP has no Vertex AI image-pinning section.
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
-REMEDIATION = ("Upload the model with containerSpec.imageUri = <repository>@sha256:<64 hex>, the release's image "
-               "digest: a tag can move to another image between two replica starts.")
+REMEDIATION = (
+    "Upload the model with containerSpec.imageUri = <repository>@sha256:<64 hex>, the release's image "
+    "digest: a tag can move to another image between two replica starts."
+)
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
@@ -23,8 +26,10 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     if image is UNKNOWN:
         return
     if not isinstance(image, str) or not DIGEST_RE.search(image):
-        yield (f"containerSpec.imageUri {image!r} is not pinned by digest: a tag can move to another image between "
-               "two replica starts; use <repository>@sha256:<64 hex>")
+        yield (
+            f"containerSpec.imageUri {image!r} is not pinned by digest: a tag can move to another image between "
+            "two replica starts; use <repository>@sha256:<64 hex>"
+        )
 
 
 POLICY = ResourceValidationPolicy(

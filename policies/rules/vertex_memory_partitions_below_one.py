@@ -10,7 +10,8 @@ buffers take outside the partitions), or the last server to start fails to alloc
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, Severity, StackValidationPolicy
 
@@ -23,8 +24,10 @@ FRAMEWORK = None
 #: vLLM 0.32's default --gpu-memory-utilization.
 VLLM_DEFAULT_UTILIZATION = 0.9
 DEFAULT_TRANSIENT_RESERVE = 0.1
-REMEDIATION = ("Lower --gpu-memory-utilization of the models co-hosted on the resource pool (or move one to its own "
-               "pool) until their partitions sum to at most 1 - transientReserve.")
+REMEDIATION = (
+    "Lower --gpu-memory-utilization of the models co-hosted on the resource pool (or move one to its own "
+    "pool) until their partitions sum to at most 1 - transientReserve."
+)
 
 
 def utilization(dm: Res) -> float | None:
@@ -67,19 +70,31 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
         total = round(sum(u for u, _ in shares), 6)
         if len(shares) > 1 and total > round(limit, 6):
             parts = " + ".join(f"{fmt(u)} ({n})" for u, n in shares)
-            yield pool.urn, (f"{len(shares)} models are co-hosted on this resource pool and their "
-                             f"--gpu-memory-utilization partitions sum to {fmt(total)} = {parts}: keep the sum at "
-                             f"most {fmt(round(limit, 6))} (1 - transient reserve {fmt(round(1 - limit, 6))})")
+            yield (
+                pool.urn,
+                (
+                    f"{len(shares)} models are co-hosted on this resource pool and their "
+                    f"--gpu-memory-utilization partitions sum to {fmt(total)} = {parts}: keep the sum at "
+                    f"most {fmt(round(limit, 6))} (1 - transient reserve {fmt(round(1 - limit, 6))})"
+                ),
+            )
 
 
 POLICY = StackValidationPolicy(
     name=NAME,
     description="Models co-hosted on one Vertex AI resource pool leave a transient reserve of GPU memory.",
     validate=stack_validator(check, (DEPLOYED_MODEL, RESOURCE_POOL)),
-    config_schema=PolicyConfigSchema(properties={
-        "transientReserve": {"type": "number", "minimum": 0, "maximum": 0.5, "default": DEFAULT_TRANSIENT_RESERVE,
-                             "description": "Fraction of each GPU's memory kept outside every partition."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "transientReserve": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 0.5,
+                "default": DEFAULT_TRANSIENT_RESERVE,
+                "description": "Fraction of each GPU's memory kept outside every partition.",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

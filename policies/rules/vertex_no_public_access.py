@@ -3,7 +3,8 @@ endpoint is dedicated or Private Service Connect (not the shared public endpoint
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
@@ -13,9 +14,11 @@ from ._vertex import ENDPOINT, ENDPOINT_IAM
 NAME = "vertex-no-public-access"
 SEVERITY = Severity.CRITICAL
 FRAMEWORK = None  # CIS GCP has no Vertex AI endpoint section; iam-no-public-members covers the other IAM types.
-REMEDIATION = ("Grant the endpoint's caller role to named principals only (vertex.caller_members), and serve from a "
-               "dedicated endpoint or through Private Service Connect: a public GPU endpoint lets anyone spend the "
-               "GPUs.")
+REMEDIATION = (
+    "Grant the endpoint's caller role to named principals only (vertex.caller_members), and serve from a "
+    "dedicated endpoint or through Private Service Connect: a public GPU endpoint lets anyone spend the "
+    "GPUs."
+)
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
@@ -25,13 +28,17 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
         if dedicated is UNKNOWN or psc is UNKNOWN:
             return
         if dedicated is not True and psc is not True:
-            yield ("the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: set one "
-                   "of them, so it has its own DNS name or is reachable only from the allowed projects")
+            yield (
+                "the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: set one "
+                "of them, so it has its own DNS name or is reachable only from the allowed projects"
+            )
         return
     for role, member in iam_grants(res):
         if member in PUBLIC_MEMBERS:
-            yield (f"{role} is granted to {member}: the endpoint would answer anyone, spending its GPUs; grant it to "
-                   "named principals only")
+            yield (
+                f"{role} is granted to {member}: the endpoint would answer anyone, spending its GPUs; grant it to "
+                "named principals only"
+            )
 
 
 POLICY = ResourceValidationPolicy(

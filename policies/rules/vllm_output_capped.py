@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
-from ._common import (CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION, DEPLOYMENT, UNKNOWN, Res, argv, as_int, flag_value,
-                      is_serving_deployment, resource_validator, serving_container)
+from ._common import (
+    CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION,
+    DEPLOYMENT,
+    UNKNOWN,
+    Res,
+    argv,
+    as_int,
+    flag_value,
+    is_serving_deployment,
+    resource_validator,
+    serving_container,
+)
 from .startup_window_covers_cold_load import annotation
 
 NAME = "vllm-output-capped"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
 FLAG = "--override-generation-config"
-REMEDIATION = (f"Start vLLM with {FLAG} '{{\"max_new_tokens\": <contract max_output_tokens>}}': vLLM 0.32 then "
-               "caps every request's max_tokens at that value.")
+REMEDIATION = (
+    f"Start vLLM with {FLAG} '{{\"max_new_tokens\": <contract max_output_tokens>}}': vLLM 0.32 then "
+    "caps every request's max_tokens at that value."
+)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
@@ -34,8 +47,10 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         return
     want = f"{FLAG} '{{\"max_new_tokens\": {limit if limit is not None else '<max_output_tokens>'}}}'"
     if value is None:
-        yield ("no server-side output cap: vLLM generates as many tokens as a request asks for (up to the context), "
-               f"past the stream bound the load balancer timeout and the drain are sized for; add {want}")
+        yield (
+            "no server-side output cap: vLLM generates as many tokens as a request asks for (up to the context), "
+            f"past the stream bound the load balancer timeout and the drain are sized for; add {want}"
+        )
         return
     try:
         doc = json.loads(value)
@@ -47,23 +62,32 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
         yield f"{FLAG} sets no max_new_tokens, so output is not capped: use {want}"
         return
     if limit is None:
-        yield (f"the contract's max_output_tokens is unknown: render annotation {CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION} "
-               "or set this policy's maxOutputTokens")
+        yield (
+            f"the contract's max_output_tokens is unknown: render annotation {CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION} "
+            "or set this policy's maxOutputTokens"
+        )
     elif cap > limit:
-        yield (f"output is capped at {cap} tokens, above the contract's max_output_tokens {limit}: a longer stream "
-               f"outlives the timeouts sized for the contract; use {want}")
+        yield (
+            f"output is capped at {cap} tokens, above the contract's max_output_tokens {limit}: a longer stream "
+            f"outlives the timeouts sized for the contract; use {want}"
+        )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="vLLM caps every request's output at the contract's max_output_tokens.",
     validate=resource_validator((DEPLOYMENT,), check),
-    config_schema=PolicyConfigSchema(properties={
-        "maxOutputTokens": {"type": "integer", "minimum": 1,
-                            "description": f"The contract's max_output_tokens for Deployments without the "
-                                           f"{CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION} annotation (the offline policy "
-                                           "command fills it from the contract)."},
-    }),
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxOutputTokens": {
+                "type": "integer",
+                "minimum": 1,
+                "description": f"The contract's max_output_tokens for Deployments without the "
+                f"{CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION} annotation (the offline policy "
+                "command fills it from the contract).",
+            },
+        }
+    ),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

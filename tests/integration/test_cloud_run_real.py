@@ -49,9 +49,8 @@ import pytest
 from components import naming
 from components.cloud_run import service as svc
 from components.serving.spec import VLLM_COMMAND
-from infra.targets.cloud_run.planning import MAX_DRAIN_SECONDS
-from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from infra.targets.cloud_run import compose as target
+from infra.targets.cloud_run.planning import MAX_DRAIN_SECONDS, CloudRunPoolPlan
 from tests.conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_STACK, plan_run, resources
 
 from . import vllm_harness as h
@@ -280,8 +279,10 @@ def test_parsed_values_are_what_the_plan_derived(checked: Checked, label: str) -
     assert parsed["served_model_name"] == [t["annotations"][naming.RELEASE_LABEL], rev.public_name]
     assert parsed["served_model_name"][0] == p.release.release
     assert str(parsed["max_model_len"]) == t["annotations"][naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION]
-    assert str(parsed["override_generation_config"]["max_new_tokens"]) == \
-        t["annotations"][naming.CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION]
+    assert (
+        str(parsed["override_generation_config"]["max_new_tokens"])
+        == t["annotations"][naming.CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION]
+    )
     # The drain ends by Cloud Run's SIGKILL at the latest.
     assert parsed["shutdown_timeout"] == p.cloud_run.shutdown_timeout_seconds <= MAX_DRAIN_SECONDS
 
@@ -333,8 +334,14 @@ class StartupProbe:
     @classmethod
     def rendered(cls, probe: Mapping[str, Any]) -> StartupProbe:
         get = probe["httpGet"]
-        return cls(get["path"], int(get["port"]), int(probe["initialDelaySeconds"]), int(probe["periodSeconds"]),
-                   int(probe["timeoutSeconds"]), int(probe["failureThreshold"]))
+        return cls(
+            get["path"],
+            int(get["port"]),
+            int(probe["initialDelaySeconds"]),
+            int(probe["periodSeconds"]),
+            int(probe["timeoutSeconds"]),
+            int(probe["failureThreshold"]),
+        )
 
     @property
     def window_s(self) -> int:
@@ -352,8 +359,9 @@ class StartupOutcome:
     reason: str
 
 
-def run_startup_probe(proc: subprocess.Popen[bytes], base_url: str, probe: StartupProbe,
-                      started: float) -> StartupOutcome:
+def run_startup_probe(
+    proc: subprocess.Popen[bytes], base_url: str, probe: StartupProbe, started: float
+) -> StartupOutcome:
     """Probe like Cloud Run: the first GET ``initialDelaySeconds`` after the container started, then one every
     ``periodSeconds``, each allowed ``timeoutSeconds``; any status 200-399 passes; ``failureThreshold`` failures (or
     the container exiting) fail the start."""
@@ -370,8 +378,9 @@ def run_startup_probe(proc: subprocess.Popen[bytes], base_url: str, probe: Start
             status = None
         if status is not None and 200 <= status < 400:
             return StartupOutcome(time.monotonic() - started, status, attempt + 1, "")
-    return StartupOutcome(None, status, probe.failure_threshold,
-                          f"{probe.failure_threshold} probes failed (last status {status})")
+    return StartupOutcome(
+        None, status, probe.failure_threshold, f"{probe.failure_threshold} probes failed (last status {status})"
+    )
 
 
 @dataclass(frozen=True)
@@ -402,8 +411,9 @@ def instance(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     assert serve == list(rev.plan.vllm_args), "the Service carries the plan's vLLM arguments"
     rendered_model = h.flag_value(serve, "--model")
     work = tmp_path_factory.mktemp("cloud-run")
-    mirror = h.mirror_release(tiny_model_dir, work, rendered_model, rev.plan.release.model_revision,
-                              rev.plan.release.tokenizer_revision)
+    mirror = h.mirror_release(
+        tiny_model_dir, work, rendered_model, rev.plan.release.model_revision, rev.plan.release.tokenizer_revision
+    )
     as_regular_files(mirror)
     local_root = Path(h.local_model_root(rendered_model, work))
     port = h.free_loopback_port()
@@ -412,33 +422,55 @@ def instance(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     env = {**os.environ, **h.SERVER_ENV, **h.RENDERED_SERVER_ENV, **rendered_env(rev.container)}
     probe = StartupProbe.rendered(rev.container["startupProbe"])
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=h.REPO, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=h.REPO,
+            start_new_session=True,
+        )
     started = time.monotonic()
     # Tracked by the harness: stopped with its process group at the end, or at exit if the session is interrupted.
     h._RUNNING[proc.pid] = proc
     h._LAUNCHED[proc.pid] = (started, command)
-    server = VllmServer(f"http://127.0.0.1:{port}", proc.pid, rev.plan.release.release, port, log_path, mirror,
-                        tuple(command[command.index("serve") + 1 :]))
+    server = VllmServer(
+        f"http://127.0.0.1:{port}",
+        proc.pid,
+        rev.plan.release.release,
+        port,
+        log_path,
+        mirror,
+        tuple(command[command.index("serve") + 1 :]),
+    )
     try:
         rendered_port = int(h.flag_value(serve, "--port"))
         if probe.port == rendered_port:  # cpu_adapted moved the rendered --port, so the probe follows it
             outcome = run_startup_probe(proc, server.base_url, probe, started)
         else:  # Cloud Run would probe a port nothing listens on until failureThreshold ran out
-            outcome = StartupOutcome(None, None, 0, f"the startup probe targets port {probe.port}, vLLM listens on "
-                                                    f"--port {rendered_port}: it can never pass")
+            outcome = StartupOutcome(
+                None,
+                None,
+                0,
+                f"the startup probe targets port {probe.port}, vLLM listens on "
+                f"--port {rendered_port}: it can never pass",
+            )
         if outcome.passed_after_s is not None:
-            h.TIMINGS["cloud run: dev-cloudrun verify_release --exec + vLLM start (to the startup probe's pass)"] = \
+            h.TIMINGS["cloud run: dev-cloudrun verify_release --exec + vLLM start (to the startup probe's pass)"] = (
                 outcome.passed_after_s
+            )
             rss, pss = h.tree_memory_bytes(proc.pid)
             failed_at = probe.initial_delay_s + (outcome.attempts - 2) * probe.period_s  # the probe before it
             h.NOTES["cloud run: startup probe"] = (
                 f"passed on attempt {outcome.attempts} at {outcome.passed_after_s:.1f} s "
                 f"({'the first probe' if outcome.attempts == 1 else f'the previous one failed at {failed_at} s'}) "
                 f"of the rendered window {probe.initial_delay_s} s + {probe.failure_threshold} x {probe.period_s} s "
-                f"= {probe.window_s} s")
-            verified = [line for line in log_path.read_text(errors="replace").splitlines()
-                        if line.startswith(VERIFIED_LOG)]
+                f"= {probe.window_s} s"
+            )
+            verified = [
+                line for line in log_path.read_text(errors="replace").splitlines() if line.startswith(VERIFIED_LOG)
+            ]
             h.NOTES["cloud run: release verifier"] = verified[0] if verified else "(no verified line in the log)"
             h.NOTES["cloud run: instance memory after start"] = f"RSS {rss / 1e9:.2f} GB, PSS {pss / 1e9:.2f} GB"
         yield Instance(server, rev, probe, outcome, local_root, tuple(command))
@@ -450,7 +482,8 @@ def test_startup_probe_passes_within_the_rendered_window(instance: Instance) -> 
     probe, outcome = instance.probe, instance.startup
     assert outcome.passed_after_s is not None, (
         f"startup probe failed: {outcome.reason}\n--- {instance.server.log_path} ---\n"
-        f"{h.log_tail(instance.server.log_path)}")
+        f"{h.log_tail(instance.server.log_path)}"
+    )
     assert outcome.status == 200
     assert outcome.passed_after_s <= probe.window_s
     # The window probed is the plan's (hand arithmetic in tests/test_cloud_run.py), on the path vLLM serves.
@@ -489,8 +522,9 @@ def test_the_public_model_name_is_served(instance: Instance) -> None:
     # The root names the release revision, as on Cloud Run (/weights/<model>/<revision>).
     assert {m["root"] for m in models} == {str(instance.local_root)}
     assert str(instance.local_root).endswith(f"/weights/qwen3-8b-fp8/{DEV_REVISION}")
-    status, reply = h.http_post_json(f"{server.base_url}/v1/completions",
-                                     {"model": PUBLIC_NAME, "prompt": PROMPT, "max_tokens": 1})
+    status, reply = h.http_post_json(
+        f"{server.base_url}/v1/completions", {"model": PUBLIC_NAME, "prompt": PROMPT, "max_tokens": 1}
+    )
     assert status == 200, reply
     # vLLM answers under the first served name: the release id, which responses and metrics then carry.
     assert reply["model"] == expected[0] and reply["usage"]["completion_tokens"] == 1

@@ -39,10 +39,10 @@ from typing import Any
 
 import pytest
 
+from components.serving.spec import ReleaseInfo
 from infra.offline.planrun import run_plan
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from components.serving.spec import ReleaseInfo
 from infra.targets.vertex.planning import CoHostedGroupPlan
 
 from . import vllm_harness as h
@@ -56,8 +56,10 @@ STACKS = ("dev-cohost", "dev-cohost-gke")
 VIRTUAL_GPU_GIB = 5
 #: (layers, KV heads) of the tiny model standing in for each co-hosted model, in the group's order.
 SHAPES = ((2, 2), (3, 1))
-LOG_LINE = re.compile(r"CPU KV cache size: (?P<tokens>[\d,]+) tokens, Maximum concurrency for (?P<len>[\d,]+) "
-                      r"tokens per request: (?P<concurrency>[\d.]+)x")
+LOG_LINE = re.compile(
+    r"CPU KV cache size: (?P<tokens>[\d,]+) tokens, Maximum concurrency for (?P<len>[\d,]+) "
+    r"tokens per request: (?P<concurrency>[\d.]+)x"
+)
 CHAT_TIMEOUT_S = 120.0
 
 
@@ -78,9 +80,11 @@ def rendered(stack: str) -> list[Rendered]:
         return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
     out = []
     for m in group.models:  # GKE: exactly what the model's Deployment runs after ``vllm serve``
-        (dep,) = [r["inputs"] for r in run.inventory.to_dict()["resources"]
-                  if r["type"] == "kubernetes:apps/v1:Deployment"
-                  and r["inputs"]["metadata"]["name"] == f"vllm-{m.role}"]
+        (dep,) = [
+            r["inputs"]
+            for r in run.inventory.to_dict()["resources"]
+            if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == f"vllm-{m.role}"
+        ]
         (c,) = dep["spec"]["template"]["spec"]["containers"]
         assert c["command"] == ["vllm", "serve"]
         out.append(Rendered(m.model_name, m.pool.release, m.placement, tuple(c["args"])))
@@ -96,9 +100,22 @@ class CoHosted:
 
 
 def tiny_model(out: Path, layers: int, kv_heads: int) -> Path:
-    proc = subprocess.run([str(h.VLLM_PYTHON), str(h.SCRIPTS / "make_tiny_model.py"), str(out), "--layers",
-                           str(layers), "--kv-heads", str(kv_heads)], capture_output=True, text=True,
-                          timeout=h.MODEL_BUILD_TIMEOUT_S, env={**os.environ, **h.SERVER_ENV}, cwd=h.REPO)
+    proc = subprocess.run(
+        [
+            str(h.VLLM_PYTHON),
+            str(h.SCRIPTS / "make_tiny_model.py"),
+            str(out),
+            "--layers",
+            str(layers),
+            "--kv-heads",
+            str(kv_heads),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=h.MODEL_BUILD_TIMEOUT_S,
+        env={**os.environ, **h.SERVER_ENV},
+        cwd=h.REPO,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     return out
 
@@ -124,22 +141,27 @@ def cohosted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     work = tmp_path_factory.mktemp("cohost")
     launched: list[CoHosted] = []
     try:
-        for m, (layers, kv_heads) in zip(models, SHAPES):
+        for m, (layers, kv_heads) in zip(models, SHAPES, strict=True):
             tiny = tiny_model(work / f"tiny-{m.model_name}", layers, kv_heads)
             rendered_root = h.flag_value(m.vllm_args, "--model")
             base = work / m.model_name
-            mirror = h.mirror_release(tiny, base, rendered_root, m.release.model_revision,
-                                      m.release.tokenizer_revision)
+            mirror = h.mirror_release(tiny, base, rendered_root, m.release.model_revision, m.release.tokenizer_revision)
             port = h.free_loopback_port()
             argv = h.cpu_adapted(m.vllm_args, Path(h.local_model_root(rendered_root, base)), port)
             space = kv_space_gib(float(h.flag_value(m.vllm_args, "--gpu-memory-utilization")))
-            server = h.launch_vllm_server(argv, work / f"{m.model_name}.log", port=port,
-                                          release_id=m.release.release, model_dir=mirror,
-                                          env={"VLLM_CPU_KVCACHE_SPACE": str(space)})
+            server = h.launch_vllm_server(
+                argv,
+                work / f"{m.model_name}.log",
+                port=port,
+                release_id=m.release.release,
+                model_dir=mirror,
+                env={"VLLM_CPU_KVCACHE_SPACE": str(space)},
+            )
             launched.append(CoHosted(m, server, tiny, space))
         for c in launched:  # both are starting already; each wait overlaps the other's start
-            h.TIMINGS[f"cohost: {c.plan.model_name} start from rendered args (to /health 200)"] = \
-                h.wait_until_healthy(c.server)
+            h.TIMINGS[f"cohost: {c.plan.model_name} start from rendered args (to /health 200)"] = h.wait_until_healthy(
+                c.server
+            )
         yield launched
     finally:
         for c in launched:
@@ -147,9 +169,11 @@ def cohosted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 def chat(server: VllmServer, model: str) -> tuple[int, Any]:
-    return h.http_post_json(f"{server.base_url}/v1/chat/completions",
-                            {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
-                            timeout=CHAT_TIMEOUT_S)
+    return h.http_post_json(
+        f"{server.base_url}/v1/chat/completions",
+        {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4},
+        timeout=CHAT_TIMEOUT_S,
+    )
 
 
 def test_both_servers_answer_their_own_model_names(cohosted: list[CoHosted]) -> None:
@@ -176,22 +200,37 @@ def engine_kv(server: VllmServer) -> dict[str, Any]:
     info = re.search(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", metrics, re.M)
     assert info, "vllm:cache_config_info missing from /metrics"
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group("labels")))
-    return {"len": int(m.group("len").replace(",", "")), "concurrency": float(m.group("concurrency")),
-            "block_size": int(labels["block_size"]), "num_blocks": int(labels["num_gpu_blocks"]),
-            "budget_bytes": int(labels["kv_cache_memory_bytes"])}
+    return {
+        "len": int(m.group("len").replace(",", "")),
+        "concurrency": float(m.group("concurrency")),
+        "block_size": int(labels["block_size"]),
+        "num_blocks": int(labels["num_gpu_blocks"]),
+        "budget_bytes": int(labels["kv_cache_memory_bytes"]),
+    }
 
 
 def test_planner_concurrency_agrees_with_each_servers_kv_capacity(cohosted: list[CoHosted]) -> None:
-    inputs = [ch.ModelInputs(c.plan.release.release, c.plan.model_name, geometry(c.model_dir), 1,
-                             c.plan.placement.max_model_len, c.plan.placement.partition, 1, 1, 0.0)
-              for c in cohosted]
+    inputs = [
+        ch.ModelInputs(
+            c.plan.release.release,
+            c.plan.model_name,
+            geometry(c.model_dir),
+            1,
+            c.plan.placement.max_model_len,
+            c.plan.placement.partition,
+            1,
+            1,
+            0.0,
+        )
+        for c in cohosted
+    ]
     mean = cohosted[0].plan.placement.mean_context_tokens
     layout = ch.plan_layout(inputs, 1, VIRTUAL_GPU_GIB, 0.1, mean)
     assert mean == 800 and layout.partition_sum_per_gpu == (0.8,)
     # By hand: KV per token = 2 x layers x KV heads x 64 x 2 bytes = 1,024 and 768 bytes; 2 GiB of KV each; a
     # 4096-token sequence takes 4 MiB and 3 MiB: 512 and 682 (= floor(682.67)) sequences at max_model_len.
     expected = ((1024, 512), (768, 682))
-    for c, placed, (k, seqs) in zip(cohosted, layout.models, expected):
+    for c, placed, (k, seqs) in zip(cohosted, layout.models, expected, strict=True):
         e = engine_kv(c.server)
         assert e["budget_bytes"] == c.kv_space_gib * capacity.GIB == 2 * capacity.GIB
         assert placed.kv_bytes_per_token_per_gpu == k
@@ -201,4 +240,6 @@ def test_planner_concurrency_agrees_with_each_servers_kv_capacity(cohosted: list
         assert abs(placed.kv_tokens_per_instance - engine_tokens) < e["block_size"], (placed, e)
     h.NOTES["cohost: engine KV capacity (tokens, concurrency at 4096)"] = ", ".join(
         f"{c.plan.model_name}: {engine_kv(c.server)['num_blocks'] * engine_kv(c.server)['block_size']:,} / "
-        f"{engine_kv(c.server)['concurrency']:.2f}x" for c in cohosted)
+        f"{engine_kv(c.server)['concurrency']:.2f}x"
+        for c in cohosted
+    )

@@ -49,8 +49,10 @@ pytestmark = pytest.mark.integration
 KV_BUDGET_GIB = 2
 #: Not a multiple of the CPU block (128) or of the CUDA block (16): the rounding to whole blocks shows.
 MAX_MODEL_LEN = 200
-LOG_LINE = re.compile(r"(?P<device>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens, Maximum concurrency "
-                      r"for (?P<len>[\d,]+) tokens per request: (?P<concurrency>[\d.]+)x")
+LOG_LINE = re.compile(
+    r"(?P<device>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens, Maximum concurrency "
+    r"for (?P<len>[\d,]+) tokens per request: (?P<concurrency>[\d.]+)x"
+)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
@@ -59,8 +61,11 @@ def kv_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(vllm_harness.SERVER_ENV, "VLLM_CPU_KVCACHE_SPACE", str(KV_BUDGET_GIB))
         # The last --max-model-len wins in vLLM's argparse parser, overriding the harness's 256.
-        server = start_vllm_server(tiny_model_dir, tmp_path_factory.mktemp("kv-vllm") / "server.log",
-                                   extra_args=("--max-model-len", str(MAX_MODEL_LEN)))
+        server = start_vllm_server(
+            tiny_model_dir,
+            tmp_path_factory.mktemp("kv-vllm") / "server.log",
+            extra_args=("--max-model-len", str(MAX_MODEL_LEN)),
+        )
     try:
         yield server
     finally:
@@ -75,18 +80,28 @@ def engine_facts(server: VllmServer) -> dict[str, float]:
     info = re.search(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", metrics, re.M)
     assert info, "vllm:cache_config_info missing from /metrics"
     labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group("labels")))
-    return {"device": m.group("device"), "log_tokens": int(m.group("tokens").replace(",", "")),
-            "log_len": int(m.group("len").replace(",", "")), "concurrency": float(m.group("concurrency")),
-            "block_size": int(labels["block_size"]), "num_blocks": int(labels["num_gpu_blocks"]),
-            "budget_bytes": int(labels["kv_cache_memory_bytes"])}
+    return {
+        "device": m.group("device"),
+        "log_tokens": int(m.group("tokens").replace(",", "")),
+        "log_len": int(m.group("len").replace(",", "")),
+        "concurrency": float(m.group("concurrency")),
+        "block_size": int(labels["block_size"]),
+        "num_blocks": int(labels["num_gpu_blocks"]),
+        "budget_bytes": int(labels["kv_cache_memory_bytes"]),
+    }
 
 
 def tiny_geometry(model_dir: Path) -> Geometry:
     cfg = json.loads((model_dir / "config.json").read_text())
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    return Geometry(parameters=0,  # weights play no part in a budget that is given explicitly
-                    layers=cfg["num_hidden_layers"], kv_heads=cfg["num_key_value_heads"], head_dim=head_dim,
-                    bytes_per_weight=DTYPE_BYTES[cfg["dtype"]], bytes_per_kv_element=DTYPE_BYTES[cfg["dtype"]])
+    return Geometry(
+        parameters=0,  # weights play no part in a budget that is given explicitly
+        layers=cfg["num_hidden_layers"],
+        kv_heads=cfg["num_key_value_heads"],
+        head_dim=head_dim,
+        bytes_per_weight=DTYPE_BYTES[cfg["dtype"]],
+        bytes_per_kv_element=DTYPE_BYTES[cfg["dtype"]],
+    )
 
 
 def test_planner_matches_engine_kv_capacity(kv_server: VllmServer):
@@ -119,13 +134,33 @@ def test_planner_matches_engine_kv_capacity(kv_server: VllmServer):
 
     # The same through plan_pool: a "GPU" whose whole memory is the budget (utilisation 1, no weights, no
     # overhead), so the planner's B is exactly the engine's.
-    plan = plan_pool(PoolInputs(
-        role="stable", release=kv_server.release_id, accelerator="cpu", geometry=g, tensor_parallel_size=1,
-        max_model_len=MAX_MODEL_LEN, gpu_memory_gib=KV_BUDGET_GIB, gpus_per_node=1, node_hourly_usd=0.0,
-        gpu_memory_utilization=1.0, runtime_overhead_gib=0.0, arrival_rps=1.0, mean_prompt_tokens=40,
-        mean_output_tokens=20, target_utilization=0.7, load_throughput_mib_s=1.0, engine_init_seconds=0,
-        verify_read_mib_s=None,
-        theta_o=None, theta_i=None, min_replicas=1, max_replicas=1, kv_block_tokens=e["block_size"]))
+    plan = plan_pool(
+        PoolInputs(
+            role="stable",
+            release=kv_server.release_id,
+            accelerator="cpu",
+            geometry=g,
+            tensor_parallel_size=1,
+            max_model_len=MAX_MODEL_LEN,
+            gpu_memory_gib=KV_BUDGET_GIB,
+            gpus_per_node=1,
+            node_hourly_usd=0.0,
+            gpu_memory_utilization=1.0,
+            runtime_overhead_gib=0.0,
+            arrival_rps=1.0,
+            mean_prompt_tokens=40,
+            mean_output_tokens=20,
+            target_utilization=0.7,
+            load_throughput_mib_s=1.0,
+            engine_init_seconds=0,
+            verify_read_mib_s=None,
+            theta_o=None,
+            theta_i=None,
+            min_replicas=1,
+            max_replicas=1,
+            kv_block_tokens=e["block_size"],
+        )
+    )
     assert abs(plan.kv_tokens_per_replica - engine_tokens) < e["block_size"]
     assert plan.max_seqs_at_max_model_len == math.floor(e["concurrency"])
 

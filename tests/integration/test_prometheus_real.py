@@ -28,9 +28,9 @@ import yaml
 
 from components.observability import alerts as alerting
 from components.observability import metrics as m
+from components.observability.dashboard import dashboard_queries
 from infra.targets.common import thresholds
 from infra.targets.gke.compose import pool_views
-from components.observability.dashboard import dashboard_queries
 
 from ..conftest import STACKS, planned, resources
 from .vllm_harness import VllmServer, free_loopback_port, http_get, http_post_json
@@ -90,8 +90,7 @@ class Prometheus:
         then have a sample on both sides of the load, so every rate() window sees the increase."""
         deadline = time.monotonic() + SCRAPED_TIMEOUT_S
         while True:
-            fresh = [r for r in self.query("timestamp(up == 1)", time.time())["result"]
-                     if float(r["value"][1]) > after]
+            fresh = [r for r in self.query("timestamp(up == 1)", time.time())["result"] if float(r["value"][1]) > after]
             if len(fresh) >= jobs:
                 return
             assert time.monotonic() < deadline, f"only {len(fresh)} of {jobs} scrape jobs succeeded after {after}"
@@ -100,8 +99,13 @@ class Prometheus:
     def has_data(self, q: str, at: float) -> bool:
         """True when the query returns at least one sample with a finite value."""
         data = self.query(q, at)
-        values = [float(r["value"][1]) for r in data["result"]] if data["resultType"] == "vector" else \
-            [float(data["result"][1])] if data["resultType"] == "scalar" else []
+        values = (
+            [float(r["value"][1]) for r in data["result"]]
+            if data["resultType"] == "vector"
+            else [float(data["result"][1])]
+            if data["resultType"] == "scalar"
+            else []
+        )
         return any(math.isfinite(v) for v in values)
 
 
@@ -113,15 +117,28 @@ def scrape_config(server: VllmServer) -> dict[str, Any]:
             if (role, pool.release) in seen:
                 continue
             seen.add((role, pool.release))
-            jobs.append({
-                "job_name": f"vllm-{role}-{len(jobs)}", "scrape_interval": SCRAPE_INTERVAL,
-                "metrics_path": "/metrics",
-                "static_configs": [{"targets": [f"127.0.0.1:{server.port}"], "labels": {
-                    "namespace": f"llm-serving-{role}", "pool": role, "release": pool.release,
-                    "pod": f"vllm-{role}-5d8f7c6b9-x{len(jobs)}q2z"}}],
-            })
-    return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
-            "scrape_configs": jobs}
+            jobs.append(
+                {
+                    "job_name": f"vllm-{role}-{len(jobs)}",
+                    "scrape_interval": SCRAPE_INTERVAL,
+                    "metrics_path": "/metrics",
+                    "static_configs": [
+                        {
+                            "targets": [f"127.0.0.1:{server.port}"],
+                            "labels": {
+                                "namespace": f"llm-serving-{role}",
+                                "pool": role,
+                                "release": pool.release,
+                                "pod": f"vllm-{role}-5d8f7c6b9-x{len(jobs)}q2z",
+                            },
+                        }
+                    ],
+                }
+            )
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "scrape_configs": jobs,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +152,18 @@ def prometheus(vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory
     port = free_loopback_port()
     log = open(work / "prometheus.log", "wb")
     proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            PROMETHEUS,
+            f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={work / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=1h",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + PROM_START_TIMEOUT_S
@@ -169,9 +195,17 @@ def loaded(prometheus: Prometheus, vllm_server: VllmServer) -> float:
     lock = threading.Lock()
 
     def one(i: int) -> None:
-        status, body = http_post_json(f"{vllm_server.base_url}/v1/completions", {
-            "model": vllm_server.release_id, "prompt": f"{i} {prompt}", "max_tokens": LOAD_MAX_TOKENS,
-            "temperature": 0, "ignore_eos": True}, timeout=LOAD_TIMEOUT_S)
+        status, body = http_post_json(
+            f"{vllm_server.base_url}/v1/completions",
+            {
+                "model": vllm_server.release_id,
+                "prompt": f"{i} {prompt}",
+                "max_tokens": LOAD_MAX_TOKENS,
+                "temperature": 0,
+                "ignore_eos": True,
+            },
+            timeout=LOAD_TIMEOUT_S,
+        )
         if status != 200:
             with lock:
                 errors.append(f"{status}: {str(body)[:200]}")
@@ -187,11 +221,17 @@ def loaded(prometheus: Prometheus, vllm_server: VllmServer) -> float:
 
 def stack_queries(stack: str) -> tuple[list[str], list[alerting.AlertSpec]]:
     cfg, plan, inv = planned(stack)
-    dash = [q for r in resources(inv, "gcp:monitoring/dashboard:Dashboard")
-            for q in dashboard_queries(r["inputs"]["dashboardJson"])]
+    dash = [
+        q
+        for r in resources(inv, "gcp:monitoring/dashboard:Dashboard")
+        for q in dashboard_queries(r["inputs"]["dashboardJson"])
+    ]
     specs = alerting.alert_specs(list(pool_views(cfg, plan)), thresholds(cfg))
-    rendered = sorted(c["conditionPrometheusQueryLanguage"]["query"]
-                      for r in resources(inv, "gcp:monitoring/alertPolicy:AlertPolicy") for c in r["inputs"]["conditions"])
+    rendered = sorted(
+        c["conditionPrometheusQueryLanguage"]["query"]
+        for r in resources(inv, "gcp:monitoring/alertPolicy:AlertPolicy")
+        for c in r["inputs"]["conditions"]
+    )
     assert sorted(s.expr for s in specs) == rendered, "alert specs differ from the rendered alert policies"
     return dash, specs
 
@@ -222,7 +262,9 @@ def test_every_dashboard_and_alert_query_returns_data(prometheus: Prometheus, lo
 
 def test_load_moved_the_signals_the_hpa_and_alerts_use(prometheus: Prometheus, loaded: float):
     window = f"[{int(time.time() - loaded) + 60}s]"
-    assert prometheus.has_data(f"max_over_time({m.NUM_REQUESTS_RUNNING.series}{m.serving('stable')}{window}) > 0", loaded)
+    assert prometheus.has_data(
+        f"max_over_time({m.NUM_REQUESTS_RUNNING.series}{m.serving('stable')}{window}) > 0", loaded
+    )
     assert prometheus.has_data(f"sum(increase({m.GENERATION_TOKENS.total}{m.serving('stable')}{window})) > 0", loaded)
 
 

@@ -47,14 +47,19 @@ def staged(gcs: Gcs, tiny_model_dir: Path) -> StageResult:
 
 def verify(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The verifier run with the vLLM environment's python3, as in the serving image."""
-    return subprocess.run([str(harness.VLLM_PYTHON), str(VERIFIER), *args], capture_output=True, text=True,
-                          timeout=VERIFY_TIMEOUT_S, env=env or dict(os.environ))
+    return subprocess.run(
+        [str(harness.VLLM_PYTHON), str(VERIFIER), *args],
+        capture_output=True,
+        text=True,
+        timeout=VERIFY_TIMEOUT_S,
+        env=env or dict(os.environ),
+    )
 
 
 def download(gcs: Gcs, staged: StageResult, dest: Path) -> Path:
     client = Gcs.client(gcs.emulator_url)
     for blob in client.list_blobs(gcs.bucket, prefix=staged.folder):
-        target = dest / blob.name[len(staged.folder):]
+        target = dest / blob.name[len(staged.folder) :]
         target.parent.mkdir(parents=True, exist_ok=True)
         blob.download_to_filename(str(target))
     return dest
@@ -64,8 +69,16 @@ def test_staged_tiny_model_verifies_and_serves(gcs: Gcs, staged: StageResult, tm
     harness.require_vllm()
     assert staged.manifest == "written" and "model.safetensors" in staged.uploaded
 
-    proc = verify("gcs", "--bucket", gcs.bucket, "--prefix", f"{MODEL}/{REVISION}", "--expect-revision", REVISION,
-                  env=Gcs.env(gcs.shim_url))
+    proc = verify(
+        "gcs",
+        "--bucket",
+        gcs.bucket,
+        "--prefix",
+        f"{MODEL}/{REVISION}",
+        "--expect-revision",
+        REVISION,
+        env=Gcs.env(gcs.shim_url),
+    )
     assert proc.returncode == vr.EXIT_OK, proc.stdout
     assert proc.stdout.startswith(f"verify_release: verified {len(staged.files)} files")
 
@@ -81,8 +94,18 @@ def test_staged_tiny_model_verifies_and_serves(gcs: Gcs, staged: StageResult, tm
     data[len(data) // 2] ^= 0x01  # one flipped bit in the weights: same size, only SHA-256 can tell
     shard.write_bytes(bytes(data))
     # (The command is a stand-in that only prints: were the check broken, nothing heavy would start.)
-    proc = verify("dir", "--path", str(damaged), "--expect-revision", REVISION, "--exec", "--",
-                  str(harness.VLLM_PYTHON), "-c", "print('vllm serve would start now')")
+    proc = verify(
+        "dir",
+        "--path",
+        str(damaged),
+        "--expect-revision",
+        REVISION,
+        "--exec",
+        "--",
+        str(harness.VLLM_PYTHON),
+        "-c",
+        "print('vllm serve would start now')",
+    )
     assert proc.returncode == vr.EXIT_MISMATCH and "exec:" not in proc.stdout and "would start" not in proc.stdout
     assert "verify_release: sha256 mismatch: model.safetensors: manifest " in proc.stdout
 
@@ -96,8 +119,15 @@ def test_staged_tiny_model_verifies_and_serves(gcs: Gcs, staged: StageResult, tm
         "--served-model-name", harness.RELEASE_ID, *harness.SERVER_FLAGS,
     ]  # fmt: skip
     with open(log_path, "wb") as log:
-        server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, **harness.SERVER_ENV}, cwd=harness.REPO, start_new_session=True)
+        server = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **harness.SERVER_ENV},
+            cwd=harness.REPO,
+            start_new_session=True,
+        )
     # The harness reaps and stops what it tracks (also at exit if the test is interrupted).
     harness._RUNNING[server.pid] = server
     base = f"http://127.0.0.1:{port}"

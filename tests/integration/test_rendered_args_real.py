@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from infra.offline.planrun import write_plan
-from infra.targets.gke.planning import gke_vllm_inputs
 from infra.planning.vllm_args import render_vllm_args
+from infra.targets.gke.planning import gke_vllm_inputs
 from tests.conftest import STACKS, plan_run
 
 from .vllm_harness import check_vllm_args
@@ -47,13 +47,21 @@ def optional_features_args() -> list[str]:
     run = plan_run("dev")
     cfg, plan = run.resolved.config, run.resolved.plan
     doc = cfg.serving.stable.model_dump()
-    doc["model_server"].update(speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
-                                            "prompt_lookup_min": 2})
+    doc["model_server"].update(
+        speculative={"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    )
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
     p = plan.pools["stable"]
-    return render_vllm_args(gke_vllm_inputs(cfg.release(pool.release), pool, p.capacity,
-                                            p.probes.shutdown_timeout_seconds, cfg.serving.model_name,
-                                            cfg.contract.max_output_tokens))
+    return render_vllm_args(
+        gke_vllm_inputs(
+            cfg.release(pool.release),
+            pool,
+            p.capacity,
+            p.probes.shutdown_timeout_seconds,
+            cfg.serving.model_name,
+            cfg.contract.max_output_tokens,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +70,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[st
     base = sets["dev/vllm-stable"]
     i = base.index("--max-num-seqs")
     fixtures = {
-        "fixture/misspelt": [*base[:i], "--max-num-sequences", *base[i + 1:]],
-        "fixture/abbreviated": [*base[:i], "--max-num-seq", *base[i + 1:]],
+        "fixture/misspelt": [*base[:i], "--max-num-sequences", *base[i + 1 :]],
+        "fixture/abbreviated": [*base[:i], "--max-num-seq", *base[i + 1 :]],
         "fixture/optional-features": optional_features_args(),
     }
     return sets, check_vllm_args({**sets, **fixtures})  # one vLLM import for every list
@@ -83,8 +91,9 @@ def test_optional_features_parse(checked):
     assert results["fixture/optional-features"] == {"ok": True, "error": "", "model_source": "--model"}
 
 
-@pytest.mark.parametrize("label,flag", [("fixture/misspelt", "--max-num-sequences"),
-                                        ("fixture/abbreviated", "--max-num-seq")])
+@pytest.mark.parametrize(
+    "label,flag", [("fixture/misspelt", "--max-num-sequences"), ("fixture/abbreviated", "--max-num-seq")]
+)
 def test_a_wrong_flag_is_rejected(checked, label, flag):
     _, results = checked
     assert results[label]["ok"] is False

@@ -106,8 +106,12 @@ class Pool:
 
     def probe(self, kind: str, state_file: Path | None = None) -> list[str]:
         """The rendered ``startupProbe`` / ``readinessProbe`` / ``livenessProbe`` command, CPU paths substituted."""
-        return h.cpu_probe_command(self.container[kind]["exec"]["command"], self.server.port,
-                                   {self.rendered_root: self.local_root}, state_file=state_file)
+        return h.cpu_probe_command(
+            self.container[kind]["exec"]["command"],
+            self.server.port,
+            {self.rendered_root: self.local_root},
+            state_file=state_file,
+        )
 
     def alive(self) -> VllmServer:
         proc = h._RUNNING.get(self.server.pid)
@@ -139,21 +143,41 @@ def pools(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
             rendered_root = h.flag_value(p.vllm_args, "--model")
             assert rendered_root == p.model_root
             base = work / role
-            mirror = h.mirror_release(tiny_model_dir, base, rendered_root, p.release.model_revision,
-                                      p.release.tokenizer_revision)
+            mirror = h.mirror_release(
+                tiny_model_dir, base, rendered_root, p.release.model_revision, p.release.tokenizer_revision
+            )
             local_root = h.local_model_root(rendered_root, base)
             port = h.free_loopback_port()
             argv = h.cpu_adapted(p.vllm_args, Path(local_root), port)
-            server = h.launch_vllm_server(argv, work / f"{role}.log", port=port, release_id=p.release.release,
-                                          model_dir=mirror, env=h.RENDERED_SERVER_ENV)
-            launched[role] = Pool(role, server, cfg.serving.model_name, p.release.release, p.release.model_revision,
-                                  tuple(p.vllm_args), rendered_root, local_root, p.probes, container,
-                                  int(pod["terminationGracePeriodSeconds"]), cfg.contract.max_output_tokens)
+            server = h.launch_vllm_server(
+                argv,
+                work / f"{role}.log",
+                port=port,
+                release_id=p.release.release,
+                model_dir=mirror,
+                env=h.RENDERED_SERVER_ENV,
+            )
+            launched[role] = Pool(
+                role,
+                server,
+                cfg.serving.model_name,
+                p.release.release,
+                p.release.model_revision,
+                tuple(p.vllm_args),
+                rendered_root,
+                local_root,
+                p.probes,
+                container,
+                int(pod["terminationGracePeriodSeconds"]),
+                cfg.contract.max_output_tokens,
+            )
         for role, pool in launched.items():  # both are starting already; each wait overlaps the other's start
-            h.TIMINGS[f"traffic: {role} server start from rendered args (to /health 200)"] = \
-                h.wait_until_healthy(pool.server)
-        h.TIMINGS["traffic: stable + canary started in parallel (both /health 200)"] = \
-            max(h.TIMINGS[f"traffic: {r} server start from rendered args (to /health 200)"] for r in ROLES)
+            h.TIMINGS[f"traffic: {role} server start from rendered args (to /health 200)"] = h.wait_until_healthy(
+                pool.server
+            )
+        h.TIMINGS["traffic: stable + canary started in parallel (both /health 200)"] = max(
+            h.TIMINGS[f"traffic: {r} server start from rendered args (to /health 200)"] for r in ROLES
+        )
         total_rss = total_pss = 0
         for role, pool in launched.items():
             rss, pss = h.tree_memory_bytes(pool.server.pid)
@@ -203,8 +227,16 @@ def other(pools: dict[str, Pool], role: str) -> Pool:
 # ---- the adaptation itself (no server) -------------------------------------------------------------------------
 def test_cpu_adaptation_changes_only_the_documented_flags(tmp_path: Path) -> None:
     _, plan, _ = planned(STACK)
-    changed = {"--model", "--load-format", "--model-loader-extra-config", "--tensor-parallel-size", "--quantization",
-               "--port", "--host", "--enforce-eager"}
+    changed = {
+        "--model",
+        "--load-format",
+        "--model-loader-extra-config",
+        "--tensor-parallel-size",
+        "--quantization",
+        "--port",
+        "--host",
+        "--enforce-eager",
+    }
 
     def pairs(args: list[str]) -> list[tuple[str, str | None]]:
         out, i = [], 0
@@ -223,34 +255,45 @@ def test_cpu_adaptation_changes_only_the_documented_flags(tmp_path: Path) -> Non
         adapted = h.cpu_adapted(rendered, local, 12345)
         assert [p for p in pairs(adapted) if p[0] not in changed] == [p for p in pairs(rendered) if p[0] not in changed]
         assert h.flag_value(adapted, "--model") == str(local) + ("/" if root.endswith("/") else "")
-        assert (h.flag_value(adapted, "--tensor-parallel-size"), h.flag_value(adapted, "--port"),
-                h.flag_value(adapted, "--host")) == ("1", "12345", "127.0.0.1")
+        assert (
+            h.flag_value(adapted, "--tensor-parallel-size"),
+            h.flag_value(adapted, "--port"),
+            h.flag_value(adapted, "--host"),
+        ) == ("1", "12345", "127.0.0.1")
         assert "--enforce-eager" in adapted and "--quantization" not in adapted and "--load-format" not in adapted
         # A renderer change the adaptation does not know about fails loudly instead of starting something else.
         i = rendered.index("--quantization")
         with pytest.raises(h.CpuAdaptationError, match="no --quantization"):
-            h.cpu_adapted(rendered[:i] + rendered[i + 2:], local, 12345)
+            h.cpu_adapted(rendered[:i] + rendered[i + 2 :], local, 12345)
         with pytest.raises(h.CpuAdaptationError, match="does not mirror"):
             h.cpu_adapted(rendered, tmp_path, 12345)
     canary = list(plan.pools["canary"].vllm_args)
     i = canary.index("--load-format")
     local = Path(h.local_model_root(h.flag_value(canary, "--model"), tmp_path / "canary"))
     with pytest.raises(h.CpuAdaptationError, match="no --load-format"):
-        h.cpu_adapted(canary[:i] + canary[i + 2:], local, 12345)
+        h.cpu_adapted(canary[:i] + canary[i + 2 :], local, 12345)
 
 
 # ---- a. clients send the public name; responses name the release ---------------------------------------------
 def test_public_name_is_served_and_names_the_release(pool: Pool, pools: dict[str, Pool]) -> None:
     server = pool.alive()
-    status, body = post(server, "/v1/completions",
-                        {"model": pool.public_name, "prompt": PROMPT, "max_tokens": 4, "temperature": 0})
+    status, body = post(
+        server, "/v1/completions", {"model": pool.public_name, "prompt": PROMPT, "max_tokens": 4, "temperature": 0}
+    )
     assert status == 200, body
     assert body["model"] == pool.release_id, "the response names the release that served it"
     assert body["usage"]["completion_tokens"] == 4
 
-    status, body = post(server, "/v1/chat/completions",
-                        {"model": pool.public_name, "messages": [{"role": "user", "content": PROMPT}],
-                         "max_tokens": 4, "temperature": 0})
+    status, body = post(
+        server,
+        "/v1/chat/completions",
+        {
+            "model": pool.public_name,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 4,
+            "temperature": 0,
+        },
+    )
     assert status == 200, body
     assert body["model"] == pool.release_id and body["choices"][0]["message"]["role"] == "assistant"
 
@@ -277,16 +320,19 @@ def test_rendered_readiness_probe_passes_and_names_a_wrong_release_or_root(pool:
     pool.alive()
     cmd = pool.probe("readinessProbe")
     result = h.run_probe_command(cmd)
-    assert result.returncode == 0 and one_line(result).startswith(f"ok: /health 200, {pool.release_id} serves"), \
+    assert result.returncode == 0 and one_line(result).startswith(f"ok: /health 200, {pool.release_id} serves"), (
         result.stdout
+    )
 
     # The other pool's release id: this pod is not that release.
     o = other(pools, pool.role)
     result = h.run_probe_command(h.with_flag(cmd, "--release-id", o.release_id))
     line = one_line(result)
     assert result.returncode == 1
-    assert line == (f"fail: models check failed: GET /v1/models lists {[pool.release_id, pool.public_name]}; "
-                    f"expected exactly {[o.release_id, pool.public_name]}"), line
+    assert line == (
+        f"fail: models check failed: GET /v1/models lists {[pool.release_id, pool.public_name]}; "
+        f"expected exactly {[o.release_id, pool.public_name]}"
+    ), line
 
     # Another model root (the other release's revision folder): same names, other weights.
     wrong_root = o.local_root
@@ -298,7 +344,8 @@ def test_rendered_readiness_probe_passes_and_names_a_wrong_release_or_root(pool:
 
 
 def test_rendered_startup_probe_fails_when_the_mounted_manifest_names_another_revision(
-        pools: dict[str, Pool], tmp_path: Path) -> None:
+    pools: dict[str, Pool], tmp_path: Path
+) -> None:
     pool = pools["stable"]  # the pool whose weights are mounted (the canary streams from gs://: no manifest)
     pool.alive()
     cmd = pool.probe("startupProbe")
@@ -310,8 +357,10 @@ def test_rendered_startup_probe_fails_when_the_mounted_manifest_names_another_re
     result = h.run_probe_command(h.with_flag(cmd, "--manifest", str(tmp_path / vr.MANIFEST_NAME)))
     line = one_line(result)
     assert result.returncode == 1
-    assert line == (f"fail: manifest check failed: the mounted weights are revision {o.model_revision!r}, "
-                    f"not the release's {pool.model_revision!r}"), line
+    assert line == (
+        f"fail: manifest check failed: the mounted weights are revision {o.model_revision!r}, "
+        f"not the release's {pool.model_revision!r}"
+    ), line
 
 
 # ---- b. the output cap -----------------------------------------------------------------------------------------
@@ -335,17 +384,28 @@ def test_output_is_capped_at_the_contract_max_output_tokens(pools: dict[str, Poo
     requests = {**capped, "completions, no max_tokens": ("/v1/completions", {"prompt": PROMPT})}
     started = time.monotonic()
     with ThreadPoolExecutor(len(requests)) as ex:  # one batch: the cap is paid once, not once per request
-        futures = {what: ex.submit(post, server, path, {"model": pool.public_name, "ignore_eos": True,
-                                                        "temperature": 0, **body})
-                   for what, (path, body) in requests.items()}
+        futures = {
+            what: ex.submit(
+                post, server, path, {"model": pool.public_name, "ignore_eos": True, "temperature": 0, **body}
+            )
+            for what, (path, body) in requests.items()
+        }
         results = {what: f.result() for what, f in futures.items()}
-    h.TIMINGS[f"traffic: {len(requests)} concurrent requests, {len(capped)} of them to the {cap}-token cap"] = \
+    h.TIMINGS[f"traffic: {len(requests)} concurrent requests, {len(capped)} of them to the {cap}-token cap"] = (
         time.monotonic() - started
-    got = {what: (status, body["usage"]["completion_tokens"] if status == 200 else body,
-                  body["choices"][0]["finish_reason"] if status == 200 else None)
-           for what, (status, body) in results.items()}
-    assert got == {**{what: (200, cap, "length") for what in capped},
-                   "completions, no max_tokens": (200, COMPLETIONS_DEFAULT_MAX_TOKENS, "length")}
+    )
+    got = {
+        what: (
+            status,
+            body["usage"]["completion_tokens"] if status == 200 else body,
+            body["choices"][0]["finish_reason"] if status == 200 else None,
+        )
+        for what, (status, body) in results.items()
+    }
+    assert got == {
+        **{what: (200, cap, "length") for what in capped},
+        "completions, no max_tokens": (200, COMPLETIONS_DEFAULT_MAX_TOKENS, "length"),
+    }
     assert json.loads(pool.flag("--override-generation-config")) == {"max_new_tokens": cap}  # the flag that did it
 
 
@@ -361,13 +421,23 @@ def test_over_capacity_requests_queue_and_all_complete_while_readiness_passes(po
     def poll() -> None:
         while not stop.is_set():
             text = metrics(server)
-            samples.append((h.metric_sum(text, "vllm:num_requests_waiting"),
-                            h.metric_sum(text, "vllm:num_requests_running")))
+            samples.append(
+                (h.metric_sum(text, "vllm:num_requests_waiting"), h.metric_sum(text, "vllm:num_requests_running"))
+            )
             time.sleep(POLL_S)
 
     def one(i: int) -> tuple[int, Any]:
-        return post(server, "/v1/completions", {"model": pool.public_name, "prompt": f"{i} {PROMPT}",
-                                                "max_tokens": BUSY_MAX_TOKENS, "ignore_eos": True, "temperature": 0})
+        return post(
+            server,
+            "/v1/completions",
+            {
+                "model": pool.public_name,
+                "prompt": f"{i} {PROMPT}",
+                "max_tokens": BUSY_MAX_TOKENS,
+                "ignore_eos": True,
+                "temperature": 0,
+            },
+        )
 
     # The burst must reach the scheduler at once. On a loaded 2-core machine n HTTP requests can take longer to
     # arrive than the first ones take to finish, and then no queue ever forms; so the engine is held (SIGSTOP)
@@ -404,10 +474,12 @@ def test_over_capacity_requests_queue_and_all_complete_while_readiness_passes(po
         stop.set()
         if poller.is_alive():
             poller.join()
-    h.TIMINGS[f"traffic: {n} concurrent requests x {BUSY_MAX_TOKENS} tokens (max-num-seqs {max_num_seqs})"] = \
+    h.TIMINGS[f"traffic: {n} concurrent requests x {BUSY_MAX_TOKENS} tokens (max-num-seqs {max_num_seqs})"] = (
         time.monotonic() - started
-    h.NOTES["traffic: readiness probe against the saturated server"] = \
+    )
+    h.NOTES["traffic: readiness probe against the saturated server"] = (
         f"{probe_seconds:.2f} s (deadline {pool.probes.readiness_deadline_seconds} s): {result.stdout.strip()}"
+    )
 
     line = one_line(result)
     assert result.returncode == 0 and line.startswith("ok: /health 200"), line
@@ -419,21 +491,28 @@ def test_over_capacity_requests_queue_and_all_complete_while_readiness_passes(po
 
 
 # ---- f. liveness catches a hung engine -------------------------------------------------------------------------
-def test_liveness_fails_for_a_hung_engine_that_health_still_calls_healthy(pools: dict[str, Pool],
-                                                                        tmp_path: Path) -> None:
+def test_liveness_fails_for_a_hung_engine_that_health_still_calls_healthy(
+    pools: dict[str, Pool], tmp_path: Path
+) -> None:
     pool = pools["stable"]
     server = pool.alive()
     rendered_stall = float(h.flag_value(pool.container["livenessProbe"]["exec"]["command"], "--stall-seconds"))
     assert rendered_stall == pool.probes.liveness_stall_seconds
     # The rendered window (60 s) shortened to SHORT_STALL_S, with a fresh state file; nothing else changes.
-    cmd = h.with_flag(pool.probe("livenessProbe", state_file=tmp_path / "liveness-state.json"),
-                      "--stall-seconds", f"{SHORT_STALL_S:g}")
+    cmd = h.with_flag(
+        pool.probe("livenessProbe", state_file=tmp_path / "liveness-state.json"),
+        "--stall-seconds",
+        f"{SHORT_STALL_S:g}",
+    )
     engine = h.engine_core_pid(server)
     answer: dict[str, Any] = {}
 
     def hung_request() -> None:
-        answer["result"] = post(server, "/v1/completions", {"model": pool.public_name, "prompt": PROMPT,
-                                                            "max_tokens": HUNG_REQUEST_TOKENS, "ignore_eos": True})
+        answer["result"] = post(
+            server,
+            "/v1/completions",
+            {"model": pool.public_name, "prompt": PROMPT, "max_tokens": HUNG_REQUEST_TOKENS, "ignore_eos": True},
+        )
 
     os.kill(engine, signal.SIGSTOP)  # the engine makes no progress; the API server is untouched
     try:
@@ -445,14 +524,16 @@ def test_liveness_fails_for_a_hung_engine_that_health_still_calls_healthy(pools:
             time.sleep(0.05)
 
         first = h.run_probe_command(cmd)
-        assert first.returncode == 0 and one_line(first).startswith("ok: engine alive (1 request(s) in flight"), \
+        assert first.returncode == 0 and one_line(first).startswith("ok: engine alive (1 request(s) in flight"), (
             first.stdout
+        )
         time.sleep(SHORT_STALL_S + 0.5)
         second = h.run_probe_command(cmd)
         line = one_line(second)
         assert second.returncode == 1, line
-        assert line.startswith("fail: progress check failed: engine hung: 1 request(s) in flight and no token "
-                               "processed for "), line
+        assert line.startswith(
+            "fail: progress check failed: engine hung: 1 request(s) in flight and no token processed for "
+        ), line
         # vLLM's /health only reports an engine it has seen die (vllm/entrypoints/serve/instrumentator/health.py
         # -> AsyncLLM.check_health in vllm/v1/engine/async_llm.py checks the `errored` flag): a stopped engine
         # still answers 200, so /health alone cannot tell a hung engine.
@@ -469,7 +550,8 @@ def test_liveness_fails_for_a_hung_engine_that_health_still_calls_healthy(pools:
 
 # ---- c. SIGTERM drains in-flight streams (last: it stops the canary's server) ----------------------------------
 def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_grace_period(
-        pools: dict[str, Pool]) -> None:
+    pools: dict[str, Pool],
+) -> None:
     """What vLLM 0.32 does on SIGTERM to its API-server process (the container's PID 1):
 
     * vllm/entrypoints/launchers/launcher.py (``serve_http``): the SIGTERM handler sets ``shutdown_event``;
@@ -502,8 +584,15 @@ def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_gra
     kill_after = pool.termination_grace_seconds - pool.pre_stop_seconds
     assert kill_after > shutdown_timeout, "the plan leaves room for the drain (policy-checked; restated here)"
 
-    body = {"model": pool.public_name, "prompt": PROMPT, "max_tokens": cap + 100, "ignore_eos": True,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    body = {
+        "model": pool.public_name,
+        "prompt": PROMPT,
+        "max_tokens": cap + 100,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=STREAM_STALL_S)
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
@@ -521,8 +610,9 @@ def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_gra
             time.sleep(0.05)
         during["sent_after_s"] = time.monotonic() - sigterm_at
         try:
-            status, answer = post(server, "/v1/completions",
-                                  {"model": pool.public_name, "prompt": PROMPT, "max_tokens": 4}, timeout=30)
+            status, answer = post(
+                server, "/v1/completions", {"model": pool.public_name, "prompt": PROMPT, "max_tokens": 4}, timeout=30
+            )
             during["outcome"], during["status"] = f"HTTP {status}: {str(answer)[:160]}", status
         except (ConnectionRefusedError, urllib.error.URLError) as e:
             during["outcome"], during["status"] = f"connection refused ({e})", None
@@ -548,7 +638,7 @@ def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_gra
             line = raw.strip()
             if not line.startswith(b"data:"):
                 continue
-            data = line[len(b"data:"):].strip()
+            data = line[len(b"data:") :].strip()
             if data == b"[DONE]":
                 done_at = time.monotonic()
                 break
@@ -567,7 +657,8 @@ def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_gra
     h.TIMINGS["traffic: SIGTERM -> drained stream's [DONE]"] = (done_at or time.monotonic()) - sigterm_at
     h.NOTES["traffic: new request during the drain"] = (
         f"{during['outcome']} (sent {during['sent_after_s']:.2f} s after SIGTERM; then /load {during['/load'][1]}, "
-        f"/health {during['/health'][0]}; SIGTERM came after {tokens_at_sigterm} of {cap} tokens)")
+        f"/health {during['/health'][0]}; SIGTERM came after {tokens_at_sigterm} of {cap} tokens)"
+    )
 
     # The stream completed: every token up to the cap, then [DONE], within the rendered --shutdown-timeout.
     assert done_at is not None, f"the stream was cut after {tokens} tokens ({ended})"

@@ -88,22 +88,34 @@ def run_probe(mode: str, port: int, *args: str) -> subprocess.CompletedProcess:
 
 
 #: What startup and readiness need besides the port (the values do not matter when nothing listens).
-IDENTITY = ("--release-id", "tiny-llama-r1", "--public-name", "tiny-llama", "--model-root", "/weights/tiny",
-            "--max-model-len", "256")
+IDENTITY = (
+    "--release-id",
+    "tiny-llama-r1",
+    "--public-name",
+    "tiny-llama",
+    "--model-root",
+    "/weights/tiny",
+    "--max-model-len",
+    "256",
+)
 
 
-@pytest.mark.parametrize(("mode", "args"), [
-    ("startup", IDENTITY),
-    ("readiness", IDENTITY),
-    ("liveness", ("--stall-seconds", "60")),
-])
+@pytest.mark.parametrize(
+    ("mode", "args"),
+    [
+        ("startup", IDENTITY),
+        ("readiness", IDENTITY),
+        ("liveness", ("--stall-seconds", "60")),
+    ],
+)
 def test_every_probe_fails_when_nothing_listens(mode: str, args: tuple[str, ...], tmp_path: Path) -> None:
     port = free_loopback_port()
     extra = ("--state-file", str(tmp_path / "state.json")) if mode == "liveness" else ()
     result = run_probe(mode, port, *args, *extra)
     assert result.returncode == 1
-    assert result.stdout == (f"fail: health check failed: GET /health to 127.0.0.1:{port}: connection refused "
-                             "(is vLLM listening?)\n"), result.stdout
+    assert result.stdout == (
+        f"fail: health check failed: GET /health to 127.0.0.1:{port}: connection refused (is vLLM listening?)\n"
+    ), result.stdout
 
 
 def test_liveness_never_calls_an_idle_engine_hung(vllm_server: VllmServer, tmp_path: Path) -> None:

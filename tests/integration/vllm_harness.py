@@ -375,7 +375,7 @@ def local_model_tail(rendered_model: str) -> str:
     """The relative local folder that mirrors a rendered ``--model``: ``/weights/<m>/<rev>`` -> ``weights/<m>/<rev>``,
     ``gs://<bucket>/<m>/<rev>/`` -> ``gcs/<bucket>/<m>/<rev>`` (so the root /v1/models reports keeps the revision)."""
     if rendered_model.startswith("gs://"):
-        tail = f"{GCS_MIRROR_DIR}/{rendered_model[len('gs://'):].strip('/')}"
+        tail = f"{GCS_MIRROR_DIR}/{rendered_model[len('gs://') :].strip('/')}"
     elif rendered_model.startswith("/"):
         tail = rendered_model.strip("/")
     else:
@@ -411,7 +411,9 @@ def mirror_release(tiny_model: Path, base: Path, rendered_model: str, revision: 
     folder = base / local_model_tail(rendered_model)
     model, rev = folder.parts[-2:]
     if rev != revision:
-        raise CpuAdaptationError(f"rendered --model {rendered_model!r} does not end in the release's revision {revision}")
+        raise CpuAdaptationError(
+            f"rendered --model {rendered_model!r} does not end in the release's revision {revision}"
+        )
     folder.mkdir(parents=True)
     for f in sorted(tiny_model.iterdir()):
         if f.is_file():
@@ -476,8 +478,10 @@ def cpu_adapted(args: Sequence[str], model_dir: Path, port: int) -> list[str]:
     expected = local_model_tail(rendered_model)
     local = str(model_dir).rstrip("/")
     if not local.endswith("/" + expected):
-        raise CpuAdaptationError(f"local model folder {local} does not mirror the rendered --model "
-                                 f"{rendered_model!r} (expected a folder ending in {expected})")
+        raise CpuAdaptationError(
+            f"local model folder {local} does not mirror the rendered --model "
+            f"{rendered_model!r} (expected a folder ending in {expected})"
+        )
     if not (model_dir / "config.json").is_file():
         raise CpuAdaptationError(f"{model_dir} holds no model (no config.json)")
     replace("--model", local + ("/" if rendered_model.endswith("/") else ""))
@@ -495,8 +499,13 @@ def cpu_adapted(args: Sequence[str], model_dir: Path, port: int) -> list[str]:
     return out
 
 
-def cpu_probe_command(rendered: Sequence[str], port: int, model_roots: Mapping[str, str] | None = None,
-                      state_file: Path | None = None, python: Path = VLLM_PYTHON) -> list[str]:
+def cpu_probe_command(
+    rendered: Sequence[str],
+    port: int,
+    model_roots: Mapping[str, str] | None = None,
+    state_file: Path | None = None,
+    python: Path = VLLM_PYTHON,
+) -> list[str]:
     """A rendered exec-probe command as the kubelet would run it here, changed only in machine-specific values:
 
     * ``python3`` -> ``python`` (the vLLM environment's interpreter, standing in for the image's python3);
@@ -533,7 +542,7 @@ def cpu_probe_command(rendered: Sequence[str], port: int, model_roots: Mapping[s
         if j is not None:
             if not cmd[j + 1].startswith(rendered_root.rstrip("/") + "/"):
                 raise CpuAdaptationError(f"rendered --manifest {cmd[j + 1]!r} is not inside {rendered_root!r}")
-            cmd[j + 1] = local_root.rstrip("/") + cmd[j + 1][len(rendered_root.rstrip("/")):]
+            cmd[j + 1] = local_root.rstrip("/") + cmd[j + 1][len(rendered_root.rstrip("/")) :]
     if state_file is not None:
         sub("--state-file", str(state_file))
     elif _flag_index(cmd, "--state-file") is not None:

@@ -113,11 +113,16 @@ class RunReport:
 def _obs(raw: dict[str, Any], status: Status) -> RequestObs:
     t = raw["info"]["timings"]
     return RequestObs(
-        status=status, arrival=t.get("targeted_start"), start=t.get("request_start"),
-        first_token=t.get("first_token_iteration"), last_token=t.get("last_token_iteration"),
+        status=status,
+        arrival=t.get("targeted_start"),
+        start=t.get("request_start"),
+        first_token=t.get("first_token_iteration"),
+        last_token=t.get("last_token_iteration"),
         end=t.get("request_end") if t.get("request_end") is not None else t.get("resolve_end"),
-        ttft_ms=raw.get("time_to_first_token_ms"), itl_ms=raw.get("inter_token_latency_ms"),
-        prompt_tokens=raw.get("prompt_tokens"), output_tokens=raw.get("output_tokens"),
+        ttft_ms=raw.get("time_to_first_token_ms"),
+        itl_ms=raw.get("inter_token_latency_ms"),
+        prompt_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("output_tokens"),
         dispatch_delay_s=raw.get("request_dispatch_delay"),
         error=raw["info"].get("error"),
     )
@@ -134,8 +139,9 @@ def read_guidellm_report(path: Path, priority_class: str) -> RunReport:
     try:
         version = doc["metadata"]["version"]
         if version != GUIDELLM_REPORT_VERSION:
-            raise AnalysisError(f"{path}: guidellm report schema version {version}, this bench reads "
-                                f"{GUIDELLM_REPORT_VERSION}")
+            raise AnalysisError(
+                f"{path}: guidellm report schema version {version}, this bench reads {GUIDELLM_REPORT_VERSION}"
+            )
         benchmarks = doc["benchmarks"]
         if len(benchmarks) != 1:
             raise AnalysisError(f"{path}: expected one benchmark per run, found {len(benchmarks)}")
@@ -144,12 +150,19 @@ def read_guidellm_report(path: Path, priority_class: str) -> RunReport:
         if strategy.get("type_") != "poisson":
             raise AnalysisError(f"{path}: strategy {strategy.get('type_')!r}, expected 'poisson'")
         sm = bench["scheduler_metrics"]
-        requests = tuple(_obs(r, status) for status in ("successful", "errored", "incomplete")
-                         for r in (bench["requests"].get(status) or ()))
+        requests = tuple(
+            _obs(r, status)
+            for status in ("successful", "errored", "incomplete")
+            for r in (bench["requests"].get(status) or ())
+        )
         return RunReport(
-            path=str(path), priority_class=priority_class, rate_rps=float(strategy["rate"]),
-            measure_start=float(sm["measure_start_time"]), measure_end=float(sm["measure_end_time"]),
-            requests=requests, warnings=tuple(str(w.get("message", w)) for w in bench.get("warnings") or ()),
+            path=str(path),
+            priority_class=priority_class,
+            rate_rps=float(strategy["rate"]),
+            measure_start=float(sm["measure_start_time"]),
+            measure_end=float(sm["measure_end_time"]),
+            requests=requests,
+            warnings=tuple(str(w.get("message", w)) for w in bench.get("warnings") or ()),
             guidellm_version=str(doc["metadata"].get("guidellm_version", "unknown")),
         )
     except (KeyError, TypeError) as err:
@@ -238,8 +251,13 @@ def _weighted_quantiles(pairs: Sequence[tuple[float, float]]) -> Quantiles | Non
     return Quantiles(*(weighted_nearest_rank(pairs, q) for q in (0.50, 0.95, 0.99)))
 
 
-def rate_point(offered_rps: float, runs: Sequence[RunReport], slo: Slo, warmup_s: float,
-               gauges: tuple[GaugeSummary | None, GaugeSummary | None] | None = None) -> RatePoint:
+def rate_point(
+    offered_rps: float,
+    runs: Sequence[RunReport],
+    slo: Slo,
+    warmup_s: float,
+    gauges: tuple[GaugeSummary | None, GaugeSummary | None] | None = None,
+) -> RatePoint:
     """Aggregate the concurrent runs of one offered rate (one per priority class) into one curve point.
 
     ``gauges`` are the /metrics summaries (queue, KV usage) over this point's window, when the caller has them;
@@ -315,23 +333,44 @@ def rate_point(offered_rps: float, runs: Sequence[RunReport], slo: Slo, warmup_s
     if goodput is not None and goodput < slo.min_goodput_share:
         failures.append(f"goodput {goodput:.1%} < {slo.min_goodput_share:.0%}")
     if dispatch_mean is not None and dispatch_mean > MAX_DISPATCH_DELAY_MEAN_S:
-        failures.append(f"load generator fell behind: mean dispatch delay {dispatch_mean:.3f} s > "
-                        f"{MAX_DISPATCH_DELAY_MEAN_S} s (not the offered open loop)")
+        failures.append(
+            f"load generator fell behind: mean dispatch delay {dispatch_mean:.3f} s > "
+            f"{MAX_DISPATCH_DELAY_MEAN_S} s (not the offered open loop)"
+        )
     planned = min(r.measure_end - r.measure_start for r in runs) - warmup_s
     short = seconds < MIN_WINDOW_SHARE * planned
     if short:
-        failures.append(f"not measured: the class runs measured together for {seconds:.1f} s, under "
-                        f"{MIN_WINDOW_SHARE:.0%} of the {planned:.1f} s each measured after warm-up (they started too "
-                        "far apart); use a longer --duration-seconds or an idle load generator")
+        failures.append(
+            f"not measured: the class runs measured together for {seconds:.1f} s, under "
+            f"{MIN_WINDOW_SHARE:.0%} of the {planned:.1f} s each measured after warm-up (they started too "
+            "far apart); use a longer --duration-seconds or an idle load generator"
+        )
     queue, kv = gauges if gauges is not None else (None, None)
     return RatePoint(
-        offered_rps=offered_rps, window_start=w0, window_end=w1, arrivals=arrivals, successful=successful,
-        errored=errored, cut_off_late=late, cut_off_undetermined=undetermined, ttft_ms=ttft_q, itl_ms=itl_q,
-        output_tokens_per_s=output_tokens / seconds, input_tokens_per_s=input_tokens / seconds,
-        error_rate=error_rate, goodput_share=goodput, goodput_output_tokens_per_s=goodput_tokens / seconds,
-        dispatch_delay_mean_s=dispatch_mean, dispatch_delay_p95_s=dispatch_p95, queue_waiting=queue, kv_cache_usage=kv,
-        failures=tuple(failures), window_too_short=short, error_examples=tuple(errors),
-        prompt_tokens_sent=tuple(prompt_sent), output_tokens_sent=tuple(output_sent),
+        offered_rps=offered_rps,
+        window_start=w0,
+        window_end=w1,
+        arrivals=arrivals,
+        successful=successful,
+        errored=errored,
+        cut_off_late=late,
+        cut_off_undetermined=undetermined,
+        ttft_ms=ttft_q,
+        itl_ms=itl_q,
+        output_tokens_per_s=output_tokens / seconds,
+        input_tokens_per_s=input_tokens / seconds,
+        error_rate=error_rate,
+        goodput_share=goodput,
+        goodput_output_tokens_per_s=goodput_tokens / seconds,
+        dispatch_delay_mean_s=dispatch_mean,
+        dispatch_delay_p95_s=dispatch_p95,
+        queue_waiting=queue,
+        kv_cache_usage=kv,
+        failures=tuple(failures),
+        window_too_short=short,
+        error_examples=tuple(errors),
+        prompt_tokens_sent=tuple(prompt_sent),
+        output_tokens_sent=tuple(output_sent),
     )
 
 
@@ -369,8 +408,10 @@ def measurement_window(runs: Sequence[RunReport], warmup_s: float) -> tuple[floa
     w1 = min(r.measure_end for r in runs)
     if not (math.isfinite(w0) and math.isfinite(w1)) or w1 - w0 <= 0:
         spans = ", ".join(f"{r.priority_class} {r.measure_start:.1f}-{r.measure_end:.1f}" for r in runs)
-        raise AnalysisError(f"the runs at {runs[0].rate_rps:g} req/s per class never measured together after "
-                            f"a {warmup_s:g} s warm-up ({spans}); use a longer --duration-seconds")
+        raise AnalysisError(
+            f"the runs at {runs[0].rate_rps:g} req/s per class never measured together after "
+            f"a {warmup_s:g} s warm-up ({spans}); use a longer --duration-seconds"
+        )
     return w0, w1
 
 
@@ -392,8 +433,10 @@ def operating_point(points: Sequence[RatePoint]) -> tuple[OperatingPoint | None,
     for p in ordered:
         if not p.meets_slo:
             if best is None:
-                return None, (f"no offered rate met the SLO: the lowest, {p.offered_rps:g} req/s, failed "
-                              f"({'; '.join(p.failures)})")
+                return None, (
+                    f"no offered rate met the SLO: the lowest, {p.offered_rps:g} req/s, failed "
+                    f"({'; '.join(p.failures)})"
+                )
             return OperatingPoint(best, "sweep_end" if p.window_too_short else "slo"), None
         best = p
     assert best is not None

@@ -22,15 +22,15 @@ benchmark, exactly as before.
 from __future__ import annotations
 
 import argparse
-import json
 import dataclasses
+import json
 import math
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -38,12 +38,19 @@ from pydantic import ValidationError
 
 from components import naming
 
-from ...config.bench import (AUTO_MAX_RATES, AUTO_REFINE_STEPS, DEFAULT_DURATION_S, QUICK_DURATION_S,
-                             QUICK_MAX_RATES, QUICK_REFINE_STEPS, parse_rates)
+from ...config.bench import (
+    AUTO_MAX_RATES,
+    AUTO_REFINE_STEPS,
+    DEFAULT_DURATION_S,
+    QUICK_DURATION_S,
+    QUICK_MAX_RATES,
+    QUICK_REFINE_STEPS,
+    parse_rates,
+)
+from . import store
 from .analysis import AnalysisError, RatePoint, Slo, operating_point
 from .plots import goodput_plot, latency_plot, server_plot
 from .record import MeasurementError, build_measurement, write_measurement
-from . import store
 from .runner import (
     REPO,
     BenchError,
@@ -97,46 +104,88 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", help="stack whose resolved plan names the release, args, accelerator and contract")
     p.add_argument("--pool", default="stable", help="pool of that stack (default stable)")
     p.add_argument("--url", help="server root URL of ONE replica (e.g. a port-forward); overrides the plan's")
-    p.add_argument("--rates", type=_rates, default=None, metavar="auto|R1,R2,...",
-                   help="offered rates in req/s, or auto (default): double from 1 req/s until goodput collapses, "
-                        "then bisect the knee")
-    p.add_argument("--duration-seconds", type=float, default=None,
-                   help=f"seconds of load per rate (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g})")
-    p.add_argument("--quick", action="store_true",
-                   help=f"CI-sized run: {QUICK_DURATION_S:g} s per rate, at most {QUICK_MAX_RATES} rates, no refinement")
+    p.add_argument(
+        "--rates",
+        type=_rates,
+        default=None,
+        metavar="auto|R1,R2,...",
+        help="offered rates in req/s, or auto (default): double from 1 req/s until goodput collapses, "
+        "then bisect the knee",
+    )
+    p.add_argument(
+        "--duration-seconds",
+        type=float,
+        default=None,
+        help=f"seconds of load per rate (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g})",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"CI-sized run: {QUICK_DURATION_S:g} s per rate, at most {QUICK_MAX_RATES} rates, no refinement",
+    )
     p.add_argument("--out", type=Path, help="output directory (default build/bench/<release>-<UTC time>)")
     p.add_argument("--priority-mix", help="NAME=SHARE,... of the contract's classes (default: equal shares)")
-    p.add_argument("--no-priority-header", action="store_true",
-                   help=f"run the mix without the {naming.OBJECTIVE_HEADER} header (recorded as such)")
-    p.add_argument("--prefix-ratio", type=float, default=0.0,
-                   help="shared prefix tokens / mean prompt tokens, in [0, 1) (default 0)")
+    p.add_argument(
+        "--no-priority-header",
+        action="store_true",
+        help=f"run the mix without the {naming.OBJECTIVE_HEADER} header (recorded as such)",
+    )
+    p.add_argument(
+        "--prefix-ratio",
+        type=float,
+        default=0.0,
+        help="shared prefix tokens / mean prompt tokens, in [0, 1) (default 0)",
+    )
     p.add_argument("--guidellm", help="guidellm executable (default .venv-vllm/bin/guidellm, then PATH)")
     p.add_argument("--record", type=Path, help="also write the record here (e.g. stacks/measurements/<name>.json)")
-    p.add_argument("--record-uri", metavar="gs://BUCKET/PATH.json",
-                   help="also upload the record there, create-only (an existing object is an error, never replaced)")
+    p.add_argument(
+        "--record-uri",
+        metavar="gs://BUCKET/PATH.json",
+        help="also upload the record there, create-only (an existing object is an error, never replaced)",
+    )
     p.add_argument("--metrics-url", help="Prometheus endpoint of the replica (default <url>/metrics)")
     p.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
     p.add_argument("--tokenizer", help="local tokenizer directory (overrides the plan's)")
-    p.add_argument("--served-args", type=_json_args, metavar="JSON_LIST",
-                   help="the arguments the measured server really ran, when not the rendered ones (recorded; a pool "
-                        "accepts such a record only in dev, with serving.<role>.measured_with_adapted_args)")
-    p.add_argument("--served-args-reason", help="why --served-args differ from the rendered arguments (required with it)")
+    p.add_argument(
+        "--served-args",
+        type=_json_args,
+        metavar="JSON_LIST",
+        help="the arguments the measured server really ran, when not the rendered ones (recorded; a pool "
+        "accepts such a record only in dev, with serving.<role>.measured_with_adapted_args)",
+    )
+    p.add_argument(
+        "--served-args-reason", help="why --served-args differ from the rendered arguments (required with it)"
+    )
 
 
-def register(subparsers: argparse._SubParsersAction, resolve_target: Callable[[argparse.Namespace], BenchTarget]
-             ) -> argparse.ArgumentParser:
+def register(
+    subparsers: argparse._SubParsersAction, resolve_target: Callable[[argparse.Namespace], BenchTarget]
+) -> argparse.ArgumentParser:
     """Add ``bench`` to ``subparsers``; the parsed namespace's ``fn(args)`` runs it and returns the exit code."""
-    p = subparsers.add_parser("bench", help="measure one replica's latency/throughput curve and operating point",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "bench",
+        help="measure one replica's latency/throughput curve and operating point",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(p)
     p.set_defaults(fn=lambda args: run_bench(args, resolve_target))
-    sub = p.add_subparsers(dest="bench_command", metavar="{fetch}", parser_class=_OneLineParser,
-                           help="optional: `fetch` reads a record back from Cloud Storage instead of benchmarking")
-    f = sub.add_parser("fetch", help="download a record from Cloud Storage, validate it, write it create-only",
-                       description=store.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(
+        dest="bench_command",
+        metavar="{fetch}",
+        parser_class=_OneLineParser,
+        help="optional: `fetch` reads a record back from Cloud Storage instead of benchmarking",
+    )
+    f = sub.add_parser(
+        "fetch",
+        help="download a record from Cloud Storage, validate it, write it create-only",
+        description=store.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     f.add_argument("uri", metavar="gs://BUCKET/PATH.json", help="the record, e.g. gs://<bucket>/measurements/<n>.json")
-    f.add_argument("--to", type=Path, required=True,
-                   help="where to write it (must not exist), e.g. stacks/measurements/<n>.json")
+    f.add_argument(
+        "--to", type=Path, required=True, help="where to write it (must not exist), e.g. stacks/measurements/<n>.json"
+    )
     f.add_argument("--project", default=None, help="Google Cloud project for the client (default: from ADC)")
     f.set_defaults(fn=run_fetch)
     return p
@@ -159,12 +208,18 @@ def run_fetch(args: argparse.Namespace) -> int:
         print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
         return EXIT_ERROR
     op = record.operating_point
-    summary = (f"operating point {op.offered_rps:g} req/s: θ_o {op.output_tokens_per_s:.1f}, θ_i "
-               f"{op.input_tokens_per_s:.1f} tokens/s per replica" if op is not None
-               else f"no operating point ({record.no_operating_point_reason})")
-    print(f"wrote {args.to}: release {record.release} on {record.accelerator.machine_type} "
-          f"(TP {record.accelerator.tensor_parallel_size}), measured {record.measured_at}; {summary}. A pool cites it "
-          f"as `measured: stacks/measurements/{args.to.name}` once the file is there.", file=sys.stderr)
+    summary = (
+        f"operating point {op.offered_rps:g} req/s: θ_o {op.output_tokens_per_s:.1f}, θ_i "
+        f"{op.input_tokens_per_s:.1f} tokens/s per replica"
+        if op is not None
+        else f"no operating point ({record.no_operating_point_reason})"
+    )
+    print(
+        f"wrote {args.to}: release {record.release} on {record.accelerator.machine_type} "
+        f"(TP {record.accelerator.tensor_parallel_size}), measured {record.measured_at}; {summary}. A pool cites it "
+        f"as `measured: stacks/measurements/{args.to.name}` once the file is there.",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -173,10 +228,13 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     if not (math.isfinite(duration) and duration > 0):
         raise BenchError(f"--duration-seconds must be > 0, got {duration}")
     return SweepConfig(
-        rates=args.rates, start_rps=AUTO_START_RPS, growth=AUTO_GROWTH,
+        rates=args.rates,
+        start_rps=AUTO_START_RPS,
+        growth=AUTO_GROWTH,
         max_rates=QUICK_MAX_RATES if args.quick else AUTO_MAX_RATES,
         refine_steps=QUICK_REFINE_STEPS if args.quick else AUTO_REFINE_STEPS,
-        duration_s=duration, warmup_s=duration * WARMUP_FRACTION,
+        duration_s=duration,
+        warmup_s=duration * WARMUP_FRACTION,
     )
 
 
@@ -199,8 +257,10 @@ def _describe(p: RatePoint) -> str:
     itl = f"{p.itl_ms.p95:.1f}" if p.itl_ms else "-"
     good = f"{p.goodput_share:.0%}" if p.goodput_share is not None else "-"
     verdict = "meets SLO" if p.meets_slo else "; ".join(p.failures)
-    return (f"{p.offered_rps:g} req/s: TTFT p95 {ttft} ms, ITL p95 {itl} ms, goodput {good}, "
-            f"{p.output_tokens_per_s:.1f} out tok/s, {p.arrivals} arrivals in {p.window_seconds:.1f} s — {verdict}")
+    return (
+        f"{p.offered_rps:g} req/s: TTFT p95 {ttft} ms, ITL p95 {itl} ms, goodput {good}, "
+        f"{p.output_tokens_per_s:.1f} out tok/s, {p.arrivals} arrivals in {p.window_seconds:.1f} s — {verdict}"
+    )
 
 
 def run_bench(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
@@ -235,15 +295,21 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     client = storage_client() if remote is not None else None
     mix = parse_priority_mix(args.priority_mix, target.priority_classes)
     plan = plan_workload(
-        prompt_mean=target.prompt_mean_tokens, prompt_p95=target.prompt_p95_tokens,
-        max_input=target.max_input_tokens, output_mean=target.output_mean_tokens,
-        output_p95=target.output_p95_tokens, max_output=target.max_output_tokens,
-        prefix_ratio=args.prefix_ratio, mix=mix, send_priority_header=not args.no_priority_header)
+        prompt_mean=target.prompt_mean_tokens,
+        prompt_p95=target.prompt_p95_tokens,
+        max_input=target.max_input_tokens,
+        output_mean=target.output_mean_tokens,
+        output_p95=target.output_p95_tokens,
+        max_output=target.max_output_tokens,
+        prefix_ratio=args.prefix_ratio,
+        mix=mix,
+        send_priority_header=not args.no_priority_header,
+    )
     slo = Slo(ttft_ms=target.ttft_p95_ms, itl_ms=target.itl_p95_ms)
     cfg = _sweep_config(args)
     exe = resolve_guidellm(args.guidellm)
     version = guidellm_version(exe)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     out = args.out or REPO / "build" / "bench" / f"{target.release}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     if out.exists() and any(out.iterdir()):
         raise BenchError(f"--out {out}: not empty; each run writes its own directory")
@@ -251,22 +317,31 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     _check_health(target.base_url)
     for fit, what in ((plan.prompt, "prompt"), (plan.output, "output")):
         if not fit.exact:
-            console.print(f"[yellow]note:[/] a censored normal cannot carry the contract's {what} tail with mean "
-                          f"{fit.contract_mean:g}: sending mean {fit.fitted_mean:.0f} with p95 {fit.fitted_p95:.0f} "
-                          f"({fit.lower_clip_share:.0%} at {fit.lower} token) — see the record's workload")
+            console.print(
+                f"[yellow]note:[/] a censored normal cannot carry the contract's {what} tail with mean "
+                f"{fit.contract_mean:g}: sending mean {fit.fitted_mean:.0f} with p95 {fit.fitted_p95:.0f} "
+                f"({fit.lower_clip_share:.0%} at {fit.lower} token) — see the record's workload"
+            )
 
-    scraper = None if args.no_metrics else MetricsScraper(args.metrics_url or f"{target.base_url}/metrics",
-                                                          target.served_model_name).start()
+    scraper = (
+        None
+        if args.no_metrics
+        else MetricsScraper(args.metrics_url or f"{target.base_url}/metrics", target.served_model_name).start()
+    )
     measure = measure_rate_fn(exe, target, plan, slo, cfg, out, scraper)
     wall = time.monotonic()
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=console, transient=True) as progress:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        ) as progress:
             task = progress.add_task("starting", total=None)
 
             def timed(rate: float, index: int):
-                progress.update(task, description=f"rate {index + 1}: {rate:g} req/s, {len(plan.mix)} "
-                                f"guidellm run(s) of {cfg.duration_s:g} s")
+                progress.update(
+                    task,
+                    description=f"rate {index + 1}: {rate:g} req/s, {len(plan.mix)} "
+                    f"guidellm run(s) of {cfg.duration_s:g} s",
+                )
                 return measure(rate, index)
 
             result = sweep(timed, cfg, on_point=lambda p: progress.console.print(_describe(p)))
@@ -275,20 +350,33 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
             scraper.stop()
     check_versions(result.runs, version)
     found, reason = operating_point(result.points)
-    record = build_measurement(target=target, plan=plan, slo=slo, sweep_cfg=cfg, points=result.points,
-                               found=found, no_point_reason=reason, guidellm_version=version,
-                               measured_at=datetime.now(timezone.utc))
+    record = build_measurement(
+        target=target,
+        plan=plan,
+        slo=slo,
+        sweep_cfg=cfg,
+        points=result.points,
+        found=found,
+        no_point_reason=reason,
+        guidellm_version=version,
+        measured_at=datetime.now(UTC),
+    )
     record_path = out / "measurement.json"
     write_measurement(record, record_path)
     if args.record is not None:
         write_measurement(record, args.record)
-    pictures = [latency_plot(record, out / "latency.png"), goodput_plot(record, out / "goodput.png"),
-                server_plot(record, out / "server.png")]
+    pictures = [
+        latency_plot(record, out / "latency.png"),
+        goodput_plot(record, out / "goodput.png"),
+        server_plot(record, out / "server.png"),
+    ]
     reports = [Path(r.path) for group in result.runs for r in group]
     html, html_problem = export_html(exe, reports, out)
     if scraper and not scraper.samples:
-        console.print(f"[yellow]note:[/] no /metrics sample from {scraper.url} ({scraper.last_error}); "
-                      "queue and KV usage are null in the record")
+        console.print(
+            f"[yellow]note:[/] no /metrics sample from {scraper.url} ({scraper.last_error}); "
+            "queue and KV usage are null in the record"
+        )
     uploaded = ""
     if remote is not None:
         assert client is not None
@@ -305,9 +393,17 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     else:
         op = record.operating_point
         assert op is not None
-        console.print(f"operating point {op.offered_rps:g} req/s ({op.limit}): θ_o {op.output_tokens_per_s:.1f} "
-                      f"output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica")
-    console.print(f"wrote {record_path}" + (f" and {args.record}" if args.record else "") + uploaded + "; "
-                  + ", ".join(str(p) for p in pictures) + (f", {html}" if html else f" (no HTML: {html_problem})")
-                  + f" in {time.monotonic() - wall:.0f} s")
+        console.print(
+            f"operating point {op.offered_rps:g} req/s ({op.limit}): θ_o {op.output_tokens_per_s:.1f} "
+            f"output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica"
+        )
+    console.print(
+        f"wrote {record_path}"
+        + (f" and {args.record}" if args.record else "")
+        + uploaded
+        + "; "
+        + ", ".join(str(p) for p in pictures)
+        + (f", {html}" if html else f" (no HTML: {html_problem})")
+        + f" in {time.monotonic() - wall:.0f} s"
+    )
     return 0

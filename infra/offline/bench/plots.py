@@ -15,13 +15,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless and reproducible: no display, no GUI backend differences
 
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from components import naming
 
-from ...config.measurement import Measurement  # noqa: E402
+from ...config.measurement import Measurement
 
 #: 8 x 7 in at 100 dpi: 800 x 700 px, legible in a review tool without zooming.
 FIGSIZE = (8.0, 7.0)
@@ -33,8 +33,13 @@ PNG_METADATA: dict[str, str | None] = {"Software": None}
 def _mark_operating_point(ax: Axes, record: Measurement) -> None:
     op = record.operating_point
     if op is not None:
-        ax.axvline(op.offered_rps, color="tab:green", linestyle="--", linewidth=1.2,
-                   label=f"operating point {op.offered_rps:g} req/s")
+        ax.axvline(
+            op.offered_rps,
+            color="tab:green",
+            linestyle="--",
+            linewidth=1.2,
+            label=f"operating point {op.offered_rps:g} req/s",
+        )
 
 
 def _finish(fig: plt.Figure, axes: list[Axes], path: Path, title: str, record: Measurement) -> Path:
@@ -59,8 +64,10 @@ def _finish(fig: plt.Figure, axes: list[Axes], path: Path, title: str, record: M
 def _title(record: Measurement, what: str) -> str:
     """Two lines: what and on which release and machine, then the engine, the tool and when (one line is wider
     than the figure for long release ids)."""
-    return (f"{what} — {record.release} on {record.accelerator.machine_type} (TP {record.accelerator.tensor_parallel_size})\n"
-            f"vLLM {record.vllm_version}, guidellm {record.tool.version}, {record.measured_at}")
+    return (
+        f"{what} — {record.release} on {record.accelerator.machine_type} (TP {record.accelerator.tensor_parallel_size})\n"
+        f"vLLM {record.vllm_version}, guidellm {record.tool.version}, {record.measured_at}"
+    )
 
 
 def latency_plot(record: Measurement, path: Path) -> Path:
@@ -68,14 +75,33 @@ def latency_plot(record: Measurement, path: Path) -> Path:
     x = [p.offered_rps for p in record.curve]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
     for q, style in (("p50", ":"), ("p95", "-"), ("p99", "--")):
-        top.plot(x, [getattr(p.ttft_ms, q) if p.ttft_ms else float("nan") for p in record.curve],
-                 style, marker="o", color="tab:blue", label=f"TTFT {q}")
-    top.axhline(record.slo.ttft_p95_ms, color="tab:red", linewidth=1, label=f"TTFT objective (p95) {record.slo.ttft_p95_ms:g} ms")
+        top.plot(
+            x,
+            [getattr(p.ttft_ms, q) if p.ttft_ms else float("nan") for p in record.curve],
+            style,
+            marker="o",
+            color="tab:blue",
+            label=f"TTFT {q}",
+        )
+    top.axhline(
+        record.slo.ttft_p95_ms,
+        color="tab:red",
+        linewidth=1,
+        label=f"TTFT objective (p95) {record.slo.ttft_p95_ms:g} ms",
+    )
     top.set_ylabel("time to first token (ms)")
     for q, style in (("p50", ":"), ("p95", "-")):
-        bottom.plot(x, [getattr(p.itl_ms, q) if p.itl_ms else float("nan") for p in record.curve],
-                    style, marker="o", color="tab:purple", label=f"ITL {q}")
-    bottom.axhline(record.slo.itl_p95_ms, color="tab:red", linewidth=1, label=f"ITL objective (p95) {record.slo.itl_p95_ms:g} ms")
+        bottom.plot(
+            x,
+            [getattr(p.itl_ms, q) if p.itl_ms else float("nan") for p in record.curve],
+            style,
+            marker="o",
+            color="tab:purple",
+            label=f"ITL {q}",
+        )
+    bottom.axhline(
+        record.slo.itl_p95_ms, color="tab:red", linewidth=1, label=f"ITL objective (p95) {record.slo.itl_p95_ms:g} ms"
+    )
     bottom.set_ylabel("inter-token latency (ms)")
     for ax in (top, bottom):
         _mark_operating_point(ax, record)
@@ -86,18 +112,42 @@ def goodput_plot(record: Measurement, path: Path) -> Path:
     """Goodput share and error rate (top); output and goodput tokens/s (bottom)."""
     x = [p.offered_rps for p in record.curve]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
-    top.plot(x, [p.goodput_share if p.goodput_share is not None else float("nan") for p in record.curve],
-             "-", marker="o", color="tab:green", label="goodput (share meeting TTFT and ITL objectives)")
-    top.plot(x, [p.error_rate if p.error_rate is not None else float("nan") for p in record.curve],
-             "-", marker="x", color="tab:red", label="error rate")
-    top.axhline(record.slo.min_goodput_share, color="tab:green", linewidth=1, linestyle=":",
-                label=f"goodput objective {record.slo.min_goodput_share:.0%}")
+    top.plot(
+        x,
+        [p.goodput_share if p.goodput_share is not None else float("nan") for p in record.curve],
+        "-",
+        marker="o",
+        color="tab:green",
+        label="goodput (share meeting TTFT and ITL objectives)",
+    )
+    top.plot(
+        x,
+        [p.error_rate if p.error_rate is not None else float("nan") for p in record.curve],
+        "-",
+        marker="x",
+        color="tab:red",
+        label="error rate",
+    )
+    top.axhline(
+        record.slo.min_goodput_share,
+        color="tab:green",
+        linewidth=1,
+        linestyle=":",
+        label=f"goodput objective {record.slo.min_goodput_share:.0%}",
+    )
     top.set_ylim(-0.02, 1.02)
     top.set_ylabel("share of requests")
-    bottom.plot(x, [p.output_tokens_per_s for p in record.curve], "-", marker="o", color="tab:blue",
-                label="output tokens/s")
-    bottom.plot(x, [p.goodput_output_tokens_per_s for p in record.curve], "--", marker="o", color="tab:green",
-                label="goodput output tokens/s")
+    bottom.plot(
+        x, [p.output_tokens_per_s for p in record.curve], "-", marker="o", color="tab:blue", label="output tokens/s"
+    )
+    bottom.plot(
+        x,
+        [p.goodput_output_tokens_per_s for p in record.curve],
+        "--",
+        marker="o",
+        color="tab:green",
+        label="goodput output tokens/s",
+    )
     bottom.set_ylabel("tokens/s (one replica)")
     for ax in (top, bottom):
         _mark_operating_point(ax, record)
@@ -109,15 +159,39 @@ def server_plot(record: Measurement, path: Path) -> Path:
     x = [p.offered_rps for p in record.curve]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
     nan = float("nan")
-    top.plot(x, [p.queue_waiting.mean if p.queue_waiting else nan for p in record.curve], "-", marker="o",
-             color="tab:orange", label=f"{naming.VLLM_NUM_REQUESTS_WAITING} mean")
-    top.plot(x, [p.queue_waiting.max if p.queue_waiting else nan for p in record.curve], "--", marker="^",
-             color="tab:orange", label="... max")
+    top.plot(
+        x,
+        [p.queue_waiting.mean if p.queue_waiting else nan for p in record.curve],
+        "-",
+        marker="o",
+        color="tab:orange",
+        label=f"{naming.VLLM_NUM_REQUESTS_WAITING} mean",
+    )
+    top.plot(
+        x,
+        [p.queue_waiting.max if p.queue_waiting else nan for p in record.curve],
+        "--",
+        marker="^",
+        color="tab:orange",
+        label="... max",
+    )
     top.set_ylabel("requests waiting")
-    bottom.plot(x, [p.kv_cache_usage.mean if p.kv_cache_usage else nan for p in record.curve], "-", marker="o",
-                color="tab:brown", label=f"{naming.VLLM_KV_CACHE_USAGE} mean")
-    bottom.plot(x, [p.kv_cache_usage.max if p.kv_cache_usage else nan for p in record.curve], "--", marker="^",
-                color="tab:brown", label="... max")
+    bottom.plot(
+        x,
+        [p.kv_cache_usage.mean if p.kv_cache_usage else nan for p in record.curve],
+        "-",
+        marker="o",
+        color="tab:brown",
+        label=f"{naming.VLLM_KV_CACHE_USAGE} mean",
+    )
+    bottom.plot(
+        x,
+        [p.kv_cache_usage.max if p.kv_cache_usage else nan for p in record.curve],
+        "--",
+        marker="^",
+        color="tab:brown",
+        label="... max",
+    )
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel("KV-cache usage (fraction)")
     if all(p.queue_waiting is None and p.kv_cache_usage is None for p in record.curve):

@@ -12,32 +12,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ...config.measurement import (
+from ...config.measurement import (  # noqa: F401
     SCHEMA_VERSION,
     Accelerator,
     CurvePoint,
     EngineArgs,
     Gauge,
+    IdentityFacts,
     LengthWorkload,
     Measurement,
+    MeasurementError,
     OperatingPoint,
     PriorityShare,
     Quantiles,
     Slo,
     Tool,
     Workload,
+    identity_differences,
+    validation_problems,
 )
-from ...config.measurement import IdentityFacts, MeasurementError, identity_differences, validation_problems  # noqa: F401
 from .analysis import OperatingPoint as FoundOperatingPoint
 from .analysis import Quantiles as FoundQuantiles
 from .analysis import RatePoint
 from .analysis import Slo as SloSpec
-from .runner import REQUEST_FORMAT, BASE_SEED, SweepConfig
+from .runner import BASE_SEED, REQUEST_FORMAT, SweepConfig
 from .scrape import GaugeSummary
 from .stats import nearest_rank
 from .target import BenchTarget
@@ -48,7 +51,7 @@ def utc_timestamp(when: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` of an aware datetime (the record's ``measured_at`` format)."""
     if when.tzinfo is None:
         raise ValueError("measured_at must be timezone-aware")
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _quantiles(q: FoundQuantiles | None) -> Quantiles | None:
@@ -61,15 +64,28 @@ def _gauge(g: GaugeSummary | None) -> Gauge | None:
 
 def curve_point(p: RatePoint) -> CurvePoint:
     return CurvePoint(
-        offered_rps=p.offered_rps, achieved_rps=p.achieved_rps, window_seconds=p.window_seconds,
-        arrivals=p.arrivals, successful=p.successful, errored=p.errored, cut_off_late=p.cut_off_late,
-        cut_off_undetermined=p.cut_off_undetermined, ttft_ms=_quantiles(p.ttft_ms), itl_ms=_quantiles(p.itl_ms),
-        output_tokens_per_s=p.output_tokens_per_s, input_tokens_per_s=p.input_tokens_per_s,
-        error_rate=p.error_rate, goodput_share=p.goodput_share,
-        goodput_output_tokens_per_s=p.goodput_output_tokens_per_s, dispatch_delay_mean_s=p.dispatch_delay_mean_s,
+        offered_rps=p.offered_rps,
+        achieved_rps=p.achieved_rps,
+        window_seconds=p.window_seconds,
+        arrivals=p.arrivals,
+        successful=p.successful,
+        errored=p.errored,
+        cut_off_late=p.cut_off_late,
+        cut_off_undetermined=p.cut_off_undetermined,
+        ttft_ms=_quantiles(p.ttft_ms),
+        itl_ms=_quantiles(p.itl_ms),
+        output_tokens_per_s=p.output_tokens_per_s,
+        input_tokens_per_s=p.input_tokens_per_s,
+        error_rate=p.error_rate,
+        goodput_share=p.goodput_share,
+        goodput_output_tokens_per_s=p.goodput_output_tokens_per_s,
+        dispatch_delay_mean_s=p.dispatch_delay_mean_s,
         dispatch_delay_p95_s=p.dispatch_delay_p95_s,
-        queue_waiting=_gauge(p.queue_waiting), kv_cache_usage=_gauge(p.kv_cache_usage),
-        meets_slo=p.meets_slo, failures=list(p.failures), error_examples=list(p.error_examples),
+        queue_waiting=_gauge(p.queue_waiting),
+        kv_cache_usage=_gauge(p.kv_cache_usage),
+        meets_slo=p.meets_slo,
+        failures=list(p.failures),
+        error_examples=list(p.error_examples),
     )
 
 
@@ -77,18 +93,34 @@ def _length(fit: LengthFit, sent: Sequence[int], prefix_tokens: int = 0) -> Leng
     """The record's view of one length: contract, fitted and realised numbers are whole lengths (prefix
     included); mu, sigma, lower and upper are guidellm's parameters for the part after the prefix."""
     return LengthWorkload(
-        contract_mean=fit.contract_mean + prefix_tokens, contract_p95=fit.contract_p95 + prefix_tokens,
+        contract_mean=fit.contract_mean + prefix_tokens,
+        contract_p95=fit.contract_p95 + prefix_tokens,
         distribution=fit.distribution,  # type: ignore[arg-type]
-        mu=fit.mu, sigma=fit.sigma, lower=fit.lower, upper=fit.upper, fitted_mean=fit.fitted_mean + prefix_tokens,
-        fitted_p95=fit.fitted_p95 + prefix_tokens, exact=fit.exact, lower_clip_share=fit.lower_clip_share,
+        mu=fit.mu,
+        sigma=fit.sigma,
+        lower=fit.lower,
+        upper=fit.upper,
+        fitted_mean=fit.fitted_mean + prefix_tokens,
+        fitted_p95=fit.fitted_p95 + prefix_tokens,
+        exact=fit.exact,
+        lower_clip_share=fit.lower_clip_share,
         realised_mean=(sum(sent) / len(sent)) if sent else None,
-        realised_p95=float(nearest_rank(sent, 0.95)) if sent else None, realised_count=len(sent),
+        realised_p95=float(nearest_rank(sent, 0.95)) if sent else None,
+        realised_count=len(sent),
     )
 
 
 def build_measurement(
-    *, target: BenchTarget, plan: WorkloadPlan, slo: SloSpec, sweep_cfg: SweepConfig, points: Sequence[RatePoint],
-    found: FoundOperatingPoint | None, no_point_reason: str | None, guidellm_version: str, measured_at: datetime,
+    *,
+    target: BenchTarget,
+    plan: WorkloadPlan,
+    slo: SloSpec,
+    sweep_cfg: SweepConfig,
+    points: Sequence[RatePoint],
+    found: FoundOperatingPoint | None,
+    no_point_reason: str | None,
+    guidellm_version: str,
+    measured_at: datetime,
 ) -> Measurement:
     """The record of one bench run. ``found``/``no_point_reason`` come from ``analysis.operating_point``."""
     ordered = sorted(points, key=lambda p: p.offered_rps)
@@ -98,28 +130,47 @@ def build_measurement(
     if found is not None:
         p = found.point
         assert p.ttft_ms is not None and p.itl_ms is not None and p.goodput_share is not None  # meets_slo implies
-        op = OperatingPoint(offered_rps=p.offered_rps, output_tokens_per_s=p.output_tokens_per_s,
-                            input_tokens_per_s=p.input_tokens_per_s, ttft_p95_ms=p.ttft_ms.p95,
-                            itl_p95_ms=p.itl_ms.p95, goodput_share=p.goodput_share, limit=found.limit)
+        op = OperatingPoint(
+            offered_rps=p.offered_rps,
+            output_tokens_per_s=p.output_tokens_per_s,
+            input_tokens_per_s=p.input_tokens_per_s,
+            ttft_p95_ms=p.ttft_ms.p95,
+            itl_p95_ms=p.itl_ms.p95,
+            goodput_share=p.goodput_share,
+            limit=found.limit,
+        )
     served = list(target.served_args) if target.served_args is not None else None
     return Measurement(
-        schema_version=SCHEMA_VERSION, release=target.release, image_digest=target.image_digest,
-        vllm_version=target.vllm_version, served_model_name=target.served_model_name,
-        accelerator=Accelerator(machine_type=target.machine_type, gpu_type=target.gpu_type,
-                                gpus_per_node=target.gpus_per_node,
-                                tensor_parallel_size=target.tensor_parallel_size),
-        engine_args=EngineArgs(rendered=list(target.vllm_args), rendered_sha256=target.vllm_args_sha256,
-                               served=served, served_sha256=target.served_args_sha256,
-                               served_reason=target.served_args_reason),
+        schema_version=SCHEMA_VERSION,
+        release=target.release,
+        image_digest=target.image_digest,
+        vllm_version=target.vllm_version,
+        served_model_name=target.served_model_name,
+        accelerator=Accelerator(
+            machine_type=target.machine_type,
+            gpu_type=target.gpu_type,
+            gpus_per_node=target.gpus_per_node,
+            tensor_parallel_size=target.tensor_parallel_size,
+        ),
+        engine_args=EngineArgs(
+            rendered=list(target.vllm_args),
+            rendered_sha256=target.vllm_args_sha256,
+            served=served,
+            served_sha256=target.served_args_sha256,
+            served_reason=target.served_args_reason,
+        ),
         tool=Tool(name="guidellm", version=guidellm_version, request_format=REQUEST_FORMAT),
         workload=Workload(
             arrival_process="poisson",
             prompt=_length(plan.prompt, prompts, plan.prefix_tokens),
             output=_length(plan.output, outputs),
-            shared_prefix_ratio=plan.prefix_ratio, shared_prefix_tokens=plan.prefix_tokens,
+            shared_prefix_ratio=plan.prefix_ratio,
+            shared_prefix_tokens=plan.prefix_tokens,
             priority_mix=[PriorityShare(name=s.name, priority=s.priority, share=s.share) for s in plan.mix],
             priority_header=PRIORITY_HEADER if plan.send_priority_header else None,
-            duration_seconds_per_rate=sweep_cfg.duration_s, warmup_seconds=sweep_cfg.warmup_s, seed=BASE_SEED,
+            duration_seconds_per_rate=sweep_cfg.duration_s,
+            warmup_seconds=sweep_cfg.warmup_s,
+            seed=BASE_SEED,
         ),
         slo=Slo(ttft_p95_ms=slo.ttft_ms, itl_p95_ms=slo.itl_ms, min_goodput_share=slo.min_goodput_share),
         measured_at=utc_timestamp(measured_at),
@@ -158,5 +209,3 @@ def load_measurement(path: Path | str) -> Measurement:
     except ValidationError as err:
         problems = validation_problems(err)
         raise MeasurementError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems)) from None
-
-

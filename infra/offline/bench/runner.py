@@ -70,15 +70,18 @@ def resolve_guidellm(explicit: str | None) -> Path:
     found = shutil.which("guidellm")
     if found:
         return Path(found)
-    raise BenchError(f"guidellm not found at {DEFAULT_GUIDELLM} or on PATH: run scripts/install-guidellm.sh "
-                     "(or `make integration-deps`), or pass --guidellm PATH")
+    raise BenchError(
+        f"guidellm not found at {DEFAULT_GUIDELLM} or on PATH: run scripts/install-guidellm.sh "
+        "(or `make integration-deps`), or pass --guidellm PATH"
+    )
 
 
 def guidellm_version(exe: Path) -> str:
     """The installed package's version, as ``guidellm --version`` reports it (click reads the package metadata)."""
     try:
-        proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
-                              env=_guidellm_env())
+        proc = subprocess.run(
+            [str(exe), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, env=_guidellm_env()
+        )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise BenchError(f"{exe} --version failed: {err}") from None
     m = re.search(r"version:?\s*(\S+)", proc.stdout)
@@ -91,12 +94,14 @@ def _guidellm_env() -> dict[str, str]:
     # GUIDELLM__* variables from the caller's shell would silently override scenario fields (guidellm reads its
     # settings and the scenario from the environment), so none are inherited.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELLM__")}
-    env.update({
-        "GUIDELLM__MAX_WORKER_PROCESSES": "1",  # see the module docstring (Poisson seeding)
-        "HF_HUB_OFFLINE": "1",  # the tokenizer is a local directory; nothing is fetched from a model hub
-        "TRANSFORMERS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",  # no tokenizer thread pool next to guidellm's worker process
-    })
+    env.update(
+        {
+            "GUIDELLM__MAX_WORKER_PROCESSES": "1",  # see the module docstring (Poisson seeding)
+            "HF_HUB_OFFLINE": "1",  # the tokenizer is a local directory; nothing is fetched from a model hub
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",  # no tokenizer thread pool next to guidellm's worker process
+        }
+    )
     return env
 
 
@@ -149,17 +154,29 @@ def prefetch_items(rate_rps: float, duration_s: float) -> int:
     return int(min(PREFETCH_MAX, max(PREFETCH_MIN, math.ceil(2 * rate_rps * duration_s))))
 
 
-def scenario(target: BenchTarget, plan: WorkloadPlan, share: ClassShare, rate_rps: float, seed: int,
-             duration_s: float, files: RunFiles) -> dict[str, Any]:
+def scenario(
+    target: BenchTarget,
+    plan: WorkloadPlan,
+    share: ClassShare,
+    rate_rps: float,
+    seed: int,
+    duration_s: float,
+    files: RunFiles,
+) -> dict[str, Any]:
     """guidellm ``BenchmarkScenario`` for one class stream at ``rate_rps * share``."""
-    backend: dict[str, Any] = {"kind": "openai_http", "target": target.base_url, "model": target.served_model_name,
-                               "request_format": REQUEST_FORMAT}
+    backend: dict[str, Any] = {
+        "kind": "openai_http",
+        "target": target.base_url,
+        "model": target.served_model_name,
+        "request_format": REQUEST_FORMAT,
+    }
     headers = plan.headers(share)
     if headers:
         backend["extras"] = {"headers": headers}
     return {
-        "metadata": {"labels": {"release": target.release, "priority_class": share.name,
-                                "offered_rps_total": f"{rate_rps:g}"}},
+        "metadata": {
+            "labels": {"release": target.release, "priority_class": share.name, "offered_rps_total": f"{rate_rps:g}"}
+        },
         "spec": {
             "backend": backend,
             "profile": {"kind": "poisson", "rate": [rate_rps * share.share]},
@@ -188,33 +205,44 @@ def _stop_group(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def run_rate(exe: Path, target: BenchTarget, plan: WorkloadPlan, rate_rps: float, index: int, duration_s: float,
-             out_dir: Path) -> list[RunReport]:
+def run_rate(
+    exe: Path, target: BenchTarget, plan: WorkloadPlan, rate_rps: float, index: int, duration_s: float, out_dir: Path
+) -> list[RunReport]:
     """Start one guidellm run per class at once, wait for all, and read their reports."""
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
     procs: list[tuple[ClassShare, RunFiles, subprocess.Popen]] = []
     try:
         for i, share in enumerate(plan.mix):
             files = run_files(out_dir, index, rate_rps, share)
-            files.scenario.write_text(json.dumps(
-                scenario(target, plan, share, rate_rps, BASE_SEED + i, duration_s, files), indent=2) + "\n")
+            files.scenario.write_text(
+                json.dumps(scenario(target, plan, share, rate_rps, BASE_SEED + i, duration_s, files), indent=2) + "\n"
+            )
             with open(files.log, "wb") as log:
                 proc = subprocess.Popen(
                     [str(exe), "run", "--scenario", str(files.scenario), "--disable-console-interactive"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_guidellm_env(),
-                    cwd=files.scenario.parent, start_new_session=True)
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=_guidellm_env(),
+                    cwd=files.scenario.parent,
+                    start_new_session=True,
+                )
             procs.append((share, files, proc))
         deadline = time.monotonic() + STARTUP_ALLOWANCE_S + duration_s + DRAIN_ALLOWANCE_S
         for share, files, proc in procs:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise BenchError(f"guidellm ({share.name} at {rate_rps:g} req/s) did not finish within "
-                                 f"{STARTUP_ALLOWANCE_S + duration_s + DRAIN_ALLOWANCE_S:.0f} s; log {files.log}") from None
+                raise BenchError(
+                    f"guidellm ({share.name} at {rate_rps:g} req/s) did not finish within "
+                    f"{STARTUP_ALLOWANCE_S + duration_s + DRAIN_ALLOWANCE_S:.0f} s; log {files.log}"
+                ) from None
             if proc.returncode != 0:
                 tail = files.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-                raise BenchError(f"guidellm ({share.name} at {rate_rps:g} req/s) exited {proc.returncode}: "
-                                 f"{tail[0][:200]} (log {files.log})")
+                raise BenchError(
+                    f"guidellm ({share.name} at {rate_rps:g} req/s) exited {proc.returncode}: "
+                    f"{tail[0][:200]} (log {files.log})"
+                )
     finally:
         for _, _, proc in procs:
             if proc.poll() is None:
@@ -238,8 +266,11 @@ def _stop_growing(p: RatePoint, cfg: SweepConfig, consecutive_failures: int) -> 
     return consecutive_failures >= cfg.failures_past_knee
 
 
-def sweep(measure: Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]], cfg: SweepConfig,
-          on_point: Callable[[RatePoint], None] | None = None) -> SweepResult:
+def sweep(
+    measure: Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]],
+    cfg: SweepConfig,
+    on_point: Callable[[RatePoint], None] | None = None,
+) -> SweepResult:
     """Measure the configured rates, or grow geometrically until collapse and then bisect the knee.
 
     ``measure(rate, index)`` runs one rate; kept separate so the sweep logic is testable without guidellm.
@@ -286,9 +317,15 @@ def sweep(measure: Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]
     return SweepResult(tuple(points), tuple(runs))
 
 
-def measure_rate_fn(exe: Path, target: BenchTarget, plan: WorkloadPlan, slo: Slo, cfg: SweepConfig,
-                    out_dir: Path, scraper: MetricsScraper | None
-                    ) -> Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]]:
+def measure_rate_fn(
+    exe: Path,
+    target: BenchTarget,
+    plan: WorkloadPlan,
+    slo: Slo,
+    cfg: SweepConfig,
+    out_dir: Path,
+    scraper: MetricsScraper | None,
+) -> Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]]:
     """The ``measure`` callback of ``sweep`` for real guidellm runs."""
 
     def measure(rate: float, index: int) -> tuple[RatePoint, tuple[RunReport, ...]]:
@@ -317,9 +354,14 @@ def export_html(exe: Path, reports: Sequence[Path], out_dir: Path) -> tuple[Path
     merged_path.write_text(json.dumps(merged), encoding="utf-8")
     html = out_dir / "guidellm-report.html"
     try:
-        proc = subprocess.run([str(exe), "export", str(merged_path), "--output", f"kind=html,path={html}"],
-                              capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, env=_guidellm_env(),
-                              cwd=merged_path.parent)
+        proc = subprocess.run(
+            [str(exe), "export", str(merged_path), "--output", f"kind=html,path={html}"],
+            capture_output=True,
+            text=True,
+            timeout=EXPORT_TIMEOUT_S,
+            env=_guidellm_env(),
+            cwd=merged_path.parent,
+        )
     except (OSError, subprocess.TimeoutExpired) as err:
         return None, f"guidellm export failed: {err}"
     if proc.returncode != 0 or not html.is_file():

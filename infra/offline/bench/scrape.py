@@ -110,7 +110,7 @@ class MetricsScraper:
                 self.samples.append(sample)
             self._stop.wait(max(0.0, self.period_s - (time.monotonic() - started)))
 
-    def start(self) -> "MetricsScraper":
+    def start(self) -> MetricsScraper:
         self._thread.start()
         return self
 
@@ -121,5 +121,7 @@ class MetricsScraper:
     def window(self, start: float, end: float) -> tuple[GaugeSummary | None, GaugeSummary | None]:
         """(queue depth, KV usage) summaries of the samples taken in ``[start, end]``."""
         inside = [s for s in self.samples if start <= s.time <= end]
-        return (summarise([s.waiting for s in inside if s.waiting is not None]),
-                summarise([s.kv_usage for s in inside if s.kv_usage is not None]))
+        return (
+            summarise([s.waiting for s in inside if s.waiting is not None]),
+            summarise([s.kv_usage for s in inside if s.kv_usage is not None]),
+        )

@@ -53,7 +53,7 @@ def phi(x: float) -> float:
     return _STD_NORMAL.pdf(x)
 
 
-def Phi(x: float) -> float:  # noqa: N802  (the conventional symbol for the normal CDF)
+def Phi(x: float) -> float:
     """Standard normal cumulative distribution function."""
     return _STD_NORMAL.cdf(x)
 

@@ -39,8 +39,10 @@ if TYPE_CHECKING:  # imported lazily: the CLI registers the commands without imp
 
 #: ``gs://<bucket>/<object>.json``. Bucket names as the stack's ``gke.weights.bucket`` accepts them (no dots, 3-63
 #: characters); object names of portable characters in ``/``-separated segments, no empty, ``.`` or ``..`` segment.
-GS_URI_RE = re.compile(r"^gs://(?P<bucket>[a-z0-9][a-z0-9_-]{1,61}[a-z0-9])/(?P<name>(?:[A-Za-z0-9_-][A-Za-z0-9._-]*/)*"
-                       r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.json)\Z")
+GS_URI_RE = re.compile(
+    r"^gs://(?P<bucket>[a-z0-9][a-z0-9_-]{1,61}[a-z0-9])/(?P<name>(?:[A-Za-z0-9_-][A-Za-z0-9._-]*/)*"
+    r"[A-Za-z0-9_-][A-Za-z0-9._-]*\.json)\Z"
+)
 #: A local record's file name: what ``serving.<role>.measured`` accepts (``stacks/measurements/<name>.json``).
 LOCAL_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+\.json\Z")
 #: The largest record fetched: the bound the stack loader reads every record under (a larger one could not be cited).
@@ -59,12 +61,14 @@ def parse_gs_uri(uri: str, flag: str) -> tuple[str, str]:
     m = GS_URI_RE.match(uri)
     if not m:
         shown = uri if len(uri) <= 80 else uri[:77] + "..."
-        raise RecordStoreError(f"{flag} {shown!r}: expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
-                               "path: segments of A-Z a-z 0-9 . _ -)")
+        raise RecordStoreError(
+            f"{flag} {shown!r}: expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
+            "path: segments of A-Z a-z 0-9 . _ -)"
+        )
     return m["bucket"], m["name"]
 
 
-def storage_client(project: str | None = None) -> "Client":
+def storage_client(project: str | None = None) -> Client:
     """The google-cloud-storage client with Application Default Credentials (Workload Identity in the cluster);
     ``STORAGE_EMULATOR_HOST`` points it at an emulator (the tests)."""
     from google.auth.exceptions import DefaultCredentialsError
@@ -73,8 +77,10 @@ def storage_client(project: str | None = None) -> "Client":
     try:
         return storage.Client(project=project)
     except DefaultCredentialsError as err:
-        raise RecordStoreError(f"no Google credentials for Cloud Storage ({' '.join(str(err).split())}); run "
-                               "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+        raise RecordStoreError(
+            f"no Google credentials for Cloud Storage ({' '.join(str(err).split())}); run "
+            "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
+        ) from None
 
 
 def crc32c_b64(data: bytes) -> str:
@@ -88,7 +94,7 @@ def _api_error(uri: str, err: Exception) -> RecordStoreError:
     return RecordStoreError(f"{uri}: {type(err).__name__}: {' '.join(str(err).split())[:300]}")
 
 
-def upload_record(client: "Client", bucket: str, name: str, data: bytes) -> Literal["written", "unchanged"]:
+def upload_record(client: Client, bucket: str, name: str, data: bytes) -> Literal["written", "unchanged"]:
     """Create ``gs://bucket/name`` with ``data``; never replace an object. ``unchanged`` when the object already
     holds exactly these bytes."""
     from google.api_core.exceptions import Forbidden, GoogleAPICallError, PreconditionFailed
@@ -97,8 +103,9 @@ def upload_record(client: "Client", bucket: str, name: str, data: bytes) -> Lite
     uri = f"gs://{bucket}/{name}"
     b = client.bucket(bucket)
     try:
-        b.blob(name).upload_from_string(data, content_type=CONTENT_TYPE, if_generation_match=0, checksum="crc32c",
-                                        timeout=REQUEST_TIMEOUT_S)
+        b.blob(name).upload_from_string(
+            data, content_type=CONTENT_TYPE, if_generation_match=0, checksum="crc32c", timeout=REQUEST_TIMEOUT_S
+        )
         return "written"
     except PreconditionFailed:
         pass
@@ -112,11 +119,13 @@ def upload_record(client: "Client", bucket: str, name: str, data: bytes) -> Lite
         raise _api_error(uri, err) from None
     if existing is not None and existing.size == len(data) and existing.crc32c == crc32c_b64(data):
         return "unchanged"
-    raise RecordStoreError(f"{uri}: already exists; a measurement record is written once and never overwritten "
-                           "(measure again under a new name, or retire the old object deliberately)")
+    raise RecordStoreError(
+        f"{uri}: already exists; a measurement record is written once and never overwritten "
+        "(measure again under a new name, or retire the old object deliberately)"
+    )
 
 
-def fetch_record(client: "Client", uri: str, to: Path) -> Measurement:
+def fetch_record(client: Client, uri: str, to: Path) -> Measurement:
     """Download the record at ``uri``, validate it as a pool would read it, and write it to ``to`` (which must not
     exist). Nothing is written unless every check passed."""
     from google.api_core.exceptions import GoogleAPICallError, NotFound, PreconditionFailed
@@ -124,8 +133,10 @@ def fetch_record(client: "Client", uri: str, to: Path) -> Measurement:
 
     bucket, name = parse_gs_uri(uri, "bench fetch")
     if not LOCAL_NAME_RE.match(to.name):
-        raise RecordStoreError(f"--to {to}: the file name must be <name>.json of A-Z a-z 0-9 . _ - (what "
-                               "serving.<role>.measured cites as stacks/measurements/<name>.json)")
+        raise RecordStoreError(
+            f"--to {to}: the file name must be <name>.json of A-Z a-z 0-9 . _ - (what "
+            "serving.<role>.measured cites as stacks/measurements/<name>.json)"
+        )
     if to.exists() or to.is_symlink():
         raise RecordStoreError(f"--to {to}: already exists; a measurement record is written once")
     try:
@@ -133,10 +144,11 @@ def fetch_record(client: "Client", uri: str, to: Path) -> Measurement:
         if blob is None:
             raise RecordStoreError(f"{uri}: no such object")
         if blob.size is not None and blob.size > MAX_RECORD_BYTES:
-            raise RecordStoreError(f"{uri}: {blob.size} bytes, more than the {MAX_RECORD_BYTES} a stack reads a record "
-                                   "under (MAX_JSON_BYTES); refused")
-        data = blob.download_as_bytes(if_generation_match=blob.generation, checksum="crc32c",
-                                      timeout=REQUEST_TIMEOUT_S)
+            raise RecordStoreError(
+                f"{uri}: {blob.size} bytes, more than the {MAX_RECORD_BYTES} a stack reads a record "
+                "under (MAX_JSON_BYTES); refused"
+            )
+        data = blob.download_as_bytes(if_generation_match=blob.generation, checksum="crc32c", timeout=REQUEST_TIMEOUT_S)
     except (NotFound, PreconditionFailed):
         raise RecordStoreError(f"{uri}: the object was replaced or removed while it was read; fetch again") from None
     except (GoogleAPICallError, GoogleAuthError, OSError) as err:  # OSError: requests' connection errors
@@ -149,8 +161,9 @@ def fetch_record(client: "Client", uri: str, to: Path) -> Measurement:
         record = Measurement.model_validate(doc, strict=False)
     except ValidationError as err:
         problems = validation_problems(err)
-        raise RecordStoreError(f"{uri}: not a valid measurement record, {len(problems)} problem(s): "
-                               + "; ".join(problems[:5])) from None
+        raise RecordStoreError(
+            f"{uri}: not a valid measurement record, {len(problems)} problem(s): " + "; ".join(problems[:5])
+        ) from None
     write_new_file(to, data)
     return record
 

@@ -7,13 +7,10 @@ field by field with the pool that will later cite it (``record.identity_differen
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...config.measurement import args_sha256  # noqa: F401  (re-exported: the bench and the CLI hash with it)
+from ...config.measurement import args_sha256
 
 #: ``sha256:`` followed by 64 lowercase hex digits: how the release files state an image digest.
 IMAGE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")  # \Z: "$" would accept a trailing newline
@@ -87,23 +84,32 @@ class BenchTarget:
         if not IMAGE_DIGEST_RE.match(self.image_digest):
             problems.append(f"image_digest: must be sha256:<64 hex>, got {self.image_digest!r}")
         if self.vllm_args_sha256 != args_sha256(self.vllm_args):
-            problems.append(f"vllm_args_sha256: {self.vllm_args_sha256} is not the SHA-256 of vllm_args "
-                            f"({args_sha256(self.vllm_args)})")
+            problems.append(
+                f"vllm_args_sha256: {self.vllm_args_sha256} is not the SHA-256 of vllm_args "
+                f"({args_sha256(self.vllm_args)})"
+            )
         if self.gpus_per_node < 0:
             problems.append(f"gpus_per_node: must be >= 0, got {self.gpus_per_node}")
-        for name in ("tensor_parallel_size", "max_input_tokens", "max_output_tokens",
-                     "prompt_p95_tokens", "output_p95_tokens"):
+        for name in (
+            "tensor_parallel_size",
+            "max_input_tokens",
+            "max_output_tokens",
+            "prompt_p95_tokens",
+            "output_p95_tokens",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
         for name in ("ttft_p95_ms", "itl_p95_ms", "prompt_mean_tokens", "output_mean_tokens"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name}: must be > 0, got {getattr(self, name)}")
         if self.prompt_p95_tokens > self.max_input_tokens:
-            problems.append(f"prompt_p95_tokens: {self.prompt_p95_tokens} exceeds max_input_tokens "
-                            f"{self.max_input_tokens}")
+            problems.append(
+                f"prompt_p95_tokens: {self.prompt_p95_tokens} exceeds max_input_tokens {self.max_input_tokens}"
+            )
         if self.output_p95_tokens > self.max_output_tokens:
-            problems.append(f"output_p95_tokens: {self.output_p95_tokens} exceeds max_output_tokens "
-                            f"{self.max_output_tokens}")
+            problems.append(
+                f"output_p95_tokens: {self.output_p95_tokens} exceeds max_output_tokens {self.max_output_tokens}"
+            )
         if not self.priority_classes:
             problems.append("priority_classes: at least one class is required")
         names = [n for n, _ in self.priority_classes]

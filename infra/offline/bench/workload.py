@@ -84,6 +84,7 @@ class WorkloadError(ValueError):
 
 # ---- length fit ----------------------------------------------------------------------------------------------
 
+
 def censored_normal_mean(mu: float, sigma: float, lower: float, upper: float) -> float:
     """Mean of ``clip(N(mu, sigma), lower, upper)``; ``sigma == 0`` is the constant ``clip(mu)``."""
     if sigma == 0:
@@ -122,20 +123,36 @@ class LengthFit:
         """``{prefix}_tokens`` / ``_stdev`` / ``_min`` / ``_max`` for guidellm's synthetic_text data args."""
         if self.sigma == 0:
             return {f"{prefix}_tokens": self.mu, f"{prefix}_tokens_min": self.mu, f"{prefix}_tokens_max": self.mu}
-        return {f"{prefix}_tokens": self.mu, f"{prefix}_tokens_stdev": self.sigma,
-                f"{prefix}_tokens_min": self.lower, f"{prefix}_tokens_max": self.upper}
+        return {
+            f"{prefix}_tokens": self.mu,
+            f"{prefix}_tokens_stdev": self.sigma,
+            f"{prefix}_tokens_min": self.lower,
+            f"{prefix}_tokens_max": self.upper,
+        }
 
 
 def fit_lengths(mean: float, p95: int, upper: int, lower: int = 1) -> LengthFit:
     """Fit guidellm's censored normal to a contract's mean and p95 (see the module docstring for the algebra)."""
     if not (1 <= lower <= mean <= p95 <= upper):
-        raise WorkloadError(f"lengths must satisfy 1 <= lower ({lower}) <= mean ({mean}) <= p95 ({p95}) "
-                            f"<= max ({upper})")
+        raise WorkloadError(
+            f"lengths must satisfy 1 <= lower ({lower}) <= mean ({mean}) <= p95 ({p95}) <= max ({upper})"
+        )
     if p95 - mean < 0.5:
         # A p95 within rounding of the mean is a constant length: guidellm's min = max form.
         mu = round(mean)
-        return LengthFit(mean, p95, lower, upper, mu, 0, float(mu), float(mu),
-                         abs(mu - mean) <= EXACT_MEAN_TOLERANCE_TOKENS, 0.0, 0.0)
+        return LengthFit(
+            mean,
+            p95,
+            lower,
+            upper,
+            mu,
+            0,
+            float(mu),
+            float(mu),
+            abs(mu - mean) <= EXACT_MEAN_TOLERANCE_TOKENS,
+            0.0,
+            0.0,
+        )
 
     def sigma_for(mu: float) -> float:
         return (p95 - mu) / Z95
@@ -154,14 +171,22 @@ def fit_lengths(mean: float, p95: int, upper: int, lower: int = 1) -> LengthFit:
     fitted_mean = censored_normal_mean(mu_i, sigma_i, lower, upper)
     fitted_p95 = min(max(mu_i + Z95 * sigma_i, lower), upper)
     return LengthFit(
-        contract_mean=mean, contract_p95=p95, lower=lower, upper=upper, mu=mu_i, sigma=sigma_i,
-        fitted_mean=fitted_mean, fitted_p95=fitted_p95,
+        contract_mean=mean,
+        contract_p95=p95,
+        lower=lower,
+        upper=upper,
+        mu=mu_i,
+        sigma=sigma_i,
+        fitted_mean=fitted_mean,
+        fitted_p95=fitted_p95,
         exact=abs(fitted_mean - mean) <= EXACT_MEAN_TOLERANCE_TOKENS,
-        lower_clip_share=Phi((lower - mu_i) / sigma_i), upper_clip_share=1 - Phi((upper - mu_i) / sigma_i),
+        lower_clip_share=Phi((lower - mu_i) / sigma_i),
+        upper_clip_share=1 - Phi((upper - mu_i) / sigma_i),
     )
 
 
 # ---- priority mix --------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ClassShare:
@@ -185,8 +210,7 @@ def parse_priority_mix(text: str | None, classes: Sequence[tuple[str, int]]) -> 
         if not sep or not name:
             raise WorkloadError(f"--priority-mix: expected NAME=SHARE, got {item.strip()!r}")
         if name not in priorities:
-            raise WorkloadError(f"--priority-mix: unknown class {name!r} (contract classes: "
-                                f"{', '.join(priorities)})")
+            raise WorkloadError(f"--priority-mix: unknown class {name!r} (contract classes: {', '.join(priorities)})")
         if name in given:
             raise WorkloadError(f"--priority-mix: class {name!r} given twice")
         try:
@@ -204,6 +228,7 @@ def parse_priority_mix(text: str | None, classes: Sequence[tuple[str, int]]) -> 
 
 # ---- the whole workload --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WorkloadPlan:
     """Everything guidellm needs to generate the contract's traffic, plus what the record states about it."""
@@ -217,8 +242,11 @@ class WorkloadPlan:
 
     def synthetic_data(self) -> dict[str, Any]:
         """guidellm ``synthetic_text`` data args (one dataset, identical for every class)."""
-        data: dict[str, Any] = {"kind": "synthetic_text", **self.prompt.guidellm_fields("prompt"),
-                                **self.output.guidellm_fields("output")}
+        data: dict[str, Any] = {
+            "kind": "synthetic_text",
+            **self.prompt.guidellm_fields("prompt"),
+            **self.output.guidellm_fields("output"),
+        }
         if self.prefix_tokens:
             data.update(prefix_tokens=self.prefix_tokens, prefix_count=1)
         return data
@@ -228,19 +256,30 @@ class WorkloadPlan:
 
 
 def plan_workload(
-    *, prompt_mean: float, prompt_p95: int, max_input: int, output_mean: float, output_p95: int, max_output: int,
-    prefix_ratio: float, mix: tuple[ClassShare, ...], send_priority_header: bool = True,
+    *,
+    prompt_mean: float,
+    prompt_p95: int,
+    max_input: int,
+    output_mean: float,
+    output_p95: int,
+    max_output: int,
+    prefix_ratio: float,
+    mix: tuple[ClassShare, ...],
+    send_priority_header: bool = True,
 ) -> WorkloadPlan:
     """Fit both lengths (prompt after the prefix) and validate the prefix ratio."""
     if not (math.isfinite(prefix_ratio) and 0 <= prefix_ratio < 1):
         raise WorkloadError(f"--prefix-ratio must be in [0, 1), got {prefix_ratio}")
     prefix = round(prefix_ratio * prompt_mean)
     if prompt_mean - prefix < PROMPT_MIN_TOKENS:
-        raise WorkloadError(f"--prefix-ratio {prefix_ratio} leaves no prompt after a {prefix}-token prefix "
-                            f"(mean prompt {prompt_mean})")
+        raise WorkloadError(
+            f"--prefix-ratio {prefix_ratio} leaves no prompt after a {prefix}-token prefix (mean prompt {prompt_mean})"
+        )
     if 0 < prefix < PROMPT_MIN_TOKENS:
-        raise WorkloadError(f"--prefix-ratio {prefix_ratio} gives a {prefix}-token prefix, which guidellm would "
-                            f"send empty; use 0 or a ratio giving >= {PROMPT_MIN_TOKENS} tokens")
+        raise WorkloadError(
+            f"--prefix-ratio {prefix_ratio} gives a {prefix}-token prefix, which guidellm would "
+            f"send empty; use 0 or a ratio giving >= {PROMPT_MIN_TOKENS} tokens"
+        )
     prompt = fit_lengths(prompt_mean - prefix, prompt_p95 - prefix, max_input - prefix, lower=PROMPT_MIN_TOKENS)
     output = fit_lengths(output_mean, output_p95, max_output, lower=OUTPUT_MIN_TOKENS)
     return WorkloadPlan(prompt, output, prefix_ratio, prefix, mix, send_priority_header)

@@ -9,6 +9,14 @@ from .hydrate import HydrationError, HydrationRunbook, hydration_runbook, render
 from .stage import StageError, StageResult, identity_fields, release_identity_json, stage_release
 
 __all__ = [
-    "HydrationError", "HydrationRunbook", "StageError", "StageResult", "hydration_runbook", "identity_fields",
-    "register", "release_identity_json", "render_runbook", "stage_release",
+    "HydrationError",
+    "HydrationRunbook",
+    "StageError",
+    "StageResult",
+    "hydration_runbook",
+    "identity_fields",
+    "register",
+    "release_identity_json",
+    "render_runbook",
+    "stage_release",
 ]

@@ -38,8 +38,12 @@ from dataclasses import dataclass, field
 
 from components.serving import verify_release as vr
 from infra.config.accelerator import ZONE_RE
-from infra.targets.gke.config.platform import HYPERDISK_ML_MAX_GIB, HYPERDISK_ML_MIN_GIB, HYPERDISK_ML_MIN_THROUGHPUT_MIB_S
 from infra.config.release import RELEASE_ID_PATTERN
+from infra.targets.gke.config.platform import (
+    HYPERDISK_ML_MAX_GIB,
+    HYPERDISK_ML_MIN_GIB,
+    HYPERDISK_ML_MIN_THROUGHPUT_MIB_S,
+)
 
 from .stage import BUCKET_RE
 
@@ -134,8 +138,17 @@ def snapshot_name(model: str, revision: str) -> str:
     return resource_name(f"{model}-{revision[:12]}")
 
 
-def _problems(project: str, zone: str, bucket: str, prefix: str, release: str, size_gib: int,
-              throughput_mib_s: int, machine_type: str, subnet: str | None) -> list[str]:
+def _problems(
+    project: str,
+    zone: str,
+    bucket: str,
+    prefix: str,
+    release: str,
+    size_gib: int,
+    throughput_mib_s: int,
+    machine_type: str,
+    subnet: str | None,
+) -> list[str]:
     problems = []
     if not PROJECT_RE.match(project):
         problems.append(f"project {project!r} is not a project id ({PROJECT_RE.pattern})")
@@ -149,11 +162,14 @@ def _problems(project: str, zone: str, bucket: str, prefix: str, release: str, s
     if not re.match(RELEASE_ID_PATTERN, release):
         problems.append(f"release {release!r} is not a release id ({RELEASE_ID_PATTERN})")
     if not HYPERDISK_ML_MIN_GIB <= size_gib <= HYPERDISK_ML_MAX_GIB:
-        problems.append(f"size {size_gib} GiB is outside Hyperdisk ML's "
-                        f"{HYPERDISK_ML_MIN_GIB}-{HYPERDISK_ML_MAX_GIB} GiB")
+        problems.append(
+            f"size {size_gib} GiB is outside Hyperdisk ML's {HYPERDISK_ML_MIN_GIB}-{HYPERDISK_ML_MAX_GIB} GiB"
+        )
     if throughput_mib_s < HYPERDISK_ML_MIN_THROUGHPUT_MIB_S:
-        problems.append(f"provisioned throughput {throughput_mib_s} MiB/s is below Hyperdisk ML's minimum "
-                        f"{HYPERDISK_ML_MIN_THROUGHPUT_MIB_S} MiB/s")
+        problems.append(
+            f"provisioned throughput {throughput_mib_s} MiB/s is below Hyperdisk ML's minimum "
+            f"{HYPERDISK_ML_MIN_THROUGHPUT_MIB_S} MiB/s"
+        )
     if not NAME_RE.match(machine_type):
         problems.append(f"machine type {machine_type!r} is not a machine type name")
     if subnet is not None and not re.match(r"^[a-z]([-a-z0-9/]{0,200}[a-z0-9])?\Z", subnet):
@@ -163,7 +179,7 @@ def _problems(project: str, zone: str, bucket: str, prefix: str, release: str, s
 
 def _remote(vm: str, common: list[str], iap: list[str], *lines: str) -> tuple[str, ...]:
     """``gcloud compute ssh VM --command=...`` running ``lines`` under ``set -euo pipefail``."""
-    script = "; ".join(("set -euo pipefail",) + lines)
+    script = "; ".join(("set -euo pipefail", *lines))
     return ("gcloud", "compute", "ssh", vm, *common, *iap, f"--command={script}")
 
 
@@ -186,8 +202,9 @@ def hydration_runbook(
     ``gcloud storage``) and ssh/scp go through IAP TCP forwarding; otherwise the VM uses the project's default
     network with an ephemeral external address. ``verifier``: local path of ``verify_release.py``, copied to the VM.
     """
-    problems = _problems(project, zone, bucket, prefix, release, size_gib, provisioned_throughput_mib_s,
-                         machine_type, subnet)
+    problems = _problems(
+        project, zone, bucket, prefix, release, size_gib, provisioned_throughput_mib_s, machine_type, subnet
+    )
     if problems:
         raise HydrationError(problems)
     prefix = prefix.strip("/")
@@ -210,84 +227,158 @@ def hydration_runbook(
     network = [f"--subnet={subnet}", "--no-address"] if subnet else []
 
     steps = (
-        Step("Create the temporary Hyperdisk ML disk", (
-            f"{WRITE_ACCESS_MODE}: written once by one VM. The stack's serving disks are created READ_ONLY_MANY from",
-            "the snapshot of this disk; this disk itself never needs another access mode.",
-            "gcloud's GB is GiB (2^30 bytes) for Compute Engine disk sizes.",
-            "The help text of gcloud 528 still says --provisioned-throughput is 'only for hyperdisk-throughput'; the",
-            "Compute Engine API takes provisionedThroughput for hyperdisk-ml too (components/weights.py sets it).",
-        ), (
-            ("gcloud", "compute", "disks", "create", disk, *common, f"--type={DISK_TYPE}", f"--size={size_gib}GB",
-             f"--provisioned-throughput={provisioned_throughput_mib_s}", f"--access-mode={WRITE_ACCESS_MODE}",
-             labels),
-        )),
-        Step("Create the temporary VM with the disk attached", (
-            f"Not verifiable offline: that {machine_type} attaches Hyperdisk ML and boots from {BOOT_DISK_TYPE} in "
-            f"{zone};",
-            "see https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml#machine-series-support.",
-            "storage-ro: the VM only reads the bucket; its service account needs roles/storage.objectViewer on it.",
-            f"The VM deletes itself after {VM_MAX_RUN_DURATION} if this runbook is abandoned; the data disk is kept "
-            "(auto-delete=no).",
-        ), (
-            ("gcloud", "compute", "instances", "create", vm, *common, f"--machine-type={machine_type}",
-             f"--image-family={IMAGE_FAMILY}", f"--image-project={IMAGE_PROJECT}", f"--boot-disk-type={BOOT_DISK_TYPE}",
-             f"--disk=name={disk},device-name={DEVICE_NAME},mode=rw,boot=no,auto-delete=no", "--scopes=storage-ro",
-             "--shielded-secure-boot", f"--max-run-duration={VM_MAX_RUN_DURATION}",
-             "--instance-termination-action=DELETE", *network, labels),
-        )),
-        Step("Copy the verifier to the VM and check the staged folder", (
-            "The same verify_release.py the serving pods run; gcs mode compares every object's size and crc32c with",
-            "the manifest. If ssh is refused right after the VM was created, wait a few seconds and repeat the step.",
-        ), (
-            ("gcloud", "compute", "scp", verifier, f"{vm}:{REMOTE_VERIFIER}", *common, *iap),
-            _remote(vm, common, iap, verify_gcs),
-        )),
-        Step("Format, mount and fill the disk from the release folder", (
-            "ext4 as the stack's PersistentVolume declares (fsType ext4); mkfs options from Compute Engine's",
-            "'Format and mount a non-boot disk' guide. The release folder's content becomes the disk's root.",
-        ), (
-            _remote(vm, common, iap,
+        Step(
+            "Create the temporary Hyperdisk ML disk",
+            (
+                f"{WRITE_ACCESS_MODE}: written once by one VM. The stack's serving disks are created READ_ONLY_MANY from",
+                "the snapshot of this disk; this disk itself never needs another access mode.",
+                "gcloud's GB is GiB (2^30 bytes) for Compute Engine disk sizes.",
+                "The help text of gcloud 528 still says --provisioned-throughput is 'only for hyperdisk-throughput'; the",
+                "Compute Engine API takes provisionedThroughput for hyperdisk-ml too (components/weights.py sets it).",
+            ),
+            (
+                (
+                    "gcloud",
+                    "compute",
+                    "disks",
+                    "create",
+                    disk,
+                    *common,
+                    f"--type={DISK_TYPE}",
+                    f"--size={size_gib}GB",
+                    f"--provisioned-throughput={provisioned_throughput_mib_s}",
+                    f"--access-mode={WRITE_ACCESS_MODE}",
+                    labels,
+                ),
+            ),
+        ),
+        Step(
+            "Create the temporary VM with the disk attached",
+            (
+                f"Not verifiable offline: that {machine_type} attaches Hyperdisk ML and boots from {BOOT_DISK_TYPE} in "
+                f"{zone};",
+                "see https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml#machine-series-support.",
+                "storage-ro: the VM only reads the bucket; its service account needs roles/storage.objectViewer on it.",
+                f"The VM deletes itself after {VM_MAX_RUN_DURATION} if this runbook is abandoned; the data disk is kept "
+                "(auto-delete=no).",
+            ),
+            (
+                (
+                    "gcloud",
+                    "compute",
+                    "instances",
+                    "create",
+                    vm,
+                    *common,
+                    f"--machine-type={machine_type}",
+                    f"--image-family={IMAGE_FAMILY}",
+                    f"--image-project={IMAGE_PROJECT}",
+                    f"--boot-disk-type={BOOT_DISK_TYPE}",
+                    f"--disk=name={disk},device-name={DEVICE_NAME},mode=rw,boot=no,auto-delete=no",
+                    "--scopes=storage-ro",
+                    "--shielded-secure-boot",
+                    f"--max-run-duration={VM_MAX_RUN_DURATION}",
+                    "--instance-termination-action=DELETE",
+                    *network,
+                    labels,
+                ),
+            ),
+        ),
+        Step(
+            "Copy the verifier to the VM and check the staged folder",
+            (
+                "The same verify_release.py the serving pods run; gcs mode compares every object's size and crc32c with",
+                "the manifest. If ssh is refused right after the VM was created, wait a few seconds and repeat the step.",
+            ),
+            (
+                ("gcloud", "compute", "scp", verifier, f"{vm}:{REMOTE_VERIFIER}", *common, *iap),
+                _remote(vm, common, iap, verify_gcs),
+            ),
+        ),
+        Step(
+            "Format, mount and fill the disk from the release folder",
+            (
+                "ext4 as the stack's PersistentVolume declares (fsType ext4); mkfs options from Compute Engine's",
+                "'Format and mount a non-boot disk' guide. The release folder's content becomes the disk's root.",
+            ),
+            (
+                _remote(
+                    vm,
+                    common,
+                    iap,
                     f"sudo mkfs.ext4 -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard {device}",
                     f"sudo mkdir -p {MOUNT_POINT}",
                     f"sudo mount -o discard,defaults {device} {MOUNT_POINT}",
                     f'sudo chown "$(id -u):$(id -g)" {MOUNT_POINT}',
                     "umask 022",  # world-readable files: the pods read them as a non-root user
-                    f"gcloud storage rsync --recursive {folder_uri} {MOUNT_POINT}"),
-        )),
-        Step("Verify the disk against the manifest", (
-            "dir mode hashes every file with SHA-256; do not continue unless it prints 'verified'.",
-        ), (
-            _remote(vm, common, iap, verify_dir),
-        )),
-        Step("Unmount, detach and delete the VM", (
-            "The snapshot is taken of a disk no VM has mounted, so every write is on the disk.",
-        ), (
-            _remote(vm, common, iap, "sync", f"sudo umount {MOUNT_POINT}"),
-            ("gcloud", "compute", "instances", "detach-disk", vm, *common, f"--disk={disk}"),
-            ("gcloud", "compute", "instances", "delete", vm, *common, "--quiet"),
-        )),
-        Step("Snapshot the disk", (
-            f"Stored in {region}, the region of the serving disks; create fails if the name exists (never replaced).",
-        ), (
-            ("gcloud", "compute", "snapshots", "create", snap, f"--project={project}", f"--source-disk={disk}",
-             f"--source-disk-zone={zone}", f"--storage-location={region}", f"--snapshot-type={SNAPSHOT_TYPE}",
-             f"--description=Hyperdisk ML source of release {release}: {folder_uri}/ verified by verify_release.py",
-             labels),
-        ), (
-            (("gcloud", "compute", "snapshots", "describe", snap, f"--project={project}", "--format=value(status)"),
-             "READY", f"stop: snapshot {snap} is not READY; wait, then re-run this check before deleting the disk"),
-        )),
-        Step("Delete the temporary disk", (
-            "The snapshot is READY (checked above): the disk has served its purpose.",
-        ), (
-            ("gcloud", "compute", "disks", "delete", disk, *common, "--quiet"),
-        )),
-        Step("Name the snapshot in the stack", (
-            f"Add to stacks/Pulumi.<stack>.yaml under llm-serving:gke -> weights -> hyperdisk_ml -> snapshots:",
-            f"  {release}: {snap}",
-        ), (
-            ("echo", f"{release}: snapshot {snap} (set llm-serving:gke.weights.hyperdisk_ml.snapshots.{release})"),
-        )),
+                    f"gcloud storage rsync --recursive {folder_uri} {MOUNT_POINT}",
+                ),
+            ),
+        ),
+        Step(
+            "Verify the disk against the manifest",
+            ("dir mode hashes every file with SHA-256; do not continue unless it prints 'verified'.",),
+            (_remote(vm, common, iap, verify_dir),),
+        ),
+        Step(
+            "Unmount, detach and delete the VM",
+            ("The snapshot is taken of a disk no VM has mounted, so every write is on the disk.",),
+            (
+                _remote(vm, common, iap, "sync", f"sudo umount {MOUNT_POINT}"),
+                ("gcloud", "compute", "instances", "detach-disk", vm, *common, f"--disk={disk}"),
+                ("gcloud", "compute", "instances", "delete", vm, *common, "--quiet"),
+            ),
+        ),
+        Step(
+            "Snapshot the disk",
+            (
+                f"Stored in {region}, the region of the serving disks; create fails if the name exists (never replaced).",
+            ),
+            (
+                (
+                    "gcloud",
+                    "compute",
+                    "snapshots",
+                    "create",
+                    snap,
+                    f"--project={project}",
+                    f"--source-disk={disk}",
+                    f"--source-disk-zone={zone}",
+                    f"--storage-location={region}",
+                    f"--snapshot-type={SNAPSHOT_TYPE}",
+                    f"--description=Hyperdisk ML source of release {release}: {folder_uri}/ verified by verify_release.py",
+                    labels,
+                ),
+            ),
+            (
+                (
+                    (
+                        "gcloud",
+                        "compute",
+                        "snapshots",
+                        "describe",
+                        snap,
+                        f"--project={project}",
+                        "--format=value(status)",
+                    ),
+                    "READY",
+                    f"stop: snapshot {snap} is not READY; wait, then re-run this check before deleting the disk",
+                ),
+            ),
+        ),
+        Step(
+            "Delete the temporary disk",
+            ("The snapshot is READY (checked above): the disk has served its purpose.",),
+            (("gcloud", "compute", "disks", "delete", disk, *common, "--quiet"),),
+        ),
+        Step(
+            "Name the snapshot in the stack",
+            (
+                "Add to stacks/Pulumi.<stack>.yaml under llm-serving:gke -> weights -> hyperdisk_ml -> snapshots:",
+                f"  {release}: {snap}",
+            ),
+            (("echo", f"{release}: snapshot {snap} (set llm-serving:gke.weights.hyperdisk_ml.snapshots.{release})"),),
+        ),
     )
     return HydrationRunbook(release=release, snapshot=snap, disk=disk, vm=vm, steps=steps)
 
@@ -318,6 +409,7 @@ def render_runbook(book: HydrationRunbook) -> str:
         lines += [_render_command(c) for c in step.commands]
         for argv, expected, message in step.checks:
             command = " ".join(shlex.quote(a) for a in argv)
-            lines.append(f'test "$({command})" = {shlex.quote(expected)} || '
-                         f'{{ echo {shlex.quote(message)} >&2; exit 1; }}')
+            lines.append(
+                f'test "$({command})" = {shlex.quote(expected)} || {{ echo {shlex.quote(message)} >&2; exit 1; }}'
+            )
     return "\n".join(lines) + "\n"

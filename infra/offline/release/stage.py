@@ -175,8 +175,9 @@ def input_problems(source_dir: Path, bucket: str, model: str, revision: str, tok
         )
     if not vr.MODEL_RE.match(model):
         problems.append(f"model {model!r} must match {vr.MODEL_RE.pattern} (one path segment of the release folder)")
-    checks = [("--revision", revision)] + ([("--tokenizer-revision", tokenizer_revision)]
-                                           if tokenizer_revision != revision else [])
+    checks = [("--revision", revision)] + (
+        [("--tokenizer-revision", tokenizer_revision)] if tokenizer_revision != revision else []
+    )
     for flag, value in checks:
         if not vr.REVISION_RE.match(value):
             problems.append(f"{flag} must be a commit: 40 lowercase hex characters, got {value!r}")
@@ -239,8 +240,9 @@ def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[Exclu
             elif stat.S_ISLNK(mode):
                 target = Path(os.path.realpath(path))
                 if not any(target.is_relative_to(a) for a in allowed):
-                    problems.append(f"symlink {rel} points outside the source folder (to {target}): "
-                                    f"refusing to stage it")
+                    problems.append(
+                        f"symlink {rel} points outside the source folder (to {target}): refusing to stage it"
+                    )
                 elif not target.exists():
                     problems.append(f"symlink {rel} is broken (points to {target})")
                 elif not target.is_file():
@@ -255,8 +257,10 @@ def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[Exclu
         if problem:
             problems.append(f"{f.path!r} cannot be a release path: it {problem}")
     if not files and not problems:
-        problems.append(f"{root} has no files to stage" + (f" (excluded: {', '.join(str(e) for e in excluded)})"
-                                                           if excluded else ""))
+        problems.append(
+            f"{root} has no files to stage"
+            + (f" (excluded: {', '.join(str(e) for e in excluded)})" if excluded else "")
+        )
     if problems:
         raise StageError(problems)
     return files, excluded
@@ -298,11 +302,23 @@ class _Progress:
         self._bar: Any = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                       TransferSpeedColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
-                                 TransferSpeedColumn(), TimeRemainingColumn(), console=Console(stderr=True))
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(binary_units=True),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
 
     @contextmanager
     def task(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
@@ -317,7 +333,7 @@ class _Progress:
 
         yield advance
 
-    def __enter__(self) -> "_Progress":
+    def __enter__(self) -> _Progress:
         if self._bar is not None:
             self._bar.start()
         return self
@@ -364,12 +380,15 @@ class _CountingReader(io.RawIOBase):
 
 # ---- Cloud Storage -----------------------------------------------------------------------------------------------
 def _conflict(uri: str, size: int, crc32c: str | None, source: str, f: vr.ManifestFile) -> str:
-    return (f"{uri} already exists with {size} bytes, crc32c {crc32c}, but source file {source} has {f.size} bytes, "
-            f"crc32c {f.crc32c}: {NEVER_OVERWRITTEN}")
+    return (
+        f"{uri} already exists with {size} bytes, crc32c {crc32c}, but source file {source} has {f.size} bytes, "
+        f"crc32c {f.crc32c}: {NEVER_OVERWRITTEN}"
+    )
 
 
-def upload_file(bucket: "Bucket", folder: str, f: vr.ManifestFile, source: Path,
-                on_bytes: Callable[[int], None] = lambda n: None) -> Literal["uploaded", "unchanged"]:
+def upload_file(
+    bucket: Bucket, folder: str, f: vr.ManifestFile, source: Path, on_bytes: Callable[[int], None] = lambda n: None
+) -> Literal["uploaded", "unchanged"]:
     """Create ``<folder><f.path>`` from ``source`` unless it exists; an existing object must have f's size and crc32c.
 
     Raises StageError when the object exists with other content, when the file changed since it was hashed, or
@@ -385,62 +404,98 @@ def upload_file(bucket: "Bucket", folder: str, f: vr.ManifestFile, source: Path,
             data = source.read_bytes()
             now = _crc32c_of([data])
             if len(data) != f.size or now != f.crc32c:
-                raise StageError([f"{source} changed while staging ({len(data)} bytes, crc32c {now}; hashed as "
-                                  f"{f.size} bytes, crc32c {f.crc32c}): re-run"])
-            blob.upload_from_string(data, content_type=CONTENT_TYPE, if_generation_match=0, checksum="crc32c",
-                                    timeout=REQUEST_TIMEOUT_SECONDS)
+                raise StageError(
+                    [
+                        f"{source} changed while staging ({len(data)} bytes, crc32c {now}; hashed as "
+                        f"{f.size} bytes, crc32c {f.crc32c}): re-run"
+                    ]
+                )
+            blob.upload_from_string(
+                data,
+                content_type=CONTENT_TYPE,
+                if_generation_match=0,
+                checksum="crc32c",
+                timeout=REQUEST_TIMEOUT_SECONDS,
+            )
             on_bytes(len(data))
         else:
             with open(source, "rb") as raw:
-                blob.upload_from_file(_CountingReader(raw, on_bytes), size=f.size, content_type=CONTENT_TYPE,
-                                      if_generation_match=0, checksum="crc32c", crc32c_checksum_value=f.crc32c,
-                                      timeout=REQUEST_TIMEOUT_SECONDS)
+                blob.upload_from_file(
+                    _CountingReader(raw, on_bytes),
+                    size=f.size,
+                    content_type=CONTENT_TYPE,
+                    if_generation_match=0,
+                    checksum="crc32c",
+                    crc32c_checksum_value=f.crc32c,
+                    timeout=REQUEST_TIMEOUT_SECONDS,
+                )
     except PreconditionFailed:  # someone created it after our listing (or a retried request of ours did)
         existing = bucket.get_blob(name, timeout=REQUEST_TIMEOUT_SECONDS)
         if existing is None:
-            raise StageError([f"{uri}: Cloud Storage refused the create-only write (HTTP 412) but the object is gone "
-                              f"again: another writer is working on this folder; re-run when it is done"]) from None
+            raise StageError(
+                [
+                    f"{uri}: Cloud Storage refused the create-only write (HTTP 412) but the object is gone "
+                    f"again: another writer is working on this folder; re-run when it is done"
+                ]
+            ) from None
         if existing.size == f.size and existing.crc32c == f.crc32c:
             return "unchanged"
         raise StageError([_conflict(uri, existing.size or 0, existing.crc32c, str(source), f)]) from None
     except DataCorruption as e:  # the client deleted the corrupted object already
         raise StageError([f"{uri}: upload corrupted in transit ({e}): re-run"]) from None
     if blob.size != f.size or blob.crc32c != f.crc32c:
-        raise StageError([f"{uri} was stored with {blob.size} bytes, crc32c {blob.crc32c}, but the manifest says "
-                          f"{f.size} bytes, crc32c {f.crc32c}: the source file changed while staging; this revision's "
-                          f"folder now needs manual repair"])
+        raise StageError(
+            [
+                f"{uri} was stored with {blob.size} bytes, crc32c {blob.crc32c}, but the manifest says "
+                f"{f.size} bytes, crc32c {f.crc32c}: the source file changed while staging; this revision's "
+                f"folder now needs manual repair"
+            ]
+        )
     return "uploaded"
 
 
-def _write_manifest(bucket: "Bucket", name: str, data: bytes) -> Literal["written", "unchanged"]:
+def _write_manifest(bucket: Bucket, name: str, data: bytes) -> Literal["written", "unchanged"]:
     from google.api_core.exceptions import PreconditionFailed
 
     blob = bucket.blob(name)
     try:
-        blob.upload_from_string(data, content_type=MANIFEST_CONTENT_TYPE, if_generation_match=0, checksum="crc32c",
-                                timeout=REQUEST_TIMEOUT_SECONDS)
+        blob.upload_from_string(
+            data,
+            content_type=MANIFEST_CONTENT_TYPE,
+            if_generation_match=0,
+            checksum="crc32c",
+            timeout=REQUEST_TIMEOUT_SECONDS,
+        )
     except PreconditionFailed:
         return _compare_manifest(bucket, name, data)
     return "written"
 
 
-def _compare_manifest(bucket: "Bucket", name: str, data: bytes) -> Literal["unchanged"]:
+def _compare_manifest(bucket: Bucket, name: str, data: bytes) -> Literal["unchanged"]:
     existing = bucket.blob(name).download_as_bytes(timeout=REQUEST_TIMEOUT_SECONDS)
     if existing != data:
-        raise StageError([f"gs://{bucket.name}/{name} already exists with other content than this source's manifest "
-                          f"({len(existing)} vs {len(data)} bytes): {NEVER_OVERWRITTEN}"])
+        raise StageError(
+            [
+                f"gs://{bucket.name}/{name} already exists with other content than this source's manifest "
+                f"({len(existing)} vs {len(data)} bytes): {NEVER_OVERWRITTEN}"
+            ]
+        )
     return "unchanged"
 
 
-def _storage_client(project: str | None) -> "Client":
+def _storage_client(project: str | None) -> Client:
     from google.auth.exceptions import DefaultCredentialsError
     from google.cloud import storage
 
     try:
         return storage.Client(project=project)
     except DefaultCredentialsError as e:
-        raise StageError([f"no Google credentials for Cloud Storage ({e}); run `gcloud auth application-default "
-                          f"login` or set GOOGLE_APPLICATION_CREDENTIALS"]) from None
+        raise StageError(
+            [
+                f"no Google credentials for Cloud Storage ({e}); run `gcloud auth application-default "
+                f"login` or set GOOGLE_APPLICATION_CREDENTIALS"
+            ]
+        ) from None
 
 
 # ---- the command -------------------------------------------------------------------------------------------------
@@ -451,7 +506,7 @@ def stage_release(
     revision: str,
     tokenizer_revision: str | None = None,
     *,
-    client: "Client | None" = None,
+    client: Client | None = None,
     project: str | None = None,
     workers: int = DEFAULT_WORKERS,
     progress: bool = False,
@@ -475,8 +530,12 @@ def stage_release(
     folder = f"{model}/{revision}/"
     too_long = [s.path for s in sources if len((folder + s.path).encode()) > vr.MAX_OBJECT_NAME_BYTES]
     if too_long:
-        raise StageError([f"object name {folder}{p} is longer than Cloud Storage's {vr.MAX_OBJECT_NAME_BYTES} bytes"
-                          for p in too_long])
+        raise StageError(
+            [
+                f"object name {folder}{p} is longer than Cloud Storage's {vr.MAX_OBJECT_NAME_BYTES} bytes"
+                for p in too_long
+            ]
+        )
 
     def hashed_file(s: SourceFile, advance: Callable[[int], None]) -> tuple[int, str, str]:
         try:
@@ -488,7 +547,7 @@ def stage_release(
         total = sum(s.real_path.stat().st_size for s in sources)
         with bars.task("hashing", total) as advance, ThreadPoolExecutor(max_workers=workers) as pool:
             hashed = list(pool.map(lambda s: hashed_file(s, advance), sources))
-        entries = [vr.ManifestFile(s.path, size, sha, crc) for s, (size, sha, crc) in zip(sources, hashed)]
+        entries = [vr.ManifestFile(s.path, size, sha, crc) for s, (size, sha, crc) in zip(sources, hashed, strict=True)]
         huge = [e.path for e in entries if e.size > MAX_OBJECT_BYTES]
         if huge:
             raise StageError([f"{p} is larger than Cloud Storage's 5 TiB object limit" for p in huge])
@@ -519,12 +578,17 @@ def stage_release(
             elif blob.size == f.size and blob.crc32c == f.crc32c:
                 unchanged.append(f.path)
             else:
-                conflicts.append(_conflict(f"gs://{bucket}/{blob.name}", blob.size or 0, blob.crc32c,
-                                           str(by_path[f.path].real_path), f))
+                conflicts.append(
+                    _conflict(
+                        f"gs://{bucket}/{blob.name}", blob.size or 0, blob.crc32c, str(by_path[f.path].real_path), f
+                    )
+                )
         listed = {folder + f.path for f in manifest.files} | {folder + vr.MANIFEST_NAME}
         for name in sorted(set(existing) - listed):
-            conflicts.append(f"gs://{bucket}/{name} exists in the release folder but {name[len(folder):]} is not "
-                             f"in the source: {NEVER_OVERWRITTEN}")
+            conflicts.append(
+                f"gs://{bucket}/{name} exists in the release folder but {name[len(folder) :]} is not "
+                f"in the source: {NEVER_OVERWRITTEN}"
+            )
         manifest_name = folder + vr.MANIFEST_NAME
         if manifest_name in existing and not conflicts:
             try:
@@ -540,18 +604,34 @@ def stage_release(
             try:
                 manifest_state = _write_manifest(gcs_bucket, manifest_name, manifest_bytes)
             except GoogleAPICallError as e:
-                raise StageError([f"writing gs://{bucket}/{manifest_name} failed: {e}; every file is in place: "
-                                  f"re-run"]) from None
+                raise StageError(
+                    [f"writing gs://{bucket}/{manifest_name} failed: {e}; every file is in place: re-run"]
+                ) from None
 
     return StageResult(
-        bucket=bucket, model=model, revision=revision, tokenizer_revision=tokenizer_revision, files=manifest.files,
-        uploaded=tuple(sorted(uploaded)), unchanged=tuple(sorted(unchanged)), excluded=tuple(excluded),
-        manifest=manifest_state, uploaded_bytes=sum(f.size for f in to_upload if f.path in uploaded),
-        seconds=time.monotonic() - started)
+        bucket=bucket,
+        model=model,
+        revision=revision,
+        tokenizer_revision=tokenizer_revision,
+        files=manifest.files,
+        uploaded=tuple(sorted(uploaded)),
+        unchanged=tuple(sorted(unchanged)),
+        excluded=tuple(excluded),
+        manifest=manifest_state,
+        uploaded_bytes=sum(f.size for f in to_upload if f.path in uploaded),
+        seconds=time.monotonic() - started,
+    )
 
 
-def _upload_all(bucket: "Bucket", folder: str, files: list[vr.ManifestFile], by_path: dict[str, SourceFile],
-                workers: int, bars: _Progress, unchanged: list[str]) -> set[str]:
+def _upload_all(
+    bucket: Bucket,
+    folder: str,
+    files: list[vr.ManifestFile],
+    by_path: dict[str, SourceFile],
+    workers: int,
+    bars: _Progress,
+    unchanged: list[str],
+) -> set[str]:
     """Upload ``files`` on ``workers`` threads; stop starting new uploads at the first failure and report all."""
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -559,7 +639,8 @@ def _upload_all(bucket: "Bucket", folder: str, files: list[vr.ManifestFile], by_
     problems: list[str] = []
     with bars.task("uploading", sum(f.size for f in files)) as advance, ThreadPoolExecutor(max_workers=workers) as pool:
         futures: dict[Future[str], vr.ManifestFile] = {
-            pool.submit(upload_file, bucket, folder, f, by_path[f.path].real_path, advance): f for f in files}
+            pool.submit(upload_file, bucket, folder, f, by_path[f.path].real_path, advance): f for f in files
+        }
         _, not_done = wait(futures, return_when=FIRST_EXCEPTION)
         cancelled = sum(1 for fut in not_done if fut.cancel())
         done, _ = wait(futures)
@@ -580,8 +661,13 @@ def _upload_all(bucket: "Bucket", folder: str, files: list[vr.ManifestFile], by_
                     unchanged.append(f.path)
     if problems:
         tail = f"; {cancelled} upload(s) not started" if cancelled else ""
-        raise StageError(problems + [f"manifest not written{tail}: fix the problem and re-run (uploaded files are kept "
-                                     f"and reported unchanged)"])
+        raise StageError(
+            [
+                *problems,
+                f"manifest not written{tail}: fix the problem and re-run (uploaded files are kept "
+                f"and reported unchanged)",
+            ]
+        )
     return uploaded
 
 
@@ -617,10 +703,12 @@ def release_identity_json(fields: dict[str, str], template: Path | None = None) 
     try:
         ReleaseIdentity.model_validate(doc)
     except ValidationError as e:
-        details = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(release)'}: {err['msg']}"
-                            for err in e.errors())
-        raise StageError([f"release template {template} with the staged fields is not a valid release: "
-                          f"{details}"]) from None
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(release)'}: {err['msg']}" for err in e.errors()
+        )
+        raise StageError(
+            [f"release template {template} with the staged fields is not a valid release: {details}"]
+        ) from None
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

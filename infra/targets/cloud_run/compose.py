@@ -10,11 +10,16 @@ from __future__ import annotations
 import pulumi
 
 from components import naming
-from components.cloud_run.component import (CloudRunObservability, CloudRunObservabilityArgs, CloudRunServing,
-                                            CloudRunServingArgs, ServingPool, revision_views)
+from components.cloud_run.component import (
+    CloudRunObservability,
+    CloudRunObservabilityArgs,
+    CloudRunServing,
+    CloudRunServingArgs,
+    ServingPool,
+    revision_views,
+)
 from components.cloud_run.spec import HubToken, InstanceShape, RevisionSpec, VpcEgress
 from components.project import ProjectServices
-
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
 from infra.targets.base import ResolvedStack
@@ -37,23 +42,40 @@ SERVICES: tuple[str, ...] = (
 )
 
 
-def revision_spec(cfg: StackConfig, plan: StackPlan, role: str, pool: CloudRunPool, p: CloudRunPoolPlan) -> RevisionSpec:
+def revision_spec(
+    cfg: StackConfig, plan: StackPlan, role: str, pool: CloudRunPool, p: CloudRunPoolPlan
+) -> RevisionSpec:
     run, rel = p.cloud_run, p.release
     vpc = pool.vpc_egress
     return RevisionSpec(
-        role=role, release=rel, public_model_name=plan.public_model_name, vllm_args=p.vllm_args,
-        model_root=p.model_root, mount_path=naming.weights_mount_path(rel.weights_prefix),
-        mount_options=run.mount_options, staging_size_gib=run.staging_size_gib,
+        role=role,
+        release=rel,
+        public_model_name=plan.public_model_name,
+        vllm_args=p.vllm_args,
+        model_root=p.model_root,
+        mount_path=naming.weights_mount_path(rel.weights_prefix),
+        mount_options=run.mount_options,
+        staging_size_gib=run.staging_size_gib,
         staged_path=naming.staged_weights_path(rel.weights_prefix) if run.staging_size_gib is not None else None,
         verify_workers=run.verify_workers,
-        shape=InstanceShape(gpu=run.gpu, gpu_count=run.gpu_count, cpu=run.cpu, memory_gib=run.memory_gib,
-                            zonal_redundancy_disabled=run.zonal_redundancy_disabled),
-        probes=run.probes, min_instances=run.min_instances, max_instances=run.max_instances,
-        concurrency=run.concurrency, timeout_seconds=run.request_timeout_seconds,
+        shape=InstanceShape(
+            gpu=run.gpu,
+            gpu_count=run.gpu_count,
+            cpu=run.cpu,
+            memory_gib=run.memory_gib,
+            zonal_redundancy_disabled=run.zonal_redundancy_disabled,
+        ),
+        probes=run.probes,
+        min_instances=run.min_instances,
+        max_instances=run.max_instances,
+        concurrency=run.concurrency,
+        timeout_seconds=run.request_timeout_seconds,
         vpc_egress=VpcEgress(vpc.network, vpc.subnetwork, vpc.egress, tuple(vpc.tags)) if vpc else None,
-        stream_bound_seconds=plan.stream_bound_seconds, contract_max_model_len=cfg.contract.max_model_len,
+        stream_bound_seconds=plan.stream_bound_seconds,
+        contract_max_model_len=cfg.contract.max_model_len,
         contract_max_input_tokens=cfg.contract.max_input_tokens,
-        contract_max_output_tokens=cfg.contract.max_output_tokens)
+        contract_max_output_tokens=cfg.contract.max_output_tokens,
+    )
 
 
 def serving_args(cfg: StackConfig, plan: StackPlan) -> CloudRunServingArgs:
@@ -63,18 +85,26 @@ def serving_args(cfg: StackConfig, plan: StackPlan) -> CloudRunServingArgs:
     pools = run_pools(cfg)
     stable = pools[0][1]
     return CloudRunServingArgs(
-        project=cfg.project, region=cfg.region, environment=cfg.environment, service_name=c.service_name,
+        project=cfg.project,
+        region=cfg.region,
+        environment=cfg.environment,
+        service_name=c.service_name,
         service_account_id=naming.cloud_run_service_account_id(c.service_name),
-        pools=tuple(ServingPool(role, pool.weight, revision_spec(cfg, plan, role, pool, runs[role]))
-                    for role, pool in pools),
+        pools=tuple(
+            ServingPool(role, pool.weight, revision_spec(cfg, plan, role, pool, runs[role])) for role, pool in pools
+        ),
         # Service-wide; the rules require the pools to agree.
-        ingress=stable.ingress, invoker_members=tuple(stable.invoker_members),
+        ingress=stable.ingress,
+        invoker_members=tuple(stable.invoker_members),
         collector_image=c.collector_image,
         hub_token=HubToken(c.hub_token.secret_id, c.hub_token.version) if c.hub_token else None,
         # One service: a Preview feature in any pool's revision needs the preview launch stage for all.
-        launch_stage=next((runs[r].cloud_run.launch_stage for r, _ in pools
-                           if runs[r].cloud_run.launch_stage != GA_LAUNCH_STAGE), GA_LAUNCH_STAGE),
-        protect=c.protect)
+        launch_stage=next(
+            (runs[r].cloud_run.launch_stage for r, _ in pools if runs[r].cloud_run.launch_stage != GA_LAUNCH_STAGE),
+            GA_LAUNCH_STAGE,
+        ),
+        protect=c.protect,
+    )
 
 
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
@@ -86,26 +116,44 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
 
     runs = plan.pools_of(CloudRunPoolPlan)
     obs = cfg.observability
-    observability = CloudRunObservability("cloud-run-observability", CloudRunObservabilityArgs(
-        project=cfg.project, environment=cfg.environment, service_name=args.service_name,
-        revisions=revision_views(args, {r: p.cloud_run.instance_hourly_usd for r, p in runs.items()},
-                                 {r: p.capacity.cost_per_million_output_tokens_usd for r, p in runs.items()}),
-        thresholds=thresholds(cfg),
-        notification_channels=tuple(channel_spec(ch) for ch in obs.alerts.notification_channels)),
+    observability = CloudRunObservability(
+        "cloud-run-observability",
+        CloudRunObservabilityArgs(
+            project=cfg.project,
+            environment=cfg.environment,
+            service_name=args.service_name,
+            revisions=revision_views(
+                args,
+                {r: p.cloud_run.instance_hourly_usd for r, p in runs.items()},
+                {r: p.capacity.cost_per_million_output_tokens_usd for r, p in runs.items()},
+            ),
+            thresholds=thresholds(cfg),
+            notification_channels=tuple(channel_spec(ch) for ch in obs.alerts.notification_channels),
+        ),
         # The dashboard and alert policies need the Monitoring API.
-        opts=pulumi.ResourceOptions(depends_on=[services]))
+        opts=pulumi.ResourceOptions(depends_on=[services]),
+    )
 
     return {
         "cloud_run": {
-            "service": args.service_name, "uri": serving.uri, "service_account": serving.service_account_email,
-            "revisions": {role: {
-                "revision": serving.revision_names[role], "tag": naming.cloud_run_revision_tag(role),
-                "weight": runs[role].weight, "release": runs[role].release.release, "vllm_args": list(runs[role].vllm_args),
-                "startup_window_seconds": runs[role].cloud_run.probes.startup_window_seconds,
-                "concurrency": runs[role].cloud_run.concurrency,
-                "min_instances": runs[role].cloud_run.min_instances,
-                "max_instances": runs[role].cloud_run.max_instances,
-                "cold_start_usd": round(runs[role].cloud_run.cold_start_usd, 4)} for role in sorted(runs)},
+            "service": args.service_name,
+            "uri": serving.uri,
+            "service_account": serving.service_account_email,
+            "revisions": {
+                role: {
+                    "revision": serving.revision_names[role],
+                    "tag": naming.cloud_run_revision_tag(role),
+                    "weight": runs[role].weight,
+                    "release": runs[role].release.release,
+                    "vllm_args": list(runs[role].vllm_args),
+                    "startup_window_seconds": runs[role].cloud_run.probes.startup_window_seconds,
+                    "concurrency": runs[role].cloud_run.concurrency,
+                    "min_instances": runs[role].cloud_run.min_instances,
+                    "max_instances": runs[role].cloud_run.max_instances,
+                    "cold_start_usd": round(runs[role].cloud_run.cold_start_usd, 4),
+                }
+                for role in sorted(runs)
+            },
             "dashboard": observability.dashboard.id,
         },
     }

@@ -60,13 +60,18 @@ class GpuShape:
 GPU_SHAPES: dict[str, GpuShape] = {
     # 24 GB L4; 22.5 GiB is what nvidia-smi reports (23,034 MiB), the figure the GKE dev stack uses for the same
     # GPU. The CPU / memory pairs: the CPU table's ranges cut at the L4 minimum of 4 CPU and 16 GiB.
-    "nvidia-l4": GpuShape(gpu_memory_gib=22.5, cpu_memory_gib={4: (16, 16), 6: (16, 24), 8: (16, 32)},
-                          preview=False, requires_zonal_redundancy_disabled=False),
+    "nvidia-l4": GpuShape(
+        gpu_memory_gib=22.5,
+        cpu_memory_gib={4: (16, 16), 6: (16, 24), 8: (16, 32)},
+        preview=False,
+        requires_zonal_redundancy_disabled=False,
+    ),
     # 96 GB RTX PRO 6000 Blackwell, taken as 96e9 bytes = 89.4 GiB: the usable figure Cloud Run's driver reports
     # could not be read here, and a lower figure only under-sizes the KV cache. Only the documented minimum shape
     # (20 CPU, 80 GiB) is offered until a larger one is confirmed.
-    "nvidia-rtx-pro-6000": GpuShape(gpu_memory_gib=89.4, cpu_memory_gib={20: (80, 80)},
-                                    preview=True, requires_zonal_redundancy_disabled=True),
+    "nvidia-rtx-pro-6000": GpuShape(
+        gpu_memory_gib=89.4, cpu_memory_gib={20: (80, 80)}, preview=True, requires_zonal_redundancy_disabled=True
+    ),
 }
 
 #: Cloud Run's resource names: a letter first, lower-case letters, digits and '-'. 26 characters at most: the
@@ -85,8 +90,10 @@ MOUNT_OPTION_PATTERN = r"^[a-z][-a-z0-9]{0,62}(=[A-Za-z0-9._:/-]{1,200})?$"
 OWNED_MOUNT_OPTIONS = frozenset({"only-dir", "implicit-dirs", "enable-buffered-read"})
 #: The Managed Prometheus sidecar for Cloud Run, pinned by digest (Cloud Run "Write Prometheus metrics by using the
 #: Prometheus sidecar": ``us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar``).
-COLLECTOR_IMAGE_PATTERN = (r"^us-docker\.pkg\.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/"
-                           r"cloud-run-gmp-sidecar@sha256:[0-9a-f]{64}$")
+COLLECTOR_IMAGE_PATTERN = (
+    r"^us-docker\.pkg\.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/"
+    r"cloud-run-gmp-sidecar@sha256:[0-9a-f]{64}$"
+)
 #: A VPC network or subnetwork name (Compute Engine naming: RFC 1035 label, at most 63 characters).
 VPC_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 
@@ -97,47 +104,77 @@ class GcsVolumeStaging(Strict):
     memory holds the weights beside the server (the planner checks it)."""
 
     # 1,024 GiB: far above any Cloud Run instance's memory; the memory rule bounds it properly.
-    size_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description=(
-        "Size limit of the in-memory volume holding the copy, GiB; at least the release's weight files (the "
-        "planner checks it against P x b_w; ``llm-serving release stage`` prints the folder's real size, which "
-        "is larger when a quantized checkpoint keeps embeddings at 16 bits). Counted in the instance memory."))
+    size_gib: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description=(
+            "Size limit of the in-memory volume holding the copy, GiB; at least the release's weight files (the "
+            "planner checks it against P x b_w; ``llm-serving release stage`` prints the folder's real size, which "
+            "is larger when a quantized checkpoint keeps embeddings at 16 bits). Counted in the instance memory."
+        )
+    )
     # 1,024 GiB: as above.
-    process_memory_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description=(
-        "Host memory the vLLM server needs outside the staged copy (Python processes, CUDA context, tokenizer, "
-        "pinned buffers, the container's in-memory file system writes), GiB; stated, ideally measured."))
+    process_memory_gib: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description=(
+            "Host memory the vLLM server needs outside the staged copy (Python processes, CUDA context, tokenizer, "
+            "pinned buffers, the container's in-memory file system writes), GiB; stated, ideally measured."
+        )
+    )
 
 
 class CloudStorageVolumeLoading(Strict):
     """The weights as a read-only Cloud Storage volume of the release folder (gcsfuse, managed by Cloud Run)."""
 
-    path: Literal["cloud_storage_volume"] = Field(description=(
-        "``cloud_storage_volume``: the release's gs://<bucket>/<model>/<revision>/ mounted read-only "
-        "(only-dir), verified against its manifest, then loaded by vLLM; never a model-hub download."))
+    path: Literal["cloud_storage_volume"] = Field(
+        description=(
+            "``cloud_storage_volume``: the release's gs://<bucket>/<model>/<revision>/ mounted read-only "
+            "(only-dir), verified against its manifest, then loaded by vLLM; never a model-hub download."
+        )
+    )
     # 100,000 MiB/s: as for GKE, four times the fastest VM network; a figure in KiB/s is caught.
-    throughput_mib_s: Annotated[float, Field(gt=0, le=100_000)] = Field(description=(
-        "Stated sustained read throughput of the mounted release through gcsfuse with these mount options, MiB/s."))
+    throughput_mib_s: Annotated[float, Field(gt=0, le=100_000)] = Field(
+        description=(
+            "Stated sustained read throughput of the mounted release through gcsfuse with these mount options, MiB/s."
+        )
+    )
     # 1,800 s: the longest startup window Cloud Run allows a GPU service.
-    engine_init_seconds: Annotated[int, Field(ge=0, le=MAX_GPU_STARTUP_WINDOW_SECONDS)] = Field(description=(
-        "Stated start-up time outside weight I/O (process start, KV-cache allocation, CUDA graphs / compile), s."))
-    buffered_read: bool = Field(description=(
-        "gcsfuse ``enable-buffered-read``: read ahead in parallel for the large sequential reads of weight files "
-        "(the seed's setting); the stated throughput assumes the choice made here."))
+    engine_init_seconds: Annotated[int, Field(ge=0, le=MAX_GPU_STARTUP_WINDOW_SECONDS)] = Field(
+        description=(
+            "Stated start-up time outside weight I/O (process start, KV-cache allocation, CUDA graphs / compile), s."
+        )
+    )
+    buffered_read: bool = Field(
+        description=(
+            "gcsfuse ``enable-buffered-read``: read ahead in parallel for the large sequential reads of weight files "
+            "(the seed's setting); the stated throughput assumes the choice made here."
+        )
+    )
     # 16 options: gcsfuse has a few dozen flags; more than a handful on one mount is a slip.
-    extra_mount_options: Annotated[list[Annotated[str, Field(pattern=MOUNT_OPTION_PATTERN)]], Field(max_length=16)] = Field(
-        [], description=(
-            "Further gcsfuse flags without the leading ``--`` (``name`` or ``name=value``); ``only-dir``, "
-            "``implicit-dirs`` and ``enable-buffered-read`` are the program's own."))
-    staging: GcsVolumeStaging | None = Field(None, description=(
-        "Optional: copy the release into an in-memory volume and serve from there (large-memory shapes)."))
+    extra_mount_options: Annotated[list[Annotated[str, Field(pattern=MOUNT_OPTION_PATTERN)]], Field(max_length=16)] = (
+        Field(
+            [],
+            description=(
+                "Further gcsfuse flags without the leading ``--`` (``name`` or ``name=value``); ``only-dir``, "
+                "``implicit-dirs`` and ``enable-buffered-read`` are the program's own."
+            ),
+        )
+    )
+    staging: GcsVolumeStaging | None = Field(
+        None,
+        description=("Optional: copy the release into an in-memory volume and serve from there (large-memory shapes)."),
+    )
 
     @model_validator(mode="after")
-    def _owned_options(self) -> "CloudStorageVolumeLoading":
+    def _owned_options(self) -> CloudStorageVolumeLoading:
         problems = []
         for i, option in enumerate(self.extra_mount_options):
             name = option.split("=", 1)[0]
             if name in OWNED_MOUNT_OPTIONS:
-                problems.append((f"extra_mount_options.{i}", f"{name!r} is set by the program (only-dir = the release "
-                                 "folder, implicit-dirs, enable-buffered-read from buffered_read); remove it"))
+                problems.append(
+                    (
+                        f"extra_mount_options.{i}",
+                        f"{name!r} is set by the program (only-dir = the release "
+                        "folder, implicit-dirs, enable-buffered-read from buffered_read); remove it",
+                    )
+                )
         names = [o.split("=", 1)[0] for o in self.extra_mount_options]
         for i, name in enumerate(names):
             if names.index(name) != i:
@@ -149,25 +186,35 @@ class CloudStorageVolumeLoading(Strict):
 class DirectVpcEgress(Strict):
     """Direct VPC egress of the revision (no connector): the instances get IPs in a subnetwork of the VPC."""
 
-    network: Annotated[str, Field(pattern=VPC_NAME_PATTERN)] = Field(description="VPC network name (in the stack's project).")
-    subnetwork: Annotated[str, Field(pattern=VPC_NAME_PATTERN)] = Field(description=(
-        "Subnetwork of that network in the stack's region the instances take IPs from."))
-    egress: Literal["ALL_TRAFFIC", "PRIVATE_RANGES_ONLY"] = Field(description=(
-        "``ALL_TRAFFIC``: everything leaves through the VPC (Cloud Storage via Private Google Access, firewall "
-        "rules apply); ``PRIVATE_RANGES_ONLY``: only RFC 1918 destinations do."))
+    network: Annotated[str, Field(pattern=VPC_NAME_PATTERN)] = Field(
+        description="VPC network name (in the stack's project)."
+    )
+    subnetwork: Annotated[str, Field(pattern=VPC_NAME_PATTERN)] = Field(
+        description=("Subnetwork of that network in the stack's region the instances take IPs from.")
+    )
+    egress: Literal["ALL_TRAFFIC", "PRIVATE_RANGES_ONLY"] = Field(
+        description=(
+            "``ALL_TRAFFIC``: everything leaves through the VPC (Cloud Storage via Private Google Access, firewall "
+            "rules apply); ``PRIVATE_RANGES_ONLY``: only RFC 1918 destinations do."
+        )
+    )
     # 64 tags: Compute Engine's limit of network tags per resource.
     tags: Annotated[list[Annotated[str, Field(pattern=VPC_NAME_PATTERN)]], Field(max_length=64)] = Field(
-        [], description="Network tags the instances carry (for firewall rules).")
+        [], description="Network tags the instances carry (for firewall rules)."
+    )
 
 
 class CloudRunPricing(Strict):
     """Cloud Run's per-second prices for this pool's region and zonal-redundancy choice (instance-based billing)."""
 
     # Bounds: $1 per GPU-second is ~40x today's list price of the largest GPU; per vCPU / GiB second $0.01 is ~400x.
-    gpu_second_usd: Annotated[float, Field(gt=0, le=1)] = Field(description=(
-        "Price of one GPU-second, USD (it differs with and without GPU zonal redundancy)."))
+    gpu_second_usd: Annotated[float, Field(gt=0, le=1)] = Field(
+        description=("Price of one GPU-second, USD (it differs with and without GPU zonal redundancy).")
+    )
     vcpu_second_usd: Annotated[float, Field(gt=0, le=0.01)] = Field(description="Price of one vCPU-second, USD.")
-    gib_second_usd: Annotated[float, Field(gt=0, le=0.01)] = Field(description="Price of one GiB-second of memory, USD.")
+    gib_second_usd: Annotated[float, Field(gt=0, le=0.01)] = Field(
+        description="Price of one GiB-second of memory, USD."
+    )
 
 
 #: The ``target`` value of this target's pools.
@@ -183,70 +230,126 @@ class CloudRunPool(PoolCommon):
     WARM_UNIT: ClassVar[Literal["replicas", "instances"]] = "instances"
     WARM_REASON: ClassVar[str] = "from zero the first request waits a whole cold load"
 
-    target: Literal["cloud_run"] = Field(description=(
-        "``cloud_run``: one revision of the stack's Cloud Run service on GPU instances (serverless, scale to zero)."))
+    target: Literal["cloud_run"] = Field(
+        description=(
+            "``cloud_run``: one revision of the stack's Cloud Run service on GPU instances (serverless, scale to zero)."
+        )
+    )
     gpu: GpuType = Field(description="Cloud Run GPU type (``nodeSelector.accelerator``).")
     # One GPU per instance: run.v2 ResourceRequirements.limits, "the only supported 'nvidia.com/gpu' value is '1'".
-    gpu_count: Annotated[int, Field(ge=1, le=1)] = Field(description=(
-        "GPUs per instance; Cloud Run attaches exactly one, so the release's tensor_parallel_size must be 1."))
+    gpu_count: Annotated[int, Field(ge=1, le=1)] = Field(
+        description=(
+            "GPUs per instance; Cloud Run attaches exactly one, so the release's tensor_parallel_size must be 1."
+        )
+    )
     # 32 vCPU: above the largest documented GPU shape (RTX PRO 6000: 20); the GPU shape table is the real check.
-    cpu: Annotated[int, Field(ge=1, le=32)] = Field(description=(
-        "vCPUs of the vLLM container: one of the GPU's allowed shapes (nvidia-l4: 4, 6 or 8; nvidia-rtx-pro-6000: "
-        "20). The metrics collector sidecar's 1 vCPU comes on top."))
+    cpu: Annotated[int, Field(ge=1, le=32)] = Field(
+        description=(
+            "vCPUs of the vLLM container: one of the GPU's allowed shapes (nvidia-l4: 4, 6 or 8; nvidia-rtx-pro-6000: "
+            "20). The metrics collector sidecar's 1 vCPU comes on top."
+        )
+    )
     # 256 GiB: above the largest documented GPU shape (80 GiB); the table is the real check.
-    memory_gib: Annotated[int, Field(ge=1, le=256)] = Field(description=(
-        "Memory of the vLLM container, GiB, within the range the GPU shape allows for ``cpu`` (nvidia-l4: 16 at "
-        "4 CPU, 16-24 at 6, 16-32 at 8; nvidia-rtx-pro-6000: 80). It holds gcsfuse's buffers, the server "
-        "processes and any in-memory staged copy."))
-    gpu_zonal_redundancy_disabled: bool = Field(description=(
-        "Turn GPU zonal redundancy off: a lower GPU-second price and best-effort capacity after a zonal outage "
-        "(Cloud Run keeps no reserved GPU capacity in other zones); required for nvidia-rtx-pro-6000."))
+    memory_gib: Annotated[int, Field(ge=1, le=256)] = Field(
+        description=(
+            "Memory of the vLLM container, GiB, within the range the GPU shape allows for ``cpu`` (nvidia-l4: 16 at "
+            "4 CPU, 16-24 at 6, 16-32 at 8; nvidia-rtx-pro-6000: 80). It holds gcsfuse's buffers, the server "
+            "processes and any in-memory staged copy."
+        )
+    )
+    gpu_zonal_redundancy_disabled: bool = Field(
+        description=(
+            "Turn GPU zonal redundancy off: a lower GPU-second price and best-effort capacity after a zonal outage "
+            "(Cloud Run keeps no reserved GPU capacity in other zones); required for nvidia-rtx-pro-6000."
+        )
+    )
     # 0 allowed: scale to zero (no idle cost, every first request pays a cold start); prod needs >= 1 (rule).
-    min_instances: Annotated[int, Field(ge=0, le=MAX_INSTANCES)] = Field(description=(
-        "Warm instances kept running (``scaling.minInstanceCount``); 0 = scale to zero outside prod, where the first "
-        "request after idle waits a cold start (``capacity`` prints its cost); at least 1 in prod."))
-    max_instances: Annotated[int, Field(ge=1, le=MAX_INSTANCES)] = Field(description=(
-        "Instance ceiling (``scaling.maxInstanceCount``), within the project's Cloud Run GPU quota."))
-    ingress: Ingress = Field(description=(
-        "Who can reach the service's URLs at the network level (service-wide: stable and canary must agree)."))
+    min_instances: Annotated[int, Field(ge=0, le=MAX_INSTANCES)] = Field(
+        description=(
+            "Warm instances kept running (``scaling.minInstanceCount``); 0 = scale to zero outside prod, where the first "
+            "request after idle waits a cold start (``capacity`` prints its cost); at least 1 in prod."
+        )
+    )
+    max_instances: Annotated[int, Field(ge=1, le=MAX_INSTANCES)] = Field(
+        description=("Instance ceiling (``scaling.maxInstanceCount``), within the project's Cloud Run GPU quota.")
+    )
+    ingress: Ingress = Field(
+        description=(
+            "Who can reach the service's URLs at the network level (service-wide: stable and canary must agree)."
+        )
+    )
     # 100 members: one service's invokers are a few groups or service accounts; more is a slip.
-    invoker_members: Annotated[list[str], Field(min_length=1, max_length=100)] = Field(description=(
-        "Principals granted ``roles/run.invoker`` on the service (service-wide: stable and canary must agree); never "
-        "allUsers / allAuthenticatedUsers. At least one: with the invoker check on, nobody else can call it."))
+    invoker_members: Annotated[list[str], Field(min_length=1, max_length=100)] = Field(
+        description=(
+            "Principals granted ``roles/run.invoker`` on the service (service-wide: stable and canary must agree); never "
+            "allUsers / allAuthenticatedUsers. At least one: with the invoker check on, nobody else can call it."
+        )
+    )
     vpc_egress: DirectVpcEgress | None = Field(None, description="Optional Direct VPC egress of this pool's revision.")
-    loading: CloudStorageVolumeLoading = Field(description=(
-        "The release folder as a Cloud Storage volume, its stated throughput and optional in-memory staging."))
-    pricing: CloudRunPricing = Field(description=(
-        "Per-second prices (GPU, vCPU, memory) for cost per million tokens and the cost of a cold start."))
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
-        "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
-        "(1 + margin), within Cloud Run's 1,800 s for GPU services."))
+    loading: CloudStorageVolumeLoading = Field(
+        description=(
+            "The release folder as a Cloud Storage volume, its stated throughput and optional in-memory staging."
+        )
+    )
+    pricing: CloudRunPricing = Field(
+        description=("Per-second prices (GPU, vCPU, memory) for cost per million tokens and the cost of a cold start.")
+    )
+    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(
+        0.5,
+        description=(
+            "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
+            "(1 + margin), within Cloud Run's 1,800 s for GPU services."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _shape(self) -> "CloudRunPool":
+    def _shape(self) -> CloudRunPool:
         shape = GPU_SHAPES[self.gpu]
         problems: list[tuple[str, str]] = []
         if self.max_instances < self.min_instances:
-            problems.append(("max_instances", f"must be >= min_instances ({self.min_instances}), got {self.max_instances}"))
+            problems.append(
+                ("max_instances", f"must be >= min_instances ({self.min_instances}), got {self.max_instances}")
+            )
         if self.cpu not in shape.cpu_memory_gib:
-            problems.append(("cpu", f"{self.gpu} instances take {' or '.join(str(c) for c in sorted(shape.cpu_memory_gib))} "
-                             f"vCPU, got {self.cpu}"))
+            problems.append(
+                (
+                    "cpu",
+                    f"{self.gpu} instances take {' or '.join(str(c) for c in sorted(shape.cpu_memory_gib))} "
+                    f"vCPU, got {self.cpu}",
+                )
+            )
         else:
             low, high = shape.cpu_memory_gib[self.cpu]
             if not low <= self.memory_gib <= high:
                 allowed = f"{low} GiB" if low == high else f"{low}-{high} GiB"
-                problems.append(("memory_gib", f"{self.gpu} with {self.cpu} vCPU takes {allowed}, got {self.memory_gib}"))
+                problems.append(
+                    ("memory_gib", f"{self.gpu} with {self.cpu} vCPU takes {allowed}, got {self.memory_gib}")
+                )
         for i, member in enumerate(self.invoker_members):
             if member in PUBLIC_MEMBERS:
-                problems.append((f"invoker_members.{i}", f"{member} would let anyone call the service and spend its "
-                                 "GPUs: name principals (user:, group:, serviceAccount:, domain:, principal:, "
-                                 "principalSet:)"))
+                problems.append(
+                    (
+                        f"invoker_members.{i}",
+                        f"{member} would let anyone call the service and spend its "
+                        "GPUs: name principals (user:, group:, serviceAccount:, domain:, principal:, "
+                        "principalSet:)",
+                    )
+                )
             elif not re.match(INVOKER_MEMBER_PATTERN, member):
-                problems.append((f"invoker_members.{i}", f"{quote(member)} is not an IAM member: <type>:<id> with type "
-                                 "user, group, serviceAccount, domain, principal or principalSet"))
+                problems.append(
+                    (
+                        f"invoker_members.{i}",
+                        f"{quote(member)} is not an IAM member: <type>:<id> with type "
+                        "user, group, serviceAccount, domain, principal or principalSet",
+                    )
+                )
         if shape.requires_zonal_redundancy_disabled and not self.gpu_zonal_redundancy_disabled:
-            problems.append(("gpu_zonal_redundancy_disabled", f"{self.gpu} is offered only with GPU zonal redundancy "
-                             "turned off: set it to true"))
+            problems.append(
+                (
+                    "gpu_zonal_redundancy_disabled",
+                    f"{self.gpu} is offered only with GPU zonal redundancy turned off: set it to true",
+                )
+            )
         check(problems)
         return self
 
@@ -254,36 +357,62 @@ class CloudRunPool(PoolCommon):
 class HubTokenReference(Strict):
     """An existing Secret Manager secret holding a model-hub token; the stack reads it, it never creates or sets it."""
 
-    secret_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,255}$")] = Field(description=(
-        "Secret Manager secret id in the stack's project; only the Cloud Run serving account may access it."))
-    version: Annotated[str, Field(pattern=r"^(latest|[1-9][0-9]{0,9})$")] = Field(description=(
-        "Secret version exposed as HF_TOKEN: a number pins it (a new version needs a new revision), ``latest`` "
-        "follows rotations at each instance start."))
+    secret_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,255}$")] = Field(
+        description=(
+            "Secret Manager secret id in the stack's project; only the Cloud Run serving account may access it."
+        )
+    )
+    version: Annotated[str, Field(pattern=r"^(latest|[1-9][0-9]{0,9})$")] = Field(
+        description=(
+            "Secret version exposed as HF_TOKEN: a number pins it (a new version needs a new revision), ``latest`` "
+            "follows rotations at each instance start."
+        )
+    )
 
 
 class CloudRunConfig(Strict):
     """The Cloud Run service the ``cloud_run`` pools are revisions of."""
 
-    service_name: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = Field(description=(
-        "Cloud Run service name (2-26 characters: the serving account ``<name>-run`` and tag URLs must fit); also "
-        "the prefix of every revision name."))
-    repository: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(description=(
-        "Artifact Registry repository (in the stack's project and region) the releases' images come from."))
-    collector_image: Annotated[str, Field(pattern=COLLECTOR_IMAGE_PATTERN)] = Field(description=(
-        "Managed Service for Prometheus sidecar image for Cloud Run, by digest: "
-        "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar@sha256:<64 hex> "
-        "(README, Cloud Run target: how to read the digest)."))
-    hub_token: HubTokenReference | None = Field(None, description=(
-        "Optional existing model-hub token secret, exposed as HF_TOKEN (vLLM still runs with HF_HUB_OFFLINE=1)."))
-    protect: bool = Field(False, description=(
-        "Protect the service from deletion (Pulumi ``protect`` and the provider's deletion_protection); required in "
-        "prod. Off lets a prototype tear down to nothing."))
+    service_name: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN)] = Field(
+        description=(
+            "Cloud Run service name (2-26 characters: the serving account ``<name>-run`` and tag URLs must fit); also "
+            "the prefix of every revision name."
+        )
+    )
+    repository: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(
+        description=("Artifact Registry repository (in the stack's project and region) the releases' images come from.")
+    )
+    collector_image: Annotated[str, Field(pattern=COLLECTOR_IMAGE_PATTERN)] = Field(
+        description=(
+            "Managed Service for Prometheus sidecar image for Cloud Run, by digest: "
+            "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar@sha256:<64 hex> "
+            "(README, Cloud Run target: how to read the digest)."
+        )
+    )
+    hub_token: HubTokenReference | None = Field(
+        None,
+        description=(
+            "Optional existing model-hub token secret, exposed as HF_TOKEN (vLLM still runs with HF_HUB_OFFLINE=1)."
+        ),
+    )
+    protect: bool = Field(
+        False,
+        description=(
+            "Protect the service from deletion (Pulumi ``protect`` and the provider's deletion_protection); required in "
+            "prod. Off lets a prototype tear down to nothing."
+        ),
+    )
 
 
 SECTIONS = (
-    Section("cloud_run", CloudRunConfig, (
-        "The Cloud Run service the ``cloud_run`` pools are tagged revisions of: name, image repository, metrics "
-        "collector image, optional hub-token secret; required when a pool targets ``cloud_run``.")),
+    Section(
+        "cloud_run",
+        CloudRunConfig,
+        (
+            "The Cloud Run service the ``cloud_run`` pools are tagged revisions of: name, image repository, metrics "
+            "collector image, optional hub-token secret; required when a pool targets ``cloud_run``."
+        ),
+    ),
 )
 
 

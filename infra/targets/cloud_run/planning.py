@@ -20,18 +20,32 @@ from typing import Any
 from components import naming
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB, CloudRunProbes
 from components.serving.verify_release import MAX_HASH_WORKERS
-
-from infra.config.release import ReleaseIdentity
-from infra.planning import capacity
 from infra.config.measurement import Measurement
+from infra.config.release import ReleaseIdentity
 from infra.config.stack import StackConfig
-from infra.planning.plan import Demand, MachineIdentity, PlanIssue, PoolPlan, TargetPlan, demand, plan_capacity, release_geometry, release_info
-from infra.planning.vllm_args import render_vllm_args
+from infra.planning import capacity
+from infra.planning.plan import (
+    Demand,
+    MachineIdentity,
+    PlanIssue,
+    PoolPlan,
+    TargetPlan,
+    demand,
+    plan_capacity,
+    release_geometry,
+    release_info,
+)
 from infra.planning.probes import ProbeError
-from infra.planning.vllm_args import VllmInputs
+from infra.planning.vllm_args import VllmInputs, render_vllm_args
 
-from .config import (TARGET, GPU_SHAPES, MAX_GPU_STARTUP_WINDOW_SECONDS, MAX_REQUEST_CONCURRENCY, MAX_REQUEST_TIMEOUT_SECONDS,
-                     CloudRunPool)
+from .config import (
+    GPU_SHAPES,
+    MAX_GPU_STARTUP_WINDOW_SECONDS,
+    MAX_REQUEST_CONCURRENCY,
+    MAX_REQUEST_TIMEOUT_SECONDS,
+    TARGET,
+    CloudRunPool,
+)
 
 #: Cloud Run sends SIGKILL 10 s after SIGTERM (Cloud Run container runtime contract, "Instance shutdown"). Cloud Run
 #: stops routing to an instance before it shuts it down, so the drain only covers what is still in flight.
@@ -71,8 +85,7 @@ CLOUD_RUN_LIVENESS_PERIOD_S = 10
 CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD = 3
 
 
-def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float,
-                          max_probe_seconds: int) -> CloudRunProbes:
+def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float, max_probe_seconds: int) -> CloudRunProbes:
     """The startup failure count whose window covers cold_load x (1 + margin):
     ``initial delay + period x failureThreshold >= required``, i.e. ``failureThreshold = ceil((required - 10) / 5)``.
     Raises ProbeError when ``period x failureThreshold`` would exceed ``max_probe_seconds`` (Cloud Run's 1,800 s for
@@ -86,13 +99,20 @@ def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float,
             f"{startup_margin:g}) = {required:.0f} s needs {delay} s + {threshold} x {period} s, but Cloud Run allows "
             f"failureThreshold x periodSeconds of at most {max_probe_seconds} s for GPU services ({threshold} x "
             f"{period} s = {period * threshold} s); load faster (loading.throughput_mib_s, loading.staging) or "
-            f"lower startup_margin knowingly")
+            f"lower startup_margin knowingly"
+        )
     return CloudRunProbes(
-        cold_load_seconds=cold_load_seconds, startup_margin=startup_margin, startup_required_seconds=required,
-        startup_initial_delay_seconds=delay, startup_period_seconds=period,
-        startup_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S, startup_failure_threshold=threshold,
-        liveness_period_seconds=CLOUD_RUN_LIVENESS_PERIOD_S, liveness_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
-        liveness_failure_threshold=CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD)
+        cold_load_seconds=cold_load_seconds,
+        startup_margin=startup_margin,
+        startup_required_seconds=required,
+        startup_initial_delay_seconds=delay,
+        startup_period_seconds=period,
+        startup_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
+        startup_failure_threshold=threshold,
+        liveness_period_seconds=CLOUD_RUN_LIVENESS_PERIOD_S,
+        liveness_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
+        liveness_failure_threshold=CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD,
+    )
 
 
 class CloudRunPlanningError(ValueError):
@@ -160,8 +180,11 @@ def verify_workers(pool: CloudRunPool) -> int:
 def instance_second_usd(pool: CloudRunPool) -> float:
     """GPU-seconds + vCPU-seconds + GiB-seconds of one instance, the collector sidecar included."""
     p = pool.pricing
-    return (pool.gpu_count * p.gpu_second_usd + (pool.cpu + COLLECTOR_CPU) * p.vcpu_second_usd
-            + (pool.memory_gib + COLLECTOR_MEMORY_MIB / 1024) * p.gib_second_usd)
+    return (
+        pool.gpu_count * p.gpu_second_usd
+        + (pool.cpu + COLLECTOR_CPU) * p.vcpu_second_usd
+        + (pool.memory_gib + COLLECTOR_MEMORY_MIB / 1024) * p.gib_second_usd
+    )
 
 
 def _mount_verify_mib_s(pool: CloudRunPool) -> float:
@@ -169,24 +192,40 @@ def _mount_verify_mib_s(pool: CloudRunPool) -> float:
     return min(pool.loading.throughput_mib_s, capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
 
 
-def pool_inputs(rel: ReleaseIdentity, role: str, pool: CloudRunPool, geometry: capacity.Geometry,
-                d: Demand) -> capacity.PoolInputs:
+def pool_inputs(
+    rel: ReleaseIdentity, role: str, pool: CloudRunPool, geometry: capacity.Geometry, d: Demand
+) -> capacity.PoolInputs:
     """The capacity planner's inputs for a Cloud Run instance: one GPU of the table's memory, the instance's hourly
     price, and the loading path's phases."""
     staged = pool.loading.staging is not None
     return capacity.PoolInputs(
-        role=role, release=rel.release, accelerator=accelerator_key(pool), geometry=geometry,
-        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
-        gpu_memory_gib=GPU_SHAPES[pool.gpu].gpu_memory_gib, gpus_per_node=pool.gpu_count,
+        role=role,
+        release=rel.release,
+        accelerator=accelerator_key(pool),
+        geometry=geometry,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        max_model_len=rel.max_model_len,
+        gpu_memory_gib=GPU_SHAPES[pool.gpu].gpu_memory_gib,
+        gpus_per_node=pool.gpu_count,
         node_hourly_usd=3600 * instance_second_usd(pool),
-        gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
-        arrival_rps=d.arrival_rps, mean_prompt_tokens=d.mean_prompt_tokens, mean_output_tokens=d.mean_output_tokens,
-        target_utilization=d.target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
+        gpu_memory_utilization=pool.gpu_memory_utilization,
+        runtime_overhead_gib=pool.runtime_overhead_gib,
+        arrival_rps=d.arrival_rps,
+        mean_prompt_tokens=d.mean_prompt_tokens,
+        mean_output_tokens=d.mean_output_tokens,
+        target_utilization=d.target_utilization,
+        load_throughput_mib_s=pool.loading.throughput_mib_s,
         engine_init_seconds=pool.loading.engine_init_seconds,
         # Staged: the copy is hashed in memory (hash-bound); else the mount is hashed through gcsfuse.
-        verify_read_mib_s=(capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool)) if staged else _mount_verify_mib_s(pool),
-        theta_o=d.theta_o, theta_i=d.theta_i, min_replicas=pool.min_instances, max_replicas=pool.max_instances,
-        staged_read_mib_s=capacity.STAGED_READ_MIB_S if staged else None)
+        verify_read_mib_s=(capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
+        if staged
+        else _mount_verify_mib_s(pool),
+        theta_o=d.theta_o,
+        theta_i=d.theta_i,
+        min_replicas=pool.min_instances,
+        max_replicas=pool.max_instances,
+        staged_read_mib_s=capacity.STAGED_READ_MIB_S if staged else None,
+    )
 
 
 def mount_options(rel: ReleaseIdentity, pool: CloudRunPool) -> tuple[str, ...]:
@@ -212,23 +251,42 @@ def request_timeout_seconds(stream_bound_seconds: float) -> int:
     return math.ceil(stream_bound_seconds - 1e-9)
 
 
-def vllm_inputs(rel: ReleaseIdentity, pool: CloudRunPool, cap: capacity.PoolCapacity, stream_bound_seconds: float,
-                public_model_name: str, max_output_tokens: int) -> VllmInputs:
+def vllm_inputs(
+    rel: ReleaseIdentity,
+    pool: CloudRunPool,
+    cap: capacity.PoolCapacity,
+    stream_bound_seconds: float,
+    public_model_name: str,
+    max_output_tokens: int,
+) -> VllmInputs:
     """The same renderer's inputs as GKE's: served names = release id + public name, the output cap, the planner's
     concurrency; the model is the mounted (or staged) release folder, the port Cloud Run's 8080."""
     return VllmInputs(
-        model=model_root(rel, pool), streamer_concurrency=None,
-        served_model_names=(rel.release, public_model_name), port=naming.CLOUD_RUN_VLLM_PORT,
-        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
-        gpu_memory_utilization=pool.gpu_memory_utilization, max_num_seqs=cap.max_num_seqs,
-        max_num_batched_tokens=cap.max_num_batched_tokens, dtype=rel.dtype, kv_cache_dtype=rel.kv_cache_dtype,
+        model=model_root(rel, pool),
+        streamer_concurrency=None,
+        served_model_names=(rel.release, public_model_name),
+        port=naming.CLOUD_RUN_VLLM_PORT,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        max_model_len=rel.max_model_len,
+        gpu_memory_utilization=pool.gpu_memory_utilization,
+        max_num_seqs=cap.max_num_seqs,
+        max_num_batched_tokens=cap.max_num_batched_tokens,
+        dtype=rel.dtype,
+        kv_cache_dtype=rel.kv_cache_dtype,
         quantization=rel.quantization,
         shutdown_timeout_seconds=min(math.ceil(stream_bound_seconds), MAX_DRAIN_SECONDS),
-        max_output_tokens=max_output_tokens, speculative=None)
+        max_output_tokens=max_output_tokens,
+        speculative=None,
+    )
 
 
-def plan_cloud_run(rel: ReleaseIdentity, pool: CloudRunPool, cap: capacity.PoolCapacity, weights_bytes: float,
-                   stream_bound_seconds: float) -> CloudRunPlan:
+def plan_cloud_run(
+    rel: ReleaseIdentity,
+    pool: CloudRunPool,
+    cap: capacity.PoolCapacity,
+    weights_bytes: float,
+    stream_bound_seconds: float,
+) -> CloudRunPlan:
     """Everything beside capacity; raises CloudRunPlanningError naming the pool key a refusal concerns.
     ``weights_bytes``: W = P x b_w of the release (what ``cap`` was sized from)."""
     w = weights_bytes
@@ -236,42 +294,69 @@ def plan_cloud_run(rel: ReleaseIdentity, pool: CloudRunPool, cap: capacity.PoolC
     if staging is not None:
         need = math.ceil(cap.weights_gib)
         if staging.size_gib < need:
-            raise CloudRunPlanningError(("loading", "staging", "size_gib"), (
-                f"{staging.size_gib} GiB cannot hold the release's weights ({cap.weights_gib:.1f} GiB = P x b_w, so at "
-                f"least {need} GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"))
+            raise CloudRunPlanningError(
+                ("loading", "staging", "size_gib"),
+                (
+                    f"{staging.size_gib} GiB cannot hold the release's weights ({cap.weights_gib:.1f} GiB = P x b_w, so at "
+                    f"least {need} GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
+                ),
+            )
         budget = staging.size_gib + staging.process_memory_gib + GCSFUSE_MEMORY_GIB
         if budget > pool.memory_gib:
-            raise CloudRunPlanningError(("loading", "staging"), (
-                f"the staged copy does not fit the instance: {staging.size_gib} GiB copy + {staging.process_memory_gib} "
-                f"GiB server + {GCSFUSE_MEMORY_GIB} GiB gcsfuse = {budget} GiB > memory_gib {pool.memory_gib} GiB; "
-                "read the weights from the volume instead (remove loading.staging) or choose a shape with more memory "
-                f"({', '.join(f'{g}: up to {max(h for _, h in s.cpu_memory_gib.values())} GiB' for g, s in sorted(GPU_SHAPES.items()))})"))
+            raise CloudRunPlanningError(
+                ("loading", "staging"),
+                (
+                    f"the staged copy does not fit the instance: {staging.size_gib} GiB copy + {staging.process_memory_gib} "
+                    f"GiB server + {GCSFUSE_MEMORY_GIB} GiB gcsfuse = {budget} GiB > memory_gib {pool.memory_gib} GiB; "
+                    "read the weights from the volume instead (remove loading.staging) or choose a shape with more memory "
+                    f"({', '.join(f'{g}: up to {max(h for _, h in s.cpu_memory_gib.values())} GiB' for g, s in sorted(GPU_SHAPES.items()))})"
+                ),
+            )
     thr = pool.loading.throughput_mib_s * capacity.MIB
     copy = w / thr if staging is not None else 0.0
     read = w / (capacity.STAGED_READ_MIB_S * capacity.MIB) if staging is not None else w / thr
-    probes = plan_cloud_run_probes(cold_load_seconds=cap.cold_load_seconds, startup_margin=pool.startup_margin,
-                                   max_probe_seconds=MAX_GPU_STARTUP_WINDOW_SECONDS)
+    probes = plan_cloud_run_probes(
+        cold_load_seconds=cap.cold_load_seconds,
+        startup_margin=pool.startup_margin,
+        max_probe_seconds=MAX_GPU_STARTUP_WINDOW_SECONDS,
+    )
     timeout = request_timeout_seconds(stream_bound_seconds)
     if timeout > MAX_REQUEST_TIMEOUT_SECONDS:
-        raise CloudRunPlanningError(("target",), (
-            f"the longest allowed stream ({stream_bound_seconds:.0f} s = TTFT objective + max_output_tokens x ITL "
-            f"objective) exceeds Cloud Run's request timeout of at most {MAX_REQUEST_TIMEOUT_SECONDS} s: Cloud Run "
-            "would cut the longest legitimate streams; lower contract.max_output_tokens or serve this pool on gke"))
+        raise CloudRunPlanningError(
+            ("target",),
+            (
+                f"the longest allowed stream ({stream_bound_seconds:.0f} s = TTFT objective + max_output_tokens x ITL "
+                f"objective) exceeds Cloud Run's request timeout of at most {MAX_REQUEST_TIMEOUT_SECONDS} s: Cloud Run "
+                "would cut the longest legitimate streams; lower contract.max_output_tokens or serve this pool on gke"
+            ),
+        )
     second = instance_second_usd(pool)
     return CloudRunPlan(
-        gpu=pool.gpu, gpu_count=pool.gpu_count, cpu=pool.cpu, memory_gib=pool.memory_gib,
+        gpu=pool.gpu,
+        gpu_count=pool.gpu_count,
+        cpu=pool.cpu,
+        memory_gib=pool.memory_gib,
         zonal_redundancy_disabled=pool.gpu_zonal_redundancy_disabled,
         launch_stage=PREVIEW_LAUNCH_STAGE if GPU_SHAPES[pool.gpu].preview else GA_LAUNCH_STAGE,
-        min_instances=pool.min_instances, max_instances=pool.max_instances,
-        concurrency=min(cap.max_num_seqs, MAX_REQUEST_CONCURRENCY), request_timeout_seconds=timeout,
+        min_instances=pool.min_instances,
+        max_instances=pool.max_instances,
+        concurrency=min(cap.max_num_seqs, MAX_REQUEST_CONCURRENCY),
+        request_timeout_seconds=timeout,
         shutdown_timeout_seconds=min(math.ceil(stream_bound_seconds), MAX_DRAIN_SECONDS),
-        probes=probes, verify_workers=verify_workers(pool),
-        copy_seconds=copy, verify_seconds=cap.verify_seconds, weights_read_seconds=read,
-        engine_init_seconds=float(pool.loading.engine_init_seconds), cold_load_seconds=cap.cold_load_seconds,
+        probes=probes,
+        verify_workers=verify_workers(pool),
+        copy_seconds=copy,
+        verify_seconds=cap.verify_seconds,
+        weights_read_seconds=read,
+        engine_init_seconds=float(pool.loading.engine_init_seconds),
+        cold_load_seconds=cap.cold_load_seconds,
         staging_size_gib=staging.size_gib if staging else None,
         process_memory_gib=staging.process_memory_gib if staging else None,
-        mount_options=mount_options(rel, pool), instance_second_usd=second, instance_hourly_usd=3600 * second,
-        cold_start_usd=cap.cold_load_seconds * second)
+        mount_options=mount_options(rel, pool),
+        instance_second_usd=second,
+        instance_hourly_usd=3600 * second,
+        cold_start_usd=cap.cold_load_seconds * second,
+    )
 
 
 @dataclass(frozen=True)
@@ -308,8 +393,14 @@ def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> Tar
         if rel.tensor_parallel_size != pool.gpu_count:
             continue
         geometry = release_geometry(rel)
-        cap = plan_capacity(cfg, role, pool, pool_inputs(rel, role, pool, geometry, demand(cfg, pool, measurements.get(role))),
-                            f"on Cloud Run {pool.gpu}", issues)
+        cap = plan_capacity(
+            cfg,
+            role,
+            pool,
+            pool_inputs(rel, role, pool, geometry, demand(cfg, pool, measurements.get(role))),
+            f"on Cloud Run {pool.gpu}",
+            issues,
+        )
         if cap is None:
             continue
         try:
@@ -320,11 +411,20 @@ def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> Tar
         except ProbeError as exc:
             issues.append(PlanIssue(("serving", role, "loading"), str(exc)))
             continue
-        inputs = vllm_inputs(rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name,
-                             contract.max_output_tokens)
+        inputs = vllm_inputs(
+            rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name, contract.max_output_tokens
+        )
         pools[role] = CloudRunPoolPlan(
-            role=role, target=pool.target, release=release_info(rel), weight=pool.weight,
-            min_replicas=pool.min_instances, capacity=cap, vllm_args=tuple(render_vllm_args(inputs)),
-            model_root=inputs.model, accelerator=None,
-            machine=MachineIdentity(CLOUD_RUN_MACHINE, pool.gpu, pool.gpu_count), cloud_run=run)
+            role=role,
+            target=pool.target,
+            release=release_info(rel),
+            weight=pool.weight,
+            min_replicas=pool.min_instances,
+            capacity=cap,
+            vllm_args=tuple(render_vllm_args(inputs)),
+            model_root=inputs.model,
+            accelerator=None,
+            machine=MachineIdentity(CLOUD_RUN_MACHINE, pool.gpu, pool.gpu_count),
+            cloud_run=run,
+        )
     return TargetPlan(target=TARGET, pools=pools, issues=tuple(issues))

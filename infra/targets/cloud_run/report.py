@@ -20,14 +20,34 @@ def report_rows(plan: StackPlan) -> list[ReportRow]:
         return ReportRow(label, {r: fn(c) for r, c in runs.items()})
 
     return [
-        row("Cloud Run instance", lambda c: f"{c.gpu} x{c.gpu_count}, {c.cpu} vCPU, {c.memory_gib} GiB"
-            f"{', no zonal redundancy' if c.zonal_redundancy_disabled else ''}"),
-        row("cold load (copy / verify / read / init)", lambda c: f"{c.copy_seconds:.0f} / {c.verify_seconds:.0f} / "
-            f"{c.weights_read_seconds:.0f} / {c.engine_init_seconds:.0f} s"),
-        row("startup probe", lambda c: f"{c.probes.startup_initial_delay_seconds} s + {c.probes.startup_failure_threshold} x "
-            f"{c.probes.startup_period_seconds} s = {c.probes.startup_window_seconds} s"),
+        row(
+            "Cloud Run instance",
+            lambda c: (
+                f"{c.gpu} x{c.gpu_count}, {c.cpu} vCPU, {c.memory_gib} GiB"
+                f"{', no zonal redundancy' if c.zonal_redundancy_disabled else ''}"
+            ),
+        ),
+        row(
+            "cold load (copy / verify / read / init)",
+            lambda c: (
+                f"{c.copy_seconds:.0f} / {c.verify_seconds:.0f} / "
+                f"{c.weights_read_seconds:.0f} / {c.engine_init_seconds:.0f} s"
+            ),
+        ),
+        row(
+            "startup probe",
+            lambda c: (
+                f"{c.probes.startup_initial_delay_seconds} s + {c.probes.startup_failure_threshold} x "
+                f"{c.probes.startup_period_seconds} s = {c.probes.startup_window_seconds} s"
+            ),
+        ),
         row("concurrency / request timeout", lambda c: f"{c.concurrency} / {c.request_timeout_seconds} s"),
         row("instance price", lambda c: f"${c.instance_second_usd:.6f}/s (${c.instance_hourly_usd:.2f}/h)"),
-        row("cold start cost", lambda c: f"${c.cold_start_usd:.4f} per cold start (min instances {c.min_instances}"
-            f"{': scale to zero, the first request after idle waits it' if c.min_instances == 0 else ''})"),
+        row(
+            "cold start cost",
+            lambda c: (
+                f"${c.cold_start_usd:.4f} per cold start (min instances {c.min_instances}"
+                f"{': scale to zero, the first request after idle waits it' if c.min_instances == 0 else ''})"
+            ),
+        ),
     ]

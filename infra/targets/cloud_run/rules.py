@@ -12,6 +12,7 @@ from infra.rules import Finding, rule
 
 from .config import TARGET, cloud_run_section
 from .planning import run_pools
+
 #: Pool keys a revision's template does not depend on: a canary equal to stable in everything else renders the
 #: very same revision.
 NOT_IN_REVISION = frozenset({"weight", "measured", "measured_with_adapted_args", "pricing"})
@@ -21,8 +22,11 @@ NOT_IN_REVISION = frozenset({"weight", "measured", "measured_with_adapted_args",
 def cloud_run_section_present(cfg: StackConfig) -> Iterator[Finding]:
     if cloud_run_section(cfg) is None:
         roles = ", ".join(role for role, _ in run_pools(cfg))
-        yield (("cloud_run",), f"required when a pool targets cloud_run ({roles}): the service name, image repository "
-               "and metrics collector image")
+        yield (
+            ("cloud_run",),
+            f"required when a pool targets cloud_run ({roles}): the service name, image repository "
+            "and metrics collector image",
+        )
 
 
 @rule(target=TARGET, needs={"serving", "releases"})
@@ -33,9 +37,11 @@ def release_fits_one_gpu(cfg: StackConfig) -> Iterator[Finding]:
             continue  # reported by the common rules
         tp = cfg.release(pool.release).tensor_parallel_size
         if tp != pool.gpu_count:
-            yield (("serving", role, "release"),
-                   f"release {pool.release!r} runs on tensor_parallel_size {tp} GPUs; a Cloud Run instance attaches "
-                   f"{pool.gpu_count} (gpu_count): serve it on gke, or release it for one GPU")
+            yield (
+                ("serving", role, "release"),
+                f"release {pool.release!r} runs on tensor_parallel_size {tp} GPUs; a Cloud Run instance attaches "
+                f"{pool.gpu_count} (gpu_count): serve it on gke, or release it for one GPU",
+            )
 
 
 @rule(target=TARGET, needs={"serving"})
@@ -46,13 +52,17 @@ def service_settings_agree(cfg: StackConfig) -> Iterator[Finding]:
         return
     stable, canary = pools["stable"], pools["canary"]
     if canary.ingress != stable.ingress:
-        yield (("serving", "canary", "ingress"),
-               f"{canary.ingress} differs from stable's {stable.ingress}: both pools are revisions of one Cloud Run "
-               "service, whose ingress setting is service-wide")
+        yield (
+            ("serving", "canary", "ingress"),
+            f"{canary.ingress} differs from stable's {stable.ingress}: both pools are revisions of one Cloud Run "
+            "service, whose ingress setting is service-wide",
+        )
     if sorted(canary.invoker_members) != sorted(stable.invoker_members):
-        yield (("serving", "canary", "invoker_members"),
-               "differ from stable's: both pools are revisions of one Cloud Run service, whose invoker IAM is "
-               "service-wide; list the same members")
+        yield (
+            ("serving", "canary", "invoker_members"),
+            "differ from stable's: both pools are revisions of one Cloud Run service, whose invoker IAM is "
+            "service-wide; list the same members",
+        )
 
 
 @rule(target=TARGET, needs={"serving", "releases"})
@@ -62,9 +72,11 @@ def canary_is_another_revision(cfg: StackConfig) -> Iterator[Finding]:
         return
     a, b = (pools[r].model_dump(exclude=set(NOT_IN_REVISION)) for r in ("stable", "canary"))
     if a == b:
-        yield (("serving", "canary"),
-               "renders the same revision as stable (same release and settings): after a promotion, remove the canary "
-               "pool; the stable tag then points at the revision the canary tested")
+        yield (
+            ("serving", "canary"),
+            "renders the same revision as stable (same release and settings): after a promotion, remove the canary "
+            "pool; the stable tag then points at the revision the canary tested",
+        )
 
 
 @rule(target=TARGET, needs={"cloud_run", "environment"})
@@ -85,5 +97,7 @@ def images_come_from_the_stack_registry(cfg: StackConfig) -> Iterator[Finding]:
     served = {pool.release for _, pool in run_pools(cfg)}
     for i, rel in enumerate(cfg.releases):
         if rel.release in served and not rel.image.startswith(prefix):
-            yield (("releases", i, "image"),
-                   f"Cloud Run pools pull from the stack's Artifact Registry repository {prefix}..., got {rel.image}")
+            yield (
+                ("releases", i, "image"),
+                f"Cloud Run pools pull from the stack's Artifact Registry repository {prefix}..., got {rel.image}",
+            )

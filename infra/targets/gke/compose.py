@@ -13,8 +13,17 @@ from components import naming
 from components.bench_job import BenchJob, BenchJobArgs, client_peer
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
-from components.gateway.objects import (CertificateSpec, EndpointPickerSpec, GatewaySpec, IapSpec, ModelArmorSpec,
-                                        ModelRoute, PoolRoute, PriorityClassSpec, SaturationSpec)
+from components.gateway.objects import (
+    CertificateSpec,
+    EndpointPickerSpec,
+    GatewaySpec,
+    IapSpec,
+    ModelArmorSpec,
+    ModelRoute,
+    PoolRoute,
+    PriorityClassSpec,
+    SaturationSpec,
+)
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import Observability, ObservabilityArgs
@@ -23,7 +32,6 @@ from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs
 from components.project import ProjectServices
 from components.serving.model_server import ModelServer, ModelServerArgs, PodPeer, PodResources
 from components.weights import HyperdiskSpec
-
 from infra.config.accelerator import AcceleratorTopology, boot_disk_type
 from infra.config.observability import Autoscaling
 from infra.config.stack import StackConfig
@@ -33,20 +41,29 @@ from infra.targets.base import ResolvedStack
 from infra.targets.common import channel_spec, platform_labels, thresholds
 
 from .config import GatewayConfig, GkeConfig, GkePool, gateway_section, gke_section
-from .planning import GkePlan, GkePoolPlan, gke_part, gke_pools, verify_workers
+from .planning import GkePoolPlan, gke_part, gke_pools, verify_workers
 from .planning.bench import bench_deadline
 
-
 # ---- config -> component specs ------------------------------------------------------------------------------
+
 
 def accelerator_spec(key: str, acc: AcceleratorTopology) -> AcceleratorSpec:
     r = acc.reservation
     return AcceleratorSpec(
-        key=key, machine_type=acc.machine_type, gpu_type=acc.gpu_type, gpus_per_node=acc.gpus_per_node,
-        zone=acc.zone, spot=acc.spot, boot_disk_type=boot_disk_type(acc.machine_type),
+        key=key,
+        machine_type=acc.machine_type,
+        gpu_type=acc.gpu_type,
+        gpus_per_node=acc.gpus_per_node,
+        zone=acc.zone,
+        spot=acc.spot,
+        boot_disk_type=boot_disk_type(acc.machine_type),
         reservation=ReservationSpec(r.mode, r.name, r.count, r.owner_project) if r else None,
-        gpu_sharing=(GpuSharingSpec(acc.gpu_sharing.strategy, acc.gpu_sharing.max_shared_clients_per_gpu)
-                     if acc.gpu_sharing else None))
+        gpu_sharing=(
+            GpuSharingSpec(acc.gpu_sharing.strategy, acc.gpu_sharing.max_shared_clients_per_gpu)
+            if acc.gpu_sharing
+            else None
+        ),
+    )
 
 
 def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
@@ -54,14 +71,22 @@ def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
     return ClusterSpec(
         # Regional clusters live in the region; zonal ones in the stack's first zone, keeping GKE's default
         # node location (that zone).
-        name=g.cluster_name, location=cfg.region if regional else cfg.zones[0],
-        node_locations=tuple(sorted(cfg.zones)) if regional else None, master_cidr=g.ranges.master,
+        name=g.cluster_name,
+        location=cfg.region if regional else cfg.zones[0],
+        node_locations=tuple(sorted(cfg.zones)) if regional else None,
+        master_cidr=g.ranges.master,
         authorized_networks=tuple(AuthorizedNetwork(n.cidr, n.display_name) for n in g.authorized_networks),
-        release_channel=g.release_channel, min_version=g.min_version,
+        release_channel=g.release_channel,
+        min_version=g.min_version,
         maintenance=MaintenanceWindow(tuple(g.maintenance.days), g.maintenance.start_utc, g.maintenance.duration_hours),
-        system_pool=SystemPoolSpec(g.system_pool.machine_type, g.system_pool.min_nodes_per_zone,
-                                   g.system_pool.max_nodes_per_zone, g.system_pool.disk_size_gb),
-        gpu_driver_version=g.gpu_driver_version)
+        system_pool=SystemPoolSpec(
+            g.system_pool.machine_type,
+            g.system_pool.min_nodes_per_zone,
+            g.system_pool.max_nodes_per_zone,
+            g.system_pool.disk_size_gb,
+        ),
+        gpu_driver_version=g.gpu_driver_version,
+    )
 
 
 def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
@@ -70,28 +95,51 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
     part = gke_part(plan)
     hd = g.weights.hyperdisk_ml
     return PlatformArgs(
-        project=cfg.project, region=cfg.region,
-        network=NetworkArgs(project=cfg.project, region=cfg.region, prefix=g.cluster_name, subnet_cidr=g.ranges.subnet,
-                            pods_cidr=g.ranges.pods, services_cidr=g.ranges.services,
-                            proxy_only_cidr=g.ranges.proxy_only),
+        project=cfg.project,
+        region=cfg.region,
+        network=NetworkArgs(
+            project=cfg.project,
+            region=cfg.region,
+            prefix=g.cluster_name,
+            subnet_cidr=g.ranges.subnet,
+            pods_cidr=g.ranges.pods,
+            services_cidr=g.ranges.services,
+            proxy_only_cidr=g.ranges.proxy_only,
+        ),
         cluster=cluster_spec(cfg, g),
         # One node pool per accelerator that serves at least one pool or one co-hosted group.
-        gpu_pools=tuple(sorted(
-            [GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
-             for name, a in part.accelerators.items()]
-            + [GpuPoolSpec(accelerator_spec(g.accelerator, cfg.accelerators[g.accelerator]),
-                           NodeBounds(g.min_nodes, g.max_nodes)) for g in part.gke_groups().values()],
-            key=lambda spec: spec.accelerator.key)),
-        registry=RegistrySpec(g.registry.repository_id, g.registry.keep_recent_versions,
-                              g.registry.untagged_retention_days),
+        gpu_pools=tuple(
+            sorted(
+                [
+                    GpuPoolSpec(accelerator_spec(name, cfg.accelerators[name]), NodeBounds(a.min_nodes, a.max_nodes))
+                    for name, a in part.accelerators.items()
+                ]
+                + [
+                    GpuPoolSpec(
+                        accelerator_spec(g.accelerator, cfg.accelerators[g.accelerator]),
+                        NodeBounds(g.min_nodes, g.max_nodes),
+                    )
+                    for g in part.gke_groups().values()
+                ],
+                key=lambda spec: spec.accelerator.key,
+            )
+        ),
+        registry=RegistrySpec(
+            g.registry.repository_id, g.registry.keep_recent_versions, g.registry.untagged_retention_days
+        ),
         weights=WeightsSpec(
-            bucket=g.weights.bucket, soft_delete_days=g.weights.soft_delete_days, writers=tuple(g.weights.writers),
+            bucket=g.weights.bucket,
+            soft_delete_days=g.weights.soft_delete_days,
+            writers=tuple(g.weights.writers),
             hyperdisk=HyperdiskSpec(hd.size_gib, hd.provisioned_throughput_mib_s, dict(hd.snapshots)) if hd else None,
             hyperdisk_releases=dict(part.hyperdisk_releases),
-            hyperdisk_pools={r: pool.release for r, pool in gke_pools(cfg) if pool.loading.path == "hyperdisk_ml"}),
+            hyperdisk_pools={r: pool.release for r, pool in gke_pools(cfg) if pool.loading.path == "hyperdisk_ml"},
+        ),
         roles=(*(r for r, _ in gke_pools(cfg)), *part.cohosted()),
         hub_token_secret_id=g.hub_token.secret_id if g.hub_token else None,
-        labels=platform_labels(cfg), protect=g.protect)
+        labels=platform_labels(cfg),
+        protect=g.protect,
+    )
 
 
 #: The picker's own KV-cache saturation threshold (GAIE v1.5.0 utilization-detector default), used when the HPA
@@ -104,24 +152,42 @@ def saturation_spec(auto: Autoscaling) -> SaturationSpec:
     HPA's per-pod target, or the HPA's KV-cache target when one is set (else the picker's own 0.8). From there
     on, sheddable traffic is rejected with 429 while capacity is being added, so it cannot deepen the queue the
     interactive classes wait in."""
-    return SaturationSpec(queue_depth_threshold=auto.queue_target_per_pod,
-                          kv_cache_util_threshold=auto.kv_cache_target if auto.kv_cache_target is not None
-                          else DEFAULT_KV_SATURATION)
+    return SaturationSpec(
+        queue_depth_threshold=auto.queue_target_per_pod,
+        kv_cache_util_threshold=auto.kv_cache_target if auto.kv_cache_target is not None else DEFAULT_KV_SATURATION,
+    )
 
 
 def gateway_spec(gw: GatewayConfig, auto: Autoscaling) -> GatewaySpec:
     e = gw.epp
     return GatewaySpec(
-        gateway_class=gw.gateway_class, hostnames=tuple(gw.hostnames),
+        gateway_class=gw.gateway_class,
+        hostnames=tuple(gw.hostnames),
         certificate=CertificateSpec(gw.certificate.source, tuple(gw.certificate.names)),
-        epp=EndpointPickerSpec(chart=e.chart, version=e.version, replicas=e.replicas, failure_mode=e.failure_mode,
-                               kv_cache_metric=e.kv_cache_metric, install_objective_crds=e.install_objective_crds,
-                               saturation=saturation_spec(auto)),
-        iap=IapSpec(gw.iap.enabled, tuple(gw.iap.members), gw.iap.oauth_client_id, gw.iap.oauth_client_secret_name,
-                    tuple(gw.iap.programmatic_clients)),
-        model_armor=(ModelArmorSpec(gw.model_armor.template, gw.model_armor.fail_open, gw.model_armor.timeout_ms)
-                     if gw.model_armor else None),
-        request_log_sample_rate=gw.request_log_sample_rate, allow_global_access=gw.allow_global_access)
+        epp=EndpointPickerSpec(
+            chart=e.chart,
+            version=e.version,
+            replicas=e.replicas,
+            failure_mode=e.failure_mode,
+            kv_cache_metric=e.kv_cache_metric,
+            install_objective_crds=e.install_objective_crds,
+            saturation=saturation_spec(auto),
+        ),
+        iap=IapSpec(
+            gw.iap.enabled,
+            tuple(gw.iap.members),
+            gw.iap.oauth_client_id,
+            gw.iap.oauth_client_secret_name,
+            tuple(gw.iap.programmatic_clients),
+        ),
+        model_armor=(
+            ModelArmorSpec(gw.model_armor.template, gw.model_armor.fail_open, gw.model_armor.timeout_ms)
+            if gw.model_armor
+            else None
+        ),
+        request_log_sample_rate=gw.request_log_sample_rate,
+        allow_global_access=gw.allow_global_access,
+    )
 
 
 def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
@@ -130,18 +196,31 @@ def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
     planned = part.gke_pools()
     for role, pool in gke_pools(cfg):
         p = planned[role]
-        views.append(PoolView(
-            role=role, release=pool.release, weight=pool.weight, hpa=p.hpa,
-            replica_hourly_usd=p.capacity.replica_hourly_usd,
-            planned_cost_per_million_usd=p.capacity.cost_per_million_output_tokens_usd,
-            # The record file the pool cites (``serving.<role>.measured``): the dashboard names it.
-            measurement_source=pool.measured))
+        views.append(
+            PoolView(
+                role=role,
+                release=pool.release,
+                weight=pool.weight,
+                hpa=p.hpa,
+                replica_hourly_usd=p.capacity.replica_hourly_usd,
+                planned_cost_per_million_usd=p.capacity.cost_per_million_output_tokens_usd,
+                # The record file the pool cites (``serving.<role>.measured``): the dashboard names it.
+                measurement_source=pool.measured,
+            )
+        )
     for role, m in part.cohosted().items():
-        views.append(PoolView(
-            # 100: every request naming this model reaches this pool (no weighted split applies to it).
-            role=role, release=m.pool.release.release, weight=100, hpa=m.pool.hpa,
-            replica_hourly_usd=m.pool.capacity.replica_hourly_usd, planned_cost_per_million_usd=None,
-            measurement_source=None))
+        views.append(
+            PoolView(
+                # 100: every request naming this model reaches this pool (no weighted split applies to it).
+                role=role,
+                release=m.pool.release.release,
+                weight=100,
+                hpa=m.pool.hpa,
+                replica_hourly_usd=m.pool.capacity.replica_hourly_usd,
+                planned_cost_per_million_usd=None,
+                measurement_source=None,
+            )
+        )
     return tuple(views)
 
 
@@ -151,40 +230,80 @@ def bench_job_args(resolved: ResolvedStack, platform: Platform, server: ModelSer
     assert g is not None and g.bench is not None
     b, p = g.bench, plan.pools[server.role]
     return BenchJobArgs(
-        stack=resolved.stack, role=server.role, release=p.release, image=b.image, quick=b.quick, rates=b.rates,
-        duration_seconds=b.duration_seconds, active_deadline_seconds=bench_deadline(b).active_deadline_seconds,
-        pool_namespace=platform.serving_namespaces[server.role], pool_selector=server.pool_selector,
-        project=cfg.project, region=cfg.region, project_number=platform.project_number,
-        workload_pool=platform.workload_pool, weights_bucket=platform.weights.bucket.name,
+        stack=resolved.stack,
+        role=server.role,
+        release=p.release,
+        image=b.image,
+        quick=b.quick,
+        rates=b.rates,
+        duration_seconds=b.duration_seconds,
+        active_deadline_seconds=bench_deadline(b).active_deadline_seconds,
+        pool_namespace=platform.serving_namespaces[server.role],
+        pool_selector=server.pool_selector,
+        project=cfg.project,
+        region=cfg.region,
+        project_number=platform.project_number,
+        workload_pool=platform.workload_pool,
+        weights_bucket=platform.weights.bucket.name,
         image_repository=platform.registry.repository.repository_id,
-        system_node_member=platform.gke.system_identity.member)
+        system_node_member=platform.gke.system_identity.member,
+    )
 
 
 # ---- composition ----------------------------------------------------------------------------------------------
 
-def _model_server(resolved: ResolvedStack, platform: Platform, k8s: pulumi.ResourceOptions, role: str, pool: GkePool,
-                  p: GkePoolPlan, public_model_name: str, clients: tuple[PodPeer, ...] = (),
-                  one_per_node: bool = False) -> ModelServer:
+
+def _model_server(
+    resolved: ResolvedStack,
+    platform: Platform,
+    k8s: pulumi.ResourceOptions,
+    role: str,
+    pool: GkePool,
+    p: GkePoolPlan,
+    public_model_name: str,
+    clients: tuple[PodPeer, ...] = (),
+    one_per_node: bool = False,
+) -> ModelServer:
     """The vLLM model server of one pool (or co-hosted model) in its namespace, on its accelerator's node pool."""
     cfg, plan = resolved.config, resolved.plan
     o = pool.model_server
-    return ModelServer(naming.deployment_name(role), ModelServerArgs(
-        role=role, release=p.release, vllm_args=p.vllm_args, probes=p.probes,
-        public_model_name=public_model_name, model_root=p.model_root,
-        verify_workers=verify_workers(pool),
-        resources=PodResources(cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib,
-                               gpus=p.release.tensor_parallel_size),
-        accelerator=pool.accelerator, loading_path=pool.loading.path, min_replicas=pool.min_replicas,
-        max_surge=ROLLOUT_SURGE_REPLICAS, rollout_replicas=p.hpa.max_replicas,
-        max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
-        namespace=platform.serving_namespaces[role], service_account=platform.model_server_ksas[role],
-        proxy_only_cidr=platform.proxy_only_cidr, stream_bound_seconds=plan.stream_bound_seconds,
-        contract_max_model_len=cfg.contract.max_model_len,
-        contract_max_input_tokens=cfg.contract.max_input_tokens,
-        contract_max_output_tokens=cfg.contract.max_output_tokens,
-        hyperdisk_claim=platform.hyperdisk_claims.get(role), clients=clients, one_per_node=one_per_node),
-        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
-            depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]])))
+    return ModelServer(
+        naming.deployment_name(role),
+        ModelServerArgs(
+            role=role,
+            release=p.release,
+            vllm_args=p.vllm_args,
+            probes=p.probes,
+            public_model_name=public_model_name,
+            model_root=p.model_root,
+            verify_workers=verify_workers(pool),
+            resources=PodResources(
+                cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib, gpus=p.release.tensor_parallel_size
+            ),
+            accelerator=pool.accelerator,
+            loading_path=pool.loading.path,
+            min_replicas=pool.min_replicas,
+            max_surge=ROLLOUT_SURGE_REPLICAS,
+            rollout_replicas=p.hpa.max_replicas,
+            max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
+            namespace=platform.serving_namespaces[role],
+            service_account=platform.model_server_ksas[role],
+            proxy_only_cidr=platform.proxy_only_cidr,
+            stream_bound_seconds=plan.stream_bound_seconds,
+            contract_max_model_len=cfg.contract.max_model_len,
+            contract_max_input_tokens=cfg.contract.max_input_tokens,
+            contract_max_output_tokens=cfg.contract.max_output_tokens,
+            hyperdisk_claim=platform.hyperdisk_claims.get(role),
+            clients=clients,
+            one_per_node=one_per_node,
+        ),
+        opts=pulumi.ResourceOptions.merge(
+            k8s,
+            pulumi.ResourceOptions(
+                depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]]
+            ),
+        ),
+    )
 
 
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
@@ -203,75 +322,150 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     planned = part.gke_pools()
     for role, pool in gke_pools(cfg):
         model_servers[role] = _model_server(
-            resolved, platform, k8s, role, pool, planned[role], plan.public_model_name,
+            resolved,
+            platform,
+            k8s,
+            role,
+            pool,
+            planned[role],
+            plan.public_model_name,
             # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
-            clients=(client_peer(role),) if bench is not None and bench.pool == role else ())
+            clients=(client_peer(role),) if bench is not None and bench.pool == role else (),
+        )
     # Co-hosted models: one server each on its group's time-shared node pool, at most one pod per node.
     cohosted: dict[str, ModelServer] = {}
     for role, m in part.cohosted().items():
-        cohosted[role] = _model_server(resolved, platform, k8s, role, m.pool_config, m.pool, m.model_name,
-                                       one_per_node=True)
+        cohosted[role] = _model_server(
+            resolved, platform, k8s, role, m.pool_config, m.pool, m.model_name, one_per_node=True
+        )
 
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
-    gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
-        environment=cfg.environment, project=cfg.project, region=cfg.region,
-        gateway=gateway_spec(gw, cfg.observability.autoscaling),
-        pools=tuple(PoolRoute(role=r, release=pool.release, weight=pool.weight,
-                              selector=model_servers[r].pool_selector, namespace=platform.serving_namespaces[r])
-                    for r, pool in gke_pools(cfg)),
-        priority_classes=tuple(PriorityClassSpec(c.name, c.priority, c.sheddable, c.description)
-                               for c in cfg.contract.priority_classes),
-        backend_timeout_seconds=plan.backend_timeout_seconds, public_model_name=plan.public_model_name,
-        models=tuple(ModelRoute(model_name=m.model_name, pool=PoolRoute(
-            role=role, release=m.pool.release.release, weight=100, selector=cohosted[role].pool_selector,
-            namespace=platform.serving_namespaces[role])) for role, m in part.cohosted().items()),
-        subnetwork=platform.network.subnet.id, project_number=platform.project_number),
+    gateway = InferenceGateway(
+        "inference-gateway",
+        InferenceGatewayArgs(
+            environment=cfg.environment,
+            project=cfg.project,
+            region=cfg.region,
+            gateway=gateway_spec(gw, cfg.observability.autoscaling),
+            pools=tuple(
+                PoolRoute(
+                    role=r,
+                    release=pool.release,
+                    weight=pool.weight,
+                    selector=model_servers[r].pool_selector,
+                    namespace=platform.serving_namespaces[r],
+                )
+                for r, pool in gke_pools(cfg)
+            ),
+            priority_classes=tuple(
+                PriorityClassSpec(c.name, c.priority, c.sheddable, c.description) for c in cfg.contract.priority_classes
+            ),
+            backend_timeout_seconds=plan.backend_timeout_seconds,
+            public_model_name=plan.public_model_name,
+            models=tuple(
+                ModelRoute(
+                    model_name=m.model_name,
+                    pool=PoolRoute(
+                        role=role,
+                        release=m.pool.release.release,
+                        weight=100,
+                        selector=cohosted[role].pool_selector,
+                        namespace=platform.serving_namespaces[role],
+                    ),
+                )
+                for role, m in part.cohosted().items()
+            ),
+            subnetwork=platform.network.subnet.id,
+            project_number=platform.project_number,
+        ),
         # Every pool's Kubernetes objects take their namespace from the platform's Output (so they wait for the
         # Namespace); the gateway creates its own namespace; the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
         # the Deployments' rollouts would only serialise the first deploy.
-        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
+        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
+    )
 
     # Autoscaling and observability: custom-metrics adapter, one HPA per pool scaling its model server's
     # Deployment (which ignores spec.replicas: the HPA owns the count), the vLLM PodMonitoring, dashboard, alerts.
     obs = cfg.observability
-    observability = Observability("observability", ObservabilityArgs(
-        project=cfg.project, environment=cfg.environment, namespaces=dict(platform.serving_namespaces),
-        pools=pool_views(cfg, plan),
-        scale_targets={r: m.deployment_name for r, m in (*model_servers.items(), *cohosted.items())},
-        thresholds=thresholds(cfg), scrape_interval_seconds=obs.scrape_interval_seconds,
-        notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),
-        adapter_image_digest=obs.adapter_image_digest, project_number=platform.project_number,
-        workload_pool=platform.workload_pool),
+    observability = Observability(
+        "observability",
+        ObservabilityArgs(
+            project=cfg.project,
+            environment=cfg.environment,
+            namespaces=dict(platform.serving_namespaces),
+            pools=pool_views(cfg, plan),
+            scale_targets={r: m.deployment_name for r, m in (*model_servers.items(), *cohosted.items())},
+            thresholds=thresholds(cfg),
+            scrape_interval_seconds=obs.scrape_interval_seconds,
+            notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),
+            adapter_image_digest=obs.adapter_image_digest,
+            project_number=platform.project_number,
+            workload_pool=platform.workload_pool,
+        ),
         # The dashboard and alert policies need the Monitoring API.
-        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])))
+        opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
+    )
 
     # Optional: the in-cluster benchmark Job of one pool (gke.bench), started once that pool's rollout is done.
     bench_job = None
     if bench is not None:
         server = model_servers[bench.pool]
-        bench_job = BenchJob(naming.bench_job_name(bench.pool), bench_job_args(resolved, platform, server),
-                             opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
-                                 depends_on=[services, server])))
+        bench_job = BenchJob(
+            naming.bench_job_name(bench.pool),
+            bench_job_args(resolved, platform, server),
+            opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services, server])),
+        )
 
     return {
         **({"bench": {"job": bench_job.job.metadata.name, "record_uri": bench_job.record_uri}} if bench_job else {}),
-        **({"cohosting": {key: {m.role: {
-            "model_name": m.model_name, "deployment": cohosted[m.role].deployment_name,
-            "pool": gateway.model_pools[m.role].pool_name, "vllm_args": cohosted[m.role].vllm_args}
-            for m in grp.models} for key, grp in part.gke_groups().items()}} if cohosted else {}),
-        "cluster": {"name": platform.cluster.name, "location": platform.gke.location,
-                    "workload_pool": platform.workload_pool},
-        "gateway": {"address": gateway.address_value, "hostnames": gateway.hostnames,
-                    "pools": {role: b.pool_name for role, b in sorted(gateway.pools.items())}},
+        **(
+            {
+                "cohosting": {
+                    key: {
+                        m.role: {
+                            "model_name": m.model_name,
+                            "deployment": cohosted[m.role].deployment_name,
+                            "pool": gateway.model_pools[m.role].pool_name,
+                            "vllm_args": cohosted[m.role].vllm_args,
+                        }
+                        for m in grp.models
+                    }
+                    for key, grp in part.gke_groups().items()
+                }
+            }
+            if cohosted
+            else {}
+        ),
+        "cluster": {
+            "name": platform.cluster.name,
+            "location": platform.gke.location,
+            "workload_pool": platform.workload_pool,
+        },
+        "gateway": {
+            "address": gateway.address_value,
+            "hostnames": gateway.hostnames,
+            "pools": {role: b.pool_name for role, b in sorted(gateway.pools.items())},
+        },
         "gpu_node_pools": {k: p.name for k, p in sorted(platform.gpu_node_pools.items())},
         "weights_bucket": platform.weights_bucket_name,
         "image_registry": platform.registry.prefix,
-        "model_servers": {role: {
-            "deployment": m.deployment_name, "release": m.release_id, "vllm_args": m.vllm_args,
-            "startup_window_seconds": m.probes.startup_window_seconds,
-            "termination_grace_seconds": m.termination_grace_seconds} for role, m in sorted(model_servers.items())},
-        "autoscaling": {p.role: {"min_replicas": p.hpa.min_replicas, "max_replicas": p.hpa.max_replicas,
-                                 "max_replicas_bound": p.hpa.max_reason} for p in observability.pools},
+        "model_servers": {
+            role: {
+                "deployment": m.deployment_name,
+                "release": m.release_id,
+                "vllm_args": m.vllm_args,
+                "startup_window_seconds": m.probes.startup_window_seconds,
+                "termination_grace_seconds": m.termination_grace_seconds,
+            }
+            for role, m in sorted(model_servers.items())
+        },
+        "autoscaling": {
+            p.role: {
+                "min_replicas": p.hpa.min_replicas,
+                "max_replicas": p.hpa.max_replicas,
+                "max_replicas_bound": p.hpa.max_reason,
+            }
+            for p in observability.pools
+        },
     }
-

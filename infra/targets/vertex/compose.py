@@ -16,10 +16,15 @@ import pulumi
 from components.project import ProjectServices
 from components.vertex import requests as rq
 from components.vertex.container import SERVER_ENV, verified_server_command
-from components.vertex.endpoint import (CoHosted, ImageRepository, PrivateServiceConnect, VertexDeployment,
-                                        VertexServing, VertexServingArgs)
+from components.vertex.endpoint import (
+    CoHosted,
+    ImageRepository,
+    PrivateServiceConnect,
+    VertexDeployment,
+    VertexServing,
+    VertexServingArgs,
+)
 from components.vertex.observability import VertexObservability, VertexObservabilityArgs, deployed_model_views
-
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
 from infra.targets.base import ResolvedStack
@@ -58,26 +63,41 @@ def model_spec(p: VertexPoolPlan | CoHostedModelPlan, v: VertexPlan | None = Non
         assert v is not None
         window, timeout = p.startup_window_seconds, p.deployment_timeout_seconds
     container = rq.ContainerSpec(
-        image=rel.image, command=verified_server_command(rel.weights_bucket, rel.weights_prefix, rel.model_revision),
-        args=p.vllm_args, env=tuple(rq.EnvVar(k, val) for k, val in SERVER_ENV), port=v.port,
-        predict_route=v.predict_route, health_route=v.health_route, shared_memory_mb=v.shared_memory_mb,
+        image=rel.image,
+        command=verified_server_command(rel.weights_bucket, rel.weights_prefix, rel.model_revision),
+        args=p.vllm_args,
+        env=tuple(rq.EnvVar(k, val) for k, val in SERVER_ENV),
+        port=v.port,
+        predict_route=v.predict_route,
+        health_route=v.health_route,
+        shared_memory_mb=v.shared_memory_mb,
         startup_probe=rq.startup_probe(window, path=v.health_route, port=v.port),
         health_probe=rq.HttpProbe(v.health_route, port=v.port, failure_threshold=v.health_failure_threshold),
-        deployment_timeout_seconds=timeout)
-    return rq.ModelSpec(display_name=rel.release, artifact=rq.ReleaseArtifact.from_uri(rel.weights_uri),
-                        container=container, labels={RELEASE_LABEL: rq.label_value(rel.release)},
-                        description=f"vLLM {rel.vllm_version} serving release {rel.release}")
+        deployment_timeout_seconds=timeout,
+    )
+    return rq.ModelSpec(
+        display_name=rel.release,
+        artifact=rq.ReleaseArtifact.from_uri(rel.weights_uri),
+        container=container,
+        labels={RELEASE_LABEL: rq.label_value(rel.release)},
+        description=f"vLLM {rel.vllm_version} serving release {rel.release}",
+    )
 
 
 def dedicated_resources(v: VertexPlan) -> rq.DedicatedResources:
     """Machine spec (the accelerator topology, its reservation by resource name), replica bounds, autoscaling."""
-    reservation = (rq.Reservation(v.reservation_project, v.zone, v.reservation_name)
-                   if v.reservation_name is not None and v.reservation_project is not None else None)
+    reservation = (
+        rq.Reservation(v.reservation_project, v.zone, v.reservation_name)
+        if v.reservation_name is not None and v.reservation_project is not None
+        else None
+    )
     return rq.DedicatedResources(
         machine=rq.MachineSpec(v.machine_type, v.gpu_type, v.accelerator_count, reservation),
-        scaling=rq.Scaling(v.min_replicas, v.max_replicas, (rq.AutoscalingTarget(v.autoscaling_signal,
-                                                                                 v.autoscaling_target),)),
-        spot=v.spot)
+        scaling=rq.Scaling(
+            v.min_replicas, v.max_replicas, (rq.AutoscalingTarget(v.autoscaling_signal, v.autoscaling_target),)
+        ),
+        spot=v.spot,
+    )
 
 
 def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
@@ -87,15 +107,24 @@ def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
     roles = [role for role, _ in vertex_pools(cfg)]
     first = planned[roles[0]].release
     return VertexServingArgs(
-        project=cfg.project, region=cfg.region, endpoint_id=c.endpoint_id, display_name=c.endpoint_id,
+        project=cfg.project,
+        region=cfg.region,
+        endpoint_id=c.endpoint_id,
+        display_name=c.endpoint_id,
         # One bucket for every release (rule vertex.releases_share_one_weights_bucket).
-        weights_bucket=first.weights_bucket, service_account_id=service_account_id(c.endpoint_id),
-        deployments=tuple(VertexDeployment(role, planned[role].weight, model_spec(planned[role]),
-                                           dedicated_resources(planned[role].vertex)) for role in roles),
+        weights_bucket=first.weights_bucket,
+        service_account_id=service_account_id(c.endpoint_id),
+        deployments=tuple(
+            VertexDeployment(
+                role, planned[role].weight, model_spec(planned[role]), dedicated_resources(planned[role].vertex)
+            )
+            for role in roles
+        ),
         inference_timeout_seconds=planned[roles[0]].vertex.inference_timeout_seconds,
         # The serving account reads the served releases' folders only.
         weights_prefixes=tuple(dict.fromkeys(planned[role].release.weights_prefix for role in roles)),
-        **_access(cfg, c))
+        **_access(cfg, c),
+    )
 
 
 class _Access(TypedDict):
@@ -112,11 +141,17 @@ class _Access(TypedDict):
 def _access(cfg: StackConfig, c: VertexConfig) -> _Access:
     """What every endpoint of the stack shares: access, callers, the image repository, labels, protection."""
     return _Access(
-        private_service_connect=(PrivateServiceConnect(tuple(c.private_service_connect.project_allowlist))
-                                 if c.access == "private_service_connect" and c.private_service_connect else None),
-        caller_members=tuple(c.caller_members), caller_role=c.caller_role,
+        private_service_connect=(
+            PrivateServiceConnect(tuple(c.private_service_connect.project_allowlist))
+            if c.access == "private_service_connect" and c.private_service_connect
+            else None
+        ),
+        caller_members=tuple(c.caller_members),
+        caller_role=c.caller_role,
         image_repository=ImageRepository(cfg.project, cfg.region, c.repository) if c.repository else None,
-        labels=platform_labels(cfg), protect=c.protect)
+        labels=platform_labels(cfg),
+        protect=c.protect,
+    )
 
 
 def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None) -> list[VertexServingArgs]:
@@ -132,18 +167,29 @@ def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None)
         own = pool_name is None
         if own != (i == 0):
             continue
-        out.append(VertexServingArgs(
-            project=cfg.project, region=cfg.region, endpoint_id=m.endpoint_id, display_name=m.endpoint_id,
-            weights_bucket=m.release.weights_bucket, service_account_id=service_account_id(m.endpoint_id),
-            deployments=(VertexDeployment("model", 100, model_spec(m, g.machine),
-                                          CoHosted() if own else CoHosted(resource_pool=pool_name)),),
-            resource_pool=rq.ResourcePoolSpec(g.key, dedicated_resources(g.machine)) if own else None,
-            inference_timeout_seconds=g.machine.inference_timeout_seconds,
-            # The pool's containers all run as the owner's account: it reads every model's folder; the others'
-            # accounts (which upload their model) read their own.
-            weights_prefixes=(tuple(x.release.weights_prefix for x in g.models) if own
-                              else (m.release.weights_prefix,)),
-            **_access(cfg, c)))
+        out.append(
+            VertexServingArgs(
+                project=cfg.project,
+                region=cfg.region,
+                endpoint_id=m.endpoint_id,
+                display_name=m.endpoint_id,
+                weights_bucket=m.release.weights_bucket,
+                service_account_id=service_account_id(m.endpoint_id),
+                deployments=(
+                    VertexDeployment(
+                        "model", 100, model_spec(m, g.machine), CoHosted() if own else CoHosted(resource_pool=pool_name)
+                    ),
+                ),
+                resource_pool=rq.ResourcePoolSpec(g.key, dedicated_resources(g.machine)) if own else None,
+                inference_timeout_seconds=g.machine.inference_timeout_seconds,
+                # The pool's containers all run as the owner's account: it reads every model's folder; the others'
+                # accounts (which upload their model) read their own.
+                weights_prefixes=(
+                    tuple(x.release.weights_prefix for x in g.models) if own else (m.release.weights_prefix,)
+                ),
+                **_access(cfg, c),
+            )
+        )
     return out
 
 
@@ -162,25 +208,37 @@ def _compose_groups(cfg: StackConfig, plan: StackPlan, services: ProjectServices
     out: dict[str, object] = {}
     for key, g in vertex_part(plan).vertex_groups().items():
         owner_args = cohosted_args(cfg, g, None)[0]
-        owner = VertexServing(f"vertex-{owner_args.endpoint_id}", owner_args,
-                              opts=pulumi.ResourceOptions(depends_on=[services]))
+        owner = VertexServing(
+            f"vertex-{owner_args.endpoint_id}", owner_args, opts=pulumi.ResourceOptions(depends_on=[services])
+        )
         assert owner.resource_pool is not None and owner.resource_pool_name is not None
         servings = [owner]
         for a in cohosted_args(cfg, g, owner.resource_pool_name):
             # The pool must exist before a model is deployed onto it.
-            servings.append(VertexServing(f"vertex-{a.endpoint_id}", a,
-                                          opts=pulumi.ResourceOptions(depends_on=[services, owner.resource_pool])))
+            servings.append(
+                VertexServing(
+                    f"vertex-{a.endpoint_id}",
+                    a,
+                    opts=pulumi.ResourceOptions(depends_on=[services, owner.resource_pool]),
+                )
+            )
         out[key] = {
             "resource_pool": owner.resource_pool_name,
             "machine": f"{g.machine.machine_type} ({g.machine.accelerator_count} x {g.machine.gpu_type})",
             "reservation": g.machine.reservation_resource,
             "replicas": {"min": g.machine.min_replicas, "max": g.machine.max_replicas},
             "partition_sum_per_gpu": list(g.layout.partition_sum_per_gpu),
-            "models": {m.model_name: {
-                "endpoint": s.endpoint_name, "release": m.release.release, "partition": m.placement.partition,
-                "gpus": [list(x) for x in m.placement.gpus],
-                "max_seqs_at_max_model_len": m.placement.max_seqs_at_max_model_len,
-                "vllm_args": list(m.vllm_args)} for m, s in zip(g.models, servings)},
+            "models": {
+                m.model_name: {
+                    "endpoint": s.endpoint_name,
+                    "release": m.release.release,
+                    "partition": m.placement.partition,
+                    "gpus": [list(x) for x in m.placement.gpus],
+                    "max_seqs_at_max_model_len": m.placement.max_seqs_at_max_model_len,
+                    "vllm_args": list(m.vllm_args),
+                }
+                for m, s in zip(g.models, servings, strict=True)
+            },
         }
     return out
 
@@ -191,24 +249,38 @@ def _compose_pools(cfg: StackConfig, plan: StackPlan, services: ProjectServices)
     # the APIs it is created through.
     serving = VertexServing("vertex", args, opts=pulumi.ResourceOptions(depends_on=[services]))
     planned = vertex_part(plan).vertex_pools()
-    observability = VertexObservability("vertex-observability", VertexObservabilityArgs(
-        project=cfg.project, environment=cfg.environment, endpoint_id=args.endpoint_id,
-        models=deployed_model_views(args.deployments), thresholds=thresholds(cfg),
-        notification_channels=tuple(channel_spec(ch) for ch in cfg.observability.alerts.notification_channels)),
+    observability = VertexObservability(
+        "vertex-observability",
+        VertexObservabilityArgs(
+            project=cfg.project,
+            environment=cfg.environment,
+            endpoint_id=args.endpoint_id,
+            models=deployed_model_views(args.deployments),
+            thresholds=thresholds(cfg),
+            notification_channels=tuple(channel_spec(ch) for ch in cfg.observability.alerts.notification_channels),
+        ),
         # The dashboard and alert policies need the Monitoring API.
-        opts=pulumi.ResourceOptions(depends_on=[services]))
+        opts=pulumi.ResourceOptions(depends_on=[services]),
+    )
     return {
         "vertex": {
-            "endpoint": serving.endpoint_name, "dedicated_endpoint_dns": serving.endpoint.dedicated_endpoint_dns,
+            "endpoint": serving.endpoint_name,
+            "dedicated_endpoint_dns": serving.endpoint.dedicated_endpoint_dns,
             "service_account": serving.service_account_email,
-            "deployed_models": {role: {
-                "deployed_model_id": serving.deployments[role].deployed_model_id,
-                "weight": p.weight, "release": p.release.release, "vllm_args": list(p.vllm_args),
-                "machine": f"{p.vertex.machine_type} ({p.vertex.accelerator_count} x {p.vertex.gpu_type})",
-                "reservation": p.vertex.reservation_resource,
-                "replicas": {"min": p.vertex.min_replicas, "max": p.vertex.max_replicas},
-                "autoscaling": {"metric": p.vertex.autoscaling_metric, "target": p.vertex.autoscaling_target},
-                "startup_window_seconds": p.vertex.startup_window_seconds} for role, p in sorted(planned.items())},
+            "deployed_models": {
+                role: {
+                    "deployed_model_id": serving.deployments[role].deployed_model_id,
+                    "weight": p.weight,
+                    "release": p.release.release,
+                    "vllm_args": list(p.vllm_args),
+                    "machine": f"{p.vertex.machine_type} ({p.vertex.accelerator_count} x {p.vertex.gpu_type})",
+                    "reservation": p.vertex.reservation_resource,
+                    "replicas": {"min": p.vertex.min_replicas, "max": p.vertex.max_replicas},
+                    "autoscaling": {"metric": p.vertex.autoscaling_metric, "target": p.vertex.autoscaling_target},
+                    "startup_window_seconds": p.vertex.startup_window_seconds,
+                }
+                for role, p in sorted(planned.items())
+            },
             "dashboard": observability.dashboard.id,
         },
     }

@@ -21,13 +21,20 @@ def report_rows(plan: StackPlan) -> list[ReportRow]:
         return ReportRow(label, {r: fn(v) for r, v in vertex.items()})
 
     return [
-        row("Vertex machine", lambda v: f"{v.machine_type} ({v.accelerator_count} x {v.gpu_type})"
-            f"{', Spot' if v.spot else ''}"),
+        row(
+            "Vertex machine",
+            lambda v: f"{v.machine_type} ({v.accelerator_count} x {v.gpu_type}){', Spot' if v.spot else ''}",
+        ),
         row("reservation", lambda v: v.reservation_resource or "none"),
         row("Vertex replicas", lambda v: f"{v.min_replicas}..{v.max_replicas} ({v.max_reason})"),
         row("autoscaling", lambda v: f"{v.autoscaling_signal} target {v.autoscaling_target}"),
-        row("startup probe / deployment timeout", lambda v: f"{v.startup_failure_threshold} x "
-            f"{v.startup_period_seconds} s = {v.startup_window_seconds} s / {v.deployment_timeout_seconds} s"),
+        row(
+            "startup probe / deployment timeout",
+            lambda v: (
+                f"{v.startup_failure_threshold} x "
+                f"{v.startup_period_seconds} s = {v.startup_window_seconds} s / {v.deployment_timeout_seconds} s"
+            ),
+        ),
     ]
 
 
@@ -35,9 +42,11 @@ def report_lines(plan: StackPlan) -> list[str]:
     out: list[str] = []
     for key, vg in vertex_part(plan).vertex_groups().items():
         m = vg.machine
-        out.append(f"co-hosted group {key} ({vg.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
-                   f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
-                   f"{', '.join(f'{x:g}' for x in vg.layout.partition_sum_per_gpu)} (at most 1 - transient reserve "
-                   f"{vg.layout.transient_reserve:g} = {1 - vg.layout.transient_reserve:g})")
+        out.append(
+            f"co-hosted group {key} ({vg.target}) on {m.machine_type} ({m.accelerator_count} x {m.gpu_type}), "
+            f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
+            f"{', '.join(f'{x:g}' for x in vg.layout.partition_sum_per_gpu)} (at most 1 - transient reserve "
+            f"{vg.layout.transient_reserve:g} = {1 - vg.layout.transient_reserve:g})"
+        )
         out += placement_lines(vg.layout)
     return out

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from infra.config.stack import Section, StackConfig, section_of, section_of
+from infra.config.stack import Section, StackConfig, section_of
 
 from .cohosting import GkeCoHostedGroup
 from .gateway import GatewayConfig
@@ -11,16 +11,37 @@ from .model_server import ModelServerOptions
 from .platform import GkeConfig
 from .pool import TARGET, GkePool, LoadingPath, WeightLoading
 
-__all__ = ["GatewayConfig", "GkeCoHostedGroup", "GkeConfig", "GkePool", "LoadingPath", "ModelServerOptions",
-           "SECTIONS", "TARGET", "WeightLoading", "gateway_section", "gke_section"]
+__all__ = [
+    "SECTIONS",
+    "TARGET",
+    "GatewayConfig",
+    "GkeCoHostedGroup",
+    "GkeConfig",
+    "GkePool",
+    "LoadingPath",
+    "ModelServerOptions",
+    "WeightLoading",
+    "gateway_section",
+    "gke_section",
+]
 
 SECTIONS = (
-    Section("gke", GkeConfig, (
-        "The Google Cloud platform of the ``gke`` target: network, GKE cluster, registry, weight stores; required "
-        "when a pool targets ``gke``.")),
-    Section("gateway", GatewayConfig, (
-        "GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor; required when a pool "
-        "targets ``gke``.")),
+    Section(
+        "gke",
+        GkeConfig,
+        (
+            "The Google Cloud platform of the ``gke`` target: network, GKE cluster, registry, weight stores; required "
+            "when a pool targets ``gke``."
+        ),
+    ),
+    Section(
+        "gateway",
+        GatewayConfig,
+        (
+            "GKE Inference Gateway: class, certificate, endpoint picker chart, IAP, Model Armor; required when a pool "
+            "targets ``gke``."
+        ),
+    ),
 )
 
 

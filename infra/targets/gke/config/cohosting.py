@@ -23,22 +23,29 @@ class GkeCoHostedGroup(CoHostedGroupCommon):
     """A co-hosted group on GKE: one vLLM Deployment per model on the group's GPU time-sharing node pool, routed by
     model name at the stack's gateway."""
 
-    target: Literal["gke"] = Field(description=(
-        "``gke``: one Deployment per model on a time-shared GPU node pool of the stack's cluster, each model behind "
-        "its own InferencePool, routed by the model name a request sends."))
-    model_server: ModelServerOptions = Field(ModelServerOptions(), description=(
-        "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
-        "all models share the node, so their requests together must fit it."))
+    target: Literal["gke"] = Field(
+        description=(
+            "``gke``: one Deployment per model on a time-shared GPU node pool of the stack's cluster, each model behind "
+            "its own InferencePool, routed by the model name a request sends."
+        )
+    )
+    model_server: ModelServerOptions = Field(
+        ModelServerOptions(),
+        description=(
+            "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
+            "all models share the node, so their requests together must fit it."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _checks(self) -> "GkeCoHostedGroup":
-        problems = self._common_problems("GKE places one pod of a model per node (GPU time-sharing gives no control "
-                                         "over which GPU a pod's slot is on, so the memory bound counts each model "
-                                         "once per GPU): 1, got {got}")
+    def _checks(self) -> GkeCoHostedGroup:
+        problems = self._common_problems(
+            "GKE places one pod of a model per node (GPU time-sharing gives no control "
+            "over which GPU a pod's slot is on, so the memory bound counts each model "
+            "once per GPU): 1, got {got}"
+        )
         for i, m in enumerate(self.models):
             if m.endpoint_id is not None:
                 problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))
         check(problems)
         return self
-
-

@@ -11,14 +11,36 @@ from infra.config.stack import StackConfig
 from infra.planning.plan import PlanIssue, StackPlan, TargetPlan
 
 from ..config import TARGET
-
 from .cohosting import ROLLOUT_SURGE_NODES, GkeCoHostedGroupPlan, GkeCoHostedModelPlan, cohosted_pool, plan_groups
-from .pools import (GkePoolPlan, gke_pools, gke_vllm_inputs, hyperdisk_releases, machine_of, plan_pools,
-                    pool_inputs, verify_read_mib_s, verify_workers)
+from .pools import (
+    GkePoolPlan,
+    gke_pools,
+    gke_vllm_inputs,
+    hyperdisk_releases,
+    machine_of,
+    plan_pools,
+    pool_inputs,
+    verify_read_mib_s,
+    verify_workers,
+)
 
-__all__ = ["ROLLOUT_SURGE_NODES", "GkeCoHostedGroupPlan", "GkeCoHostedModelPlan", "GkePlan", "GkePoolPlan",
-           "cohosted_pool", "gke_part", "gke_pools", "gke_vllm_inputs", "machine_of", "plan_gke", "pool_inputs",
-           "verify_read_mib_s", "verify_workers"]
+__all__ = [
+    "ROLLOUT_SURGE_NODES",
+    "GkeCoHostedGroupPlan",
+    "GkeCoHostedModelPlan",
+    "GkePlan",
+    "GkePoolPlan",
+    "cohosted_pool",
+    "gke_part",
+    "gke_pools",
+    "gke_vllm_inputs",
+    "machine_of",
+    "plan_gke",
+    "pool_inputs",
+    "verify_read_mib_s",
+    "verify_workers",
+]
+
 
 @dataclass(frozen=True)
 class GkePlan(TargetPlan):
@@ -42,8 +64,14 @@ def plan_gke(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> GkePl
     issues: list[PlanIssue] = []
     pools, accelerators = plan_pools(cfg, measurements, issues)
     groups = plan_groups(cfg, issues)
-    return GkePlan(target=TARGET, pools=pools, groups=groups, accelerators=accelerators, issues=tuple(issues),
-                   hyperdisk_releases=hyperdisk_releases(cfg))
+    return GkePlan(
+        target=TARGET,
+        pools=pools,
+        groups=groups,
+        accelerators=accelerators,
+        issues=tuple(issues),
+        hyperdisk_releases=hyperdisk_releases(cfg),
+    )
 
 
 def gke_part(plan: StackPlan) -> GkePlan:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 from components.observability.views import HpaPlan
-
 from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 
 #: Floor of the scale-down stabilisation window: Kubernetes' own default (300 s) and the issue's minimum.
@@ -18,13 +17,13 @@ HPA_MAX_POLICY_PERIOD_S = 1800
 HPA_MAX_STABILIZATION_S = 3600
 
 
-
 def round_up_to_minute(seconds: float) -> int:
     return int(math.ceil(seconds / 60.0) * 60)
 
 
-def reservation_replica_cap(reserved_nodes: int, replicas_per_node: int, other_pools_max: int,
-                            pools_on_accelerator: int) -> int:
+def reservation_replica_cap(
+    reserved_nodes: int, replicas_per_node: int, other_pools_max: int, pools_on_accelerator: int
+) -> int:
     """Replicas of one pool the reservation can hold: reserved nodes x replicas per node, minus what the other
     pools on the same reservation may scale to, minus one rollout surge replica per pool on it (a rolling update
     needs a free slot: "maxSurge: 1 cannot manufacture a GPU", the design)."""
@@ -54,9 +53,18 @@ def scale_down_period_seconds(stream_bound_seconds: float) -> int:
     return min(HPA_MAX_POLICY_PERIOD_S, max(60, round_up_to_minute(stream_bound_seconds)))
 
 
-def plan_hpa(*, role: str, release: str, min_replicas: int, pool_max_replicas: int, cold_load_seconds: float,
-             stream_bound_seconds: float, queue_target_per_pod: int, kv_cache_target: float | None,
-             reservation_cap: int | None) -> HpaPlan:
+def plan_hpa(
+    *,
+    role: str,
+    release: str,
+    min_replicas: int,
+    pool_max_replicas: int,
+    cold_load_seconds: float,
+    stream_bound_seconds: float,
+    queue_target_per_pod: int,
+    kv_cache_target: float | None,
+    reservation_cap: int | None,
+) -> HpaPlan:
     """minReplicas = the warm minimum; maxReplicas = min(pool max, what the reservation holds for the pool)."""
     if reservation_cap is None:
         max_r, reason = pool_max_replicas, "pool max_replicas (no reservation: on-demand/Spot capacity is not held)"
@@ -65,8 +73,13 @@ def plan_hpa(*, role: str, release: str, min_replicas: int, pool_max_replicas: i
     else:
         max_r, reason = pool_max_replicas, f"pool max_replicas (reservation holds {reservation_cap})"
     return HpaPlan(
-        role=role, release=release, min_replicas=min_replicas, max_replicas=max(min_replicas, max_r),
-        max_reason=reason, queue_target_per_pod=queue_target_per_pod, kv_cache_target=kv_cache_target,
+        role=role,
+        release=release,
+        min_replicas=min_replicas,
+        max_replicas=max(min_replicas, max_r),
+        max_reason=reason,
+        queue_target_per_pod=queue_target_per_pod,
+        kv_cache_target=kv_cache_target,
         scale_up_window_seconds=scale_up_window_seconds(cold_load_seconds),
         scale_down_window_seconds=scale_down_window_seconds(cold_load_seconds),
         scale_down_period_seconds=scale_down_period_seconds(stream_bound_seconds),

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.config.bench import (RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S, BenchConfig, run_duration,
-                               sweep_runs)
+from infra.config.bench import RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S, BenchConfig, run_duration, sweep_runs
 
 #: The bench outside its rate runs, each bounded by its own timeout in infra/offline/bench: ``guidellm --version``
 #: (120 s), the health check (10 s), guidellm's HTML export (300 s), plots and the record upload (seconds):
@@ -43,4 +42,6 @@ def bench_deadline(bench: BenchConfig) -> BenchDeadline:
     return BenchDeadline(
         runs=sweep_runs(bench.offered_rates, bench.quick),
         seconds_per_run=RUN_STARTUP_ALLOWANCE_S + duration + RUN_DRAIN_ALLOWANCE_S,
-        overhead_seconds=BENCH_OVERHEAD_SECONDS, pod_start_seconds=POD_START_SECONDS)
+        overhead_seconds=BENCH_OVERHEAD_SECONDS,
+        pod_start_seconds=POD_START_SECONDS,
+    )

@@ -21,12 +21,13 @@ def bench_pool_is_a_gke_pool(cfg: StackConfig) -> Iterator[Finding]:
         return
     pools = dict(cfg.pools())
     if bench.pool not in pools:
-        yield (("gke", "bench", "pool"),
-               f"no {bench.pool!r} pool to benchmark: serving has {', '.join(sorted(pools))}")
+        yield (("gke", "bench", "pool"), f"no {bench.pool!r} pool to benchmark: serving has {', '.join(sorted(pools))}")
     elif pools[bench.pool].target != TARGET:
-        yield (("gke", "bench", "pool"),
-               f"serving.{bench.pool} targets {pools[bench.pool].target}; the benchmark Job runs in the GKE cluster "
-               "and measures a gke pool")
+        yield (
+            ("gke", "bench", "pool"),
+            f"serving.{bench.pool} targets {pools[bench.pool].target}; the benchmark Job runs in the GKE cluster "
+            "and measures a gke pool",
+        )
 
 
 @rule(target=TARGET, needs={"gke", "project", "region"})
@@ -39,6 +40,7 @@ def bench_image_in_stack_registry(cfg: StackConfig) -> Iterator[Finding]:
         return
     prefix = registry_prefix(cfg.project, cfg.region, g.registry.repository_id)
     if not g.bench.image.startswith(prefix):
-        yield (("gke", "bench", "image"),
-               f"the bench image must come from the stack's Artifact Registry repository {prefix}..., "
-               f"got {g.bench.image}")
+        yield (
+            ("gke", "bench", "image"),
+            f"the bench image must come from the stack's Artifact Registry repository {prefix}..., got {g.bench.image}",
+        )

@@ -29,8 +29,11 @@ def gke_groups_ride_on_the_stacks_cluster(cfg: StackConfig) -> Iterator[Finding]
     if cfg.serving.stable.target == "gke":
         return
     for key, _ in _gke_groups(cfg):
-        yield (("cohosting", key, "target"), f"gke groups use the cluster and gateway of the stack's gke pools; the "
-               f"stable pool targets {cfg.serving.stable.target!r}")
+        yield (
+            ("cohosting", key, "target"),
+            f"gke groups use the cluster and gateway of the stack's gke pools; the "
+            f"stable pool targets {cfg.serving.stable.target!r}",
+        )
 
 
 @rule(target=TARGET, needs={"cohosting", "accelerators", "serving"})
@@ -49,25 +52,35 @@ def gke_group_node_pool_time_shares_its_gpus(cfg: StackConfig) -> Iterator[Findi
             continue  # groups_name_known_accelerators
         others = [k for k, o in cfg.groups() if k != key and o.accelerator == g.accelerator]
         if g.accelerator in pool_accs:
-            yield (("cohosting", key, "accelerator"), f"{g.accelerator!r} is also the accelerator of serving."
-                   f"{pool_accs[g.accelerator]}: a gke group needs a node pool of its own")
+            yield (
+                ("cohosting", key, "accelerator"),
+                f"{g.accelerator!r} is also the accelerator of serving."
+                f"{pool_accs[g.accelerator]}: a gke group needs a node pool of its own",
+            )
         elif others:
-            yield (("cohosting", key, "accelerator"), f"{g.accelerator!r} is also the accelerator of cohosting."
-                   f"{others[0]}: a gke group needs a node pool of its own")
+            yield (
+                ("cohosting", key, "accelerator"),
+                f"{g.accelerator!r} is also the accelerator of cohosting."
+                f"{others[0]}: a gke group needs a node pool of its own",
+            )
         sharing = acc.gpu_sharing
         if sharing is None or sharing.strategy != "TIME_SHARING":
-            yield (("accelerators", g.accelerator, "gpu_sharing"),
-                   f"cohosting.{key} runs its models as pods sharing GPUs: needs strategy TIME_SHARING (every "
-                   "process sees the whole GPU, so --gpu-memory-utilization is the partition the planner sized; MPS "
-                   f"caps each client's memory at a share of the GPU instead), got "
-                   f"{'none' if sharing is None else sharing.strategy}")
+            yield (
+                ("accelerators", g.accelerator, "gpu_sharing"),
+                f"cohosting.{key} runs its models as pods sharing GPUs: needs strategy TIME_SHARING (every "
+                "process sees the whole GPU, so --gpu-memory-utilization is the partition the planner sized; MPS "
+                f"caps each client's memory at a share of the GPU instead), got "
+                f"{'none' if sharing is None else sharing.strategy}",
+            )
             continue
         need = shared_slots_needed(len(g.models), acc.gpus_per_node)
         if sharing.max_shared_clients_per_gpu < need:
-            yield (("accelerators", g.accelerator, "gpu_sharing", "max_shared_clients_per_gpu"),
-                   f"one pod of each of cohosting.{key}'s {len(g.models)} models per node needs ceil("
-                   f"{len(g.models)} / {acc.gpus_per_node} GPU(s)) = {need} clients per GPU, got "
-                   f"{sharing.max_shared_clients_per_gpu}")
+            yield (
+                ("accelerators", g.accelerator, "gpu_sharing", "max_shared_clients_per_gpu"),
+                f"one pod of each of cohosting.{key}'s {len(g.models)} models per node needs ceil("
+                f"{len(g.models)} / {acc.gpus_per_node} GPU(s)) = {need} clients per GPU, got "
+                f"{sharing.max_shared_clients_per_gpu}",
+            )
 
 
 @rule(target=TARGET, needs={"cohosting", "releases"})
@@ -78,10 +91,12 @@ def gke_group_models_fit_one_gpu(cfg: StackConfig) -> Iterator[Finding]:
     for key, g in _gke_groups(cfg):
         for i, m in enumerate(g.models):
             if m.release in ids and cfg.release(m.release).tensor_parallel_size != 1:
-                yield (("cohosting", key, "models", i, "release"),
-                       f"release {m.release!r} runs on tensor_parallel_size "
-                       f"{cfg.release(m.release).tensor_parallel_size}; a pod on a time-shared GPU gets one GPU: "
-                       "co-host it on vertex or serve it as a pool")
+                yield (
+                    ("cohosting", key, "models", i, "release"),
+                    f"release {m.release!r} runs on tensor_parallel_size "
+                    f"{cfg.release(m.release).tensor_parallel_size}; a pod on a time-shared GPU gets one GPU: "
+                    "co-host it on vertex or serve it as a pool",
+                )
 
 
 @rule(target=TARGET, needs={"cohosting"})
@@ -95,8 +110,13 @@ def gke_group_roles_are_distinct_names(cfg: StackConfig) -> Iterator[Finding]:
             if role in POOL_ROLES:
                 yield loc, f"{m.model_name!r} would name the namespace of serving.{role}"
             elif len(role) > GKE_ROLE_MAX_LENGTH:
-                yield loc, (f"{m.model_name!r} names the namespace llm-serving-{role} and the picker release "
-                            f"vllm-{role}: at most {GKE_ROLE_MAX_LENGTH} characters on gke, got {len(role)}")
+                yield (
+                    loc,
+                    (
+                        f"{m.model_name!r} names the namespace llm-serving-{role} and the picker release "
+                        f"vllm-{role}: at most {GKE_ROLE_MAX_LENGTH} characters on gke, got {len(role)}"
+                    ),
+                )
             elif role in seen and seen[role] != m.model_name:
                 yield loc, f"{m.model_name!r} and {seen[role]!r} both name the role {role!r} ('.' and '_' become '-')"
             seen.setdefault(role, m.model_name)
@@ -108,6 +128,8 @@ def gke_group_reservation_holds_max_plus_surge(cfg: StackConfig, plan: StackPlan
     for key, gg in gke_part(plan).gke_groups().items():
         r = cfg.accelerators[gg.accelerator].reservation
         if r is not None and r.count < gg.max_nodes:
-            yield (("accelerators", gg.accelerator, "reservation", "count"),
-                   f"{r.count} reserved node(s) cannot hold cohosting.{key}'s max_replicas {gg.max_nodes - 1} + 1 "
-                   f"rollout surge node = {gg.max_nodes}")
+            yield (
+                ("accelerators", gg.accelerator, "reservation", "count"),
+                f"{r.count} reserved node(s) cannot hold cohosting.{key}'s max_replicas {gg.max_nodes - 1} + 1 "
+                f"rollout surge node = {gg.max_nodes}",
+            )

@@ -20,11 +20,15 @@ def picker_redundancy(cfg: StackConfig) -> Iterator[Finding]:
     if gw is None:
         return
     if cfg.environment in ("staging", "prod") and gw.epp.replicas < 2:
-        yield (("gateway", "epp", "replicas"),
-               f"{cfg.environment} runs the endpoint picker redundantly (>= 2 replicas), got {gw.epp.replicas}")
+        yield (
+            ("gateway", "epp", "replicas"),
+            f"{cfg.environment} runs the endpoint picker redundantly (>= 2 replicas), got {gw.epp.replicas}",
+        )
     if gw.epp.failure_mode == "FailClose" and gw.epp.replicas < 2:
-        yield (("gateway", "epp", "failure_mode"),
-               "FailClose with a single picker replica turns every picker restart into an outage")
+        yield (
+            ("gateway", "epp", "failure_mode"),
+            "FailClose with a single picker replica turns every picker restart into an outage",
+        )
 
 
 @rule(target=TARGET, needs={"gateway", "environment"})
@@ -46,9 +50,11 @@ def picker_scrapes_exported_kv_metric(cfg: StackConfig) -> Iterator[Finding]:
         rel = cfg.release(pool.release)
         exported = vllm_kv_cache_metrics(rel.vllm_version)
         if gw.epp.kv_cache_metric not in exported:
-            yield (("gateway", "epp", "kv_cache_metric"),
-                   f"{gw.epp.kv_cache_metric!r} is not exported by vLLM {rel.vllm_version} ({role} pool, release "
-                   f"{rel.release!r}), which exports {', '.join(exported)}")
+            yield (
+                ("gateway", "epp", "kv_cache_metric"),
+                f"{gw.epp.kv_cache_metric!r} is not exported by vLLM {rel.vllm_version} ({role} pool, release "
+                f"{rel.release!r}), which exports {', '.join(exported)}",
+            )
 
 
 @rule(target=TARGET, needs={"gateway", "region", "contract"})
@@ -58,10 +64,14 @@ def model_armor_in_region_and_budget(cfg: StackConfig) -> Iterator[Finding]:
         return
     m = MODEL_ARMOR_TEMPLATE_RE.match(gw.model_armor.template)
     if m and m.group("location") != cfg.region:
-        yield (("gateway", "model_armor", "template"),
-               f"template is in {m.group('location')!r}; the regional gateway calls "
-               f"modelarmor.{cfg.region}.rep.googleapis.com, so it must be in {cfg.region!r}")
+        yield (
+            ("gateway", "model_armor", "template"),
+            f"template is in {m.group('location')!r}; the regional gateway calls "
+            f"modelarmor.{cfg.region}.rep.googleapis.com, so it must be in {cfg.region!r}",
+        )
     if m and gw.model_armor.timeout_ms >= cfg.contract.ttft_p95_ms:
-        yield (("gateway", "model_armor", "timeout_ms"),
-               f"{gw.model_armor.timeout_ms} ms screening timeout leaves no TTFT budget "
-               f"(contract.ttft_p95_ms = {cfg.contract.ttft_p95_ms})")
+        yield (
+            ("gateway", "model_armor", "timeout_ms"),
+            f"{gw.model_armor.timeout_ms} ms screening timeout leaves no TTFT budget "
+            f"(contract.ttft_p95_ms = {cfg.contract.ttft_p95_ms})",
+        )

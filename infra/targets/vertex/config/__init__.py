@@ -6,18 +6,45 @@ from __future__ import annotations
 from infra.config.stack import Section, StackConfig, section_of
 
 from .cohosting import CoHostedGroup
-from .endpoint import (TARGET, CALLER_MEMBER_PATTERN, PUBLIC_MEMBERS, ROLE_PATTERN, AutoscalingSignal,
-                       PrivateServiceConnectAccess, VertexAutoscaling, VertexConfig, VertexLoading, VertexPool)
+from .endpoint import (
+    CALLER_MEMBER_PATTERN,
+    PUBLIC_MEMBERS,
+    ROLE_PATTERN,
+    TARGET,
+    AutoscalingSignal,
+    PrivateServiceConnectAccess,
+    VertexAutoscaling,
+    VertexConfig,
+    VertexLoading,
+    VertexPool,
+)
 
-__all__ = ["CALLER_MEMBER_PATTERN", "PUBLIC_MEMBERS", "ROLE_PATTERN", "AutoscalingSignal", "CoHostedGroup",
-           "PrivateServiceConnectAccess", "SECTIONS", "TARGET", "VertexAutoscaling", "VertexConfig", "VertexLoading", "VertexPool",
-           "vertex_section"]
+__all__ = [
+    "CALLER_MEMBER_PATTERN",
+    "PUBLIC_MEMBERS",
+    "ROLE_PATTERN",
+    "SECTIONS",
+    "TARGET",
+    "AutoscalingSignal",
+    "CoHostedGroup",
+    "PrivateServiceConnectAccess",
+    "VertexAutoscaling",
+    "VertexConfig",
+    "VertexLoading",
+    "VertexPool",
+    "vertex_section",
+]
 
 SECTIONS = (
-    Section("vertex", VertexConfig, (
-        "The Vertex AI endpoint the ``vertex`` pools are deployed models of: endpoint id, dedicated or Private "
-        "Service Connect access, caller members, image repository; required when a pool or a co-hosted group "
-        "targets ``vertex``.")),
+    Section(
+        "vertex",
+        VertexConfig,
+        (
+            "The Vertex AI endpoint the ``vertex`` pools are deployed models of: endpoint id, dedicated or Private "
+            "Service Connect access, caller members, image repository; required when a pool or a co-hosted group "
+            "targets ``vertex``."
+        ),
+    ),
 )
 
 

@@ -38,16 +38,24 @@ AutoscalingSignal = Literal["vllm_queue", "accelerator_duty_cycle"]
 class VertexAutoscaling(Strict):
     """What the deployed model's replicas scale on (``DedicatedResources.autoscalingMetricSpecs``)."""
 
-    signal: AutoscalingSignal = Field("vllm_queue", description=(
-        "``vllm_queue``: vLLM's waiting-request queue as Vertex AI AutoMetrics exports it "
-        "(``prometheus.googleapis.com/vertex_vllm_num_requests_waiting``), the GKE HPA's signal: queued requests "
-        "are pure time-to-first-token and the queue grows before latency objectives break. "
-        "``accelerator_duty_cycle``: Vertex's own default, which sits near 100 % under continuous batching "
-        "whether or not requests wait; the fallback when the queue series is absent from Metrics Explorer."))
-    target: Annotated[int, Field(ge=1, le=100)] | None = Field(None, description=(
-        "Per-replica target: queued requests for ``vllm_queue`` (default: observability.autoscaling."
-        "queue_target_per_pod, the GKE HPA's target), percent for ``accelerator_duty_cycle`` (default 60, "
-        "Vertex's own)."))
+    signal: AutoscalingSignal = Field(
+        "vllm_queue",
+        description=(
+            "``vllm_queue``: vLLM's waiting-request queue as Vertex AI AutoMetrics exports it "
+            "(``prometheus.googleapis.com/vertex_vllm_num_requests_waiting``), the GKE HPA's signal: queued requests "
+            "are pure time-to-first-token and the queue grows before latency objectives break. "
+            "``accelerator_duty_cycle``: Vertex's own default, which sits near 100 % under continuous batching "
+            "whether or not requests wait; the fallback when the queue series is absent from Metrics Explorer."
+        ),
+    )
+    target: Annotated[int, Field(ge=1, le=100)] | None = Field(
+        None,
+        description=(
+            "Per-replica target: queued requests for ``vllm_queue`` (default: observability.autoscaling."
+            "queue_target_per_pod, the GKE HPA's target), percent for ``accelerator_duty_cycle`` (default 60, "
+            "Vertex's own)."
+        ),
+    )
 
 
 #: The ``target`` value of this target's pools and co-hosted groups.
@@ -60,36 +68,58 @@ class VertexPool(PoolCommon):
     TARGET_LABEL: ClassVar[str] = "Vertex pool"
     SPLIT_MECHANISM: ClassVar[str] = "one Vertex endpoint's deployed models"
 
-    target: Literal["vertex"] = Field(description=(
-        "``vertex``: one deployed model (custom vLLM container) of the stack's Vertex AI endpoint."))
-    accelerator: str = Field(description=(
-        "Accelerator topology key (``accelerators.<key>``): its machine type, GPU type and count make the "
-        "deployed model's machine spec, its reservation the replicas' reservation affinity. One replica is one "
-        "machine; the release's tensor_parallel_size must use all of its GPUs."))
+    target: Literal["vertex"] = Field(
+        description=("``vertex``: one deployed model (custom vLLM container) of the stack's Vertex AI endpoint.")
+    )
+    accelerator: str = Field(
+        description=(
+            "Accelerator topology key (``accelerators.<key>``): its machine type, GPU type and count make the "
+            "deployed model's machine spec, its reservation the replicas' reservation affinity. One replica is one "
+            "machine; the release's tensor_parallel_size must use all of its GPUs."
+        )
+    )
     # Vertex keeps at least one replica of a dedicated deployment (DedicatedResources.minReplicaCount >= 1).
-    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
-        "Warm minimum replicas (``minReplicaCount``; Vertex cannot scale a dedicated deployment to zero; >= 2 in "
-        "prod)."))
-    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(description=(
-        "Replica ceiling (``maxReplicaCount``): at most what the reservation holds for this pool."))
+    min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
+        description=(
+            "Warm minimum replicas (``minReplicaCount``; Vertex cannot scale a dedicated deployment to zero; >= 2 in "
+            "prod)."
+        )
+    )
+    max_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
+        description=("Replica ceiling (``maxReplicaCount``): at most what the reservation holds for this pool.")
+    )
     loading: VertexLoading = Field(description="Weight streaming from Cloud Storage and its stated throughput.")
     # 1,024 GiB: above any GPU machine's memory; a figure in MiB is caught.
-    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(description=(
-        "Shared memory (``/dev/shm``, ``sharedMemorySizeMb``) of the container: NCCL and PyTorch IPC between the "
-        "tensor-parallel ranks; taken from the machine's memory."))
-    autoscaling: VertexAutoscaling = Field(VertexAutoscaling(), description=(
-        "Autoscaling signal and target; the default scales on vLLM's queue at the GKE HPA's per-replica target."))
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(0.5, description=(
-        "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
-        "(1 + margin); with the machine-provisioning allowance within Vertex's 2 h deployment timeout."))
+    shm_gib: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description=(
+            "Shared memory (``/dev/shm``, ``sharedMemorySizeMb``) of the container: NCCL and PyTorch IPC between the "
+            "tensor-parallel ranks; taken from the machine's memory."
+        )
+    )
+    autoscaling: VertexAutoscaling = Field(
+        VertexAutoscaling(),
+        description=(
+            "Autoscaling signal and target; the default scales on vLLM's queue at the GKE HPA's per-replica target."
+        ),
+    )
+    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(
+        0.5,
+        description=(
+            "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
+            "(1 + margin); with the machine-provisioning allowance within Vertex's 2 h deployment timeout."
+        ),
+    )
 
     def accelerator_key(self) -> str | None:
         return self.accelerator
 
     @model_validator(mode="after")
-    def _bounds(self) -> "VertexPool":
-        check([("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
-              if self.max_replicas < self.min_replicas else [])
+    def _bounds(self) -> VertexPool:
+        check(
+            [("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")]
+            if self.max_replicas < self.min_replicas
+            else []
+        )
         return self
 
 
@@ -97,50 +127,81 @@ class PrivateServiceConnectAccess(Strict):
     """Expose the endpoint only through Private Service Connect, to these consumer projects."""
 
     # 100 projects: a PSC allowlist names the few consumer projects of one team; more is a slip.
-    project_allowlist: Annotated[list[Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]],
-                                 Field(min_length=1, max_length=100)] = Field(description=(
-        "Consumer projects allowed to create a PSC endpoint to this Vertex endpoint."))
+    project_allowlist: Annotated[
+        list[Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]], Field(min_length=1, max_length=100)
+    ] = Field(description=("Consumer projects allowed to create a PSC endpoint to this Vertex endpoint."))
 
 
 class VertexConfig(Strict):
     """The Vertex AI endpoint the ``vertex`` pools are deployed models of."""
 
-    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] = Field(description=(
-        "Endpoint id (the last part of its resource name, 2-26 characters: the serving account ``<id>-vtx`` must "
-        "fit IAM's 30); also its display name."))
-    access: Literal["dedicated", "private_service_connect"] = Field(description=(
-        "``dedicated``: a dedicated public endpoint (its own DNS name, IAM-authenticated); "
-        "``private_service_connect``: reachable only through PSC from ``private_service_connect.project_allowlist``."))
-    private_service_connect: PrivateServiceConnectAccess | None = Field(None, description=(
-        "Required with ``access: private_service_connect``; absent otherwise."))
+    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] = Field(
+        description=(
+            "Endpoint id (the last part of its resource name, 2-26 characters: the serving account ``<id>-vtx`` must "
+            "fit IAM's 30); also its display name."
+        )
+    )
+    access: Literal["dedicated", "private_service_connect"] = Field(
+        description=(
+            "``dedicated``: a dedicated public endpoint (its own DNS name, IAM-authenticated); "
+            "``private_service_connect``: reachable only through PSC from ``private_service_connect.project_allowlist``."
+        )
+    )
+    private_service_connect: PrivateServiceConnectAccess | None = Field(
+        None, description=("Required with ``access: private_service_connect``; absent otherwise.")
+    )
     # 100 members: one endpoint's callers are a few groups or service accounts; more is a slip.
-    caller_members: Annotated[list[str], Field(min_length=1, max_length=100)] = Field(description=(
-        "Principals granted ``caller_role`` on the endpoint only; never allUsers / allAuthenticatedUsers."))
-    caller_role: Annotated[str, Field(pattern=ROLE_PATTERN)] = Field("roles/aiplatform.user", description=(
-        "Role the callers get on the endpoint: Vertex AI User is the narrowest predefined role with "
-        "``aiplatform.endpoints.predict``; a custom role holding just that permission is narrower."))
-    repository: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = Field(None, description=(
-        "Artifact Registry repository (in the stack's project and region) the releases' images come from: the "
-        "upload then runs as the serving account, which reads this repository only. Absent: the Vertex AI "
-        "Service Agent pulls the image."))
-    protect: bool = Field(False, description=(
-        "Protect the endpoint and the serving account from deletion (Pulumi ``protect``); required in prod."))
+    caller_members: Annotated[list[str], Field(min_length=1, max_length=100)] = Field(
+        description=("Principals granted ``caller_role`` on the endpoint only; never allUsers / allAuthenticatedUsers.")
+    )
+    caller_role: Annotated[str, Field(pattern=ROLE_PATTERN)] = Field(
+        "roles/aiplatform.user",
+        description=(
+            "Role the callers get on the endpoint: Vertex AI User is the narrowest predefined role with "
+            "``aiplatform.endpoints.predict``; a custom role holding just that permission is narrower."
+        ),
+    )
+    repository: Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")] | None = Field(
+        None,
+        description=(
+            "Artifact Registry repository (in the stack's project and region) the releases' images come from: the "
+            "upload then runs as the serving account, which reads this repository only. Absent: the Vertex AI "
+            "Service Agent pulls the image."
+        ),
+    )
+    protect: bool = Field(
+        False,
+        description=(
+            "Protect the endpoint and the serving account from deletion (Pulumi ``protect``); required in prod."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _access(self) -> "VertexConfig":
+    def _access(self) -> VertexConfig:
         problems: list[tuple[str, str]] = []
         if self.access == "private_service_connect" and self.private_service_connect is None:
-            problems.append(("private_service_connect", "required with access: private_service_connect (the "
-                             "consumer projects)"))
+            problems.append(
+                ("private_service_connect", "required with access: private_service_connect (the consumer projects)")
+            )
         if self.access == "dedicated" and self.private_service_connect is not None:
             problems.append(("private_service_connect", "only with access: private_service_connect"))
         for i, member in enumerate(self.caller_members):
             if member in PUBLIC_MEMBERS:
-                problems.append((f"caller_members.{i}", f"{member} would let anyone call the endpoint and spend its "
-                                 "GPUs: name principals (user:, group:, serviceAccount:, domain:, principal:, "
-                                 "principalSet:)"))
+                problems.append(
+                    (
+                        f"caller_members.{i}",
+                        f"{member} would let anyone call the endpoint and spend its "
+                        "GPUs: name principals (user:, group:, serviceAccount:, domain:, principal:, "
+                        "principalSet:)",
+                    )
+                )
             elif not re.match(CALLER_MEMBER_PATTERN, member):
-                problems.append((f"caller_members.{i}", f"{quote(member)} is not an IAM member: <type>:<id> with type "
-                                 "user, group, serviceAccount, domain, principal or principalSet"))
+                problems.append(
+                    (
+                        f"caller_members.{i}",
+                        f"{quote(member)} is not an IAM member: <type>:<id> with type "
+                        "user, group, serviceAccount, domain, principal or principalSet",
+                    )
+                )
         check(problems)
         return self

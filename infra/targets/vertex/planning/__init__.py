@@ -14,8 +14,17 @@ from ..config import TARGET
 from .cohosting import CoHostedGroupPlan, CoHostedModelPlan, plan_groups
 from .pools import VertexPlan, VertexPlanningError, VertexPoolPlan, plan_pools, vertex_pools
 
-__all__ = ["CoHostedGroupPlan", "CoHostedModelPlan", "VertexPlan", "VertexPlanningError", "VertexPoolPlan",
-           "VertexTargetPlan", "plan_vertex_target", "vertex_part", "vertex_pools"]
+__all__ = [
+    "CoHostedGroupPlan",
+    "CoHostedModelPlan",
+    "VertexPlan",
+    "VertexPlanningError",
+    "VertexPoolPlan",
+    "VertexTargetPlan",
+    "plan_vertex_target",
+    "vertex_part",
+    "vertex_pools",
+]
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,29 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from components import naming
-from components.vertex.requests import (AUTOSCALING_METRICS, MAX_DEPLOYMENT_TIMEOUT_S, PROBE_PERIOD_S,
-                                        READINESS_FAILURE_THRESHOLD, VLLM_CHAT_ROUTE, VLLM_HEALTH_ROUTE)
-
+from components.vertex.requests import (
+    AUTOSCALING_METRICS,
+    MAX_DEPLOYMENT_TIMEOUT_S,
+    PROBE_PERIOD_S,
+    READINESS_FAILURE_THRESHOLD,
+    VLLM_CHAT_ROUTE,
+    VLLM_HEALTH_ROUTE,
+)
 from infra.config.accelerator import AcceleratorTopology
 from infra.config.measurement import Measurement
 from infra.config.release import ReleaseIdentity
 from infra.config.stack import StackConfig
 from infra.planning import capacity
-from infra.planning.plan import (Demand, MachineIdentity, PlanIssue, PoolPlan, demand, plan_capacity,
-                                 release_geometry, release_info)
+from infra.planning.plan import (
+    Demand,
+    MachineIdentity,
+    PlanIssue,
+    PoolPlan,
+    demand,
+    plan_capacity,
+    release_geometry,
+    release_info,
+)
 from infra.planning.vllm_args import VllmInputs, render_vllm_args
 
 from ..config import TARGET, VertexPool
@@ -112,19 +125,35 @@ def accelerator_key(pool: VertexPool) -> str:
     return f"{ACCELERATOR_PREFIX}{pool.accelerator}"
 
 
-def pool_inputs(rel: ReleaseIdentity, role: str, pool: VertexPool, acc: AcceleratorTopology,
-                geometry: capacity.Geometry, d: Demand) -> capacity.PoolInputs:
+def pool_inputs(
+    rel: ReleaseIdentity, role: str, pool: VertexPool, acc: AcceleratorTopology, geometry: capacity.Geometry, d: Demand
+) -> capacity.PoolInputs:
     """The capacity planner's inputs for a Vertex replica: one machine of the topology (its GPUs and price); the
     release is streamed from gs://, so verification is the metadata check (``verify_read_mib_s`` None)."""
     return capacity.PoolInputs(
-        role=role, release=rel.release, accelerator=accelerator_key(pool), geometry=geometry,
-        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
-        gpu_memory_gib=acc.gpu_memory_gib, gpus_per_node=acc.gpus_per_node, node_hourly_usd=acc.node_hourly_usd,
-        gpu_memory_utilization=pool.gpu_memory_utilization, runtime_overhead_gib=pool.runtime_overhead_gib,
-        arrival_rps=d.arrival_rps, mean_prompt_tokens=d.mean_prompt_tokens, mean_output_tokens=d.mean_output_tokens,
-        target_utilization=d.target_utilization, load_throughput_mib_s=pool.loading.throughput_mib_s,
-        engine_init_seconds=pool.loading.engine_init_seconds, verify_read_mib_s=None,
-        theta_o=d.theta_o, theta_i=d.theta_i, min_replicas=pool.min_replicas, max_replicas=pool.max_replicas)
+        role=role,
+        release=rel.release,
+        accelerator=accelerator_key(pool),
+        geometry=geometry,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        max_model_len=rel.max_model_len,
+        gpu_memory_gib=acc.gpu_memory_gib,
+        gpus_per_node=acc.gpus_per_node,
+        node_hourly_usd=acc.node_hourly_usd,
+        gpu_memory_utilization=pool.gpu_memory_utilization,
+        runtime_overhead_gib=pool.runtime_overhead_gib,
+        arrival_rps=d.arrival_rps,
+        mean_prompt_tokens=d.mean_prompt_tokens,
+        mean_output_tokens=d.mean_output_tokens,
+        target_utilization=d.target_utilization,
+        load_throughput_mib_s=pool.loading.throughput_mib_s,
+        engine_init_seconds=pool.loading.engine_init_seconds,
+        verify_read_mib_s=None,
+        theta_o=d.theta_o,
+        theta_i=d.theta_i,
+        min_replicas=pool.min_replicas,
+        max_replicas=pool.max_replicas,
+    )
 
 
 def reservation_cap(reserved_machines: int, own_min: int, others: list[tuple[int, int]]) -> int:
@@ -155,51 +184,95 @@ def inference_timeout_seconds(stream_bound_seconds: float) -> int:
     return math.ceil(stream_bound_seconds - 1e-9)
 
 
-def vllm_inputs(rel: ReleaseIdentity, pool: VertexPool, cap: capacity.PoolCapacity, stream_bound_seconds: float,
-                public_model_name: str, max_output_tokens: int) -> VllmInputs:
+def vllm_inputs(
+    rel: ReleaseIdentity,
+    pool: VertexPool,
+    cap: capacity.PoolCapacity,
+    stream_bound_seconds: float,
+    public_model_name: str,
+    max_output_tokens: int,
+) -> VllmInputs:
     """The same renderer's inputs as GKE's gs:// streaming: the Run:ai streamer reads the release folder, served
     names = release id + public name, the output cap, the planner's concurrency, vLLM's port 8000."""
     return VllmInputs(
-        model=rel.weights_uri, streamer_concurrency=pool.loading.streamer_concurrency,
-        served_model_names=(rel.release, public_model_name), port=naming.VLLM_PORT,
-        tensor_parallel_size=rel.tensor_parallel_size, max_model_len=rel.max_model_len,
-        gpu_memory_utilization=pool.gpu_memory_utilization, max_num_seqs=cap.max_num_seqs,
-        max_num_batched_tokens=cap.max_num_batched_tokens, dtype=rel.dtype, kv_cache_dtype=rel.kv_cache_dtype,
-        quantization=rel.quantization, shutdown_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
-        max_output_tokens=max_output_tokens, speculative=None)
+        model=rel.weights_uri,
+        streamer_concurrency=pool.loading.streamer_concurrency,
+        served_model_names=(rel.release, public_model_name),
+        port=naming.VLLM_PORT,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        max_model_len=rel.max_model_len,
+        gpu_memory_utilization=pool.gpu_memory_utilization,
+        max_num_seqs=cap.max_num_seqs,
+        max_num_batched_tokens=cap.max_num_batched_tokens,
+        dtype=rel.dtype,
+        kv_cache_dtype=rel.kv_cache_dtype,
+        quantization=rel.quantization,
+        shutdown_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
+        max_output_tokens=max_output_tokens,
+        speculative=None,
+    )
 
 
-def plan_vertex(pool: VertexPool, acc: AcceleratorTopology, project: str, cap: capacity.PoolCapacity,
-                weights_bytes: float, stream_bound_seconds: float, queue_target_per_pod: int,
-                cap_replicas: int | None) -> VertexPlan:
+def plan_vertex(
+    pool: VertexPool,
+    acc: AcceleratorTopology,
+    project: str,
+    cap: capacity.PoolCapacity,
+    weights_bytes: float,
+    stream_bound_seconds: float,
+    queue_target_per_pod: int,
+    cap_replicas: int | None,
+) -> VertexPlan:
     """Everything beside capacity; raises VertexPlanningError naming the pool key a refusal concerns."""
     required = cap.cold_load_seconds * (1 + pool.startup_margin)
     threshold = max(1, math.ceil(required / PROBE_PERIOD_S))
     window = threshold * PROBE_PERIOD_S
     deployment_timeout = window + IMAGE_PULL_ALLOWANCE_S
     if deployment_timeout > MAX_DEPLOYMENT_TIMEOUT_S:
-        raise VertexPlanningError(("loading",), (
-            f"the deployment cannot wait for the cold load: {cap.cold_load_seconds:.0f} s x (1 + margin "
-            f"{pool.startup_margin:g}) = {required:.0f} s needs a {window} s startup window ({threshold} x "
-            f"{PROBE_PERIOD_S} s), + {IMAGE_PULL_ALLOWANCE_S} s image pull = {deployment_timeout} s, above Vertex's "
-            f"deploymentTimeout limit of {MAX_DEPLOYMENT_TIMEOUT_S} s; load faster (loading.throughput_mib_s) or "
-            "lower startup_margin knowingly"))
+        raise VertexPlanningError(
+            ("loading",),
+            (
+                f"the deployment cannot wait for the cold load: {cap.cold_load_seconds:.0f} s x (1 + margin "
+                f"{pool.startup_margin:g}) = {required:.0f} s needs a {window} s startup window ({threshold} x "
+                f"{PROBE_PERIOD_S} s), + {IMAGE_PULL_ALLOWANCE_S} s image pull = {deployment_timeout} s, above Vertex's "
+                f"deploymentTimeout limit of {MAX_DEPLOYMENT_TIMEOUT_S} s; load faster (loading.throughput_mib_s) or "
+                "lower startup_margin knowingly"
+            ),
+        )
     signal, metric, target = autoscaling(pool, queue_target_per_pod)
     max_r, reason = replica_bounds(pool, cap_replicas)
     r = acc.reservation
     return VertexPlan(
-        machine_type=acc.machine_type, gpu_type=acc.gpu_type, accelerator_count=acc.gpus_per_node, zone=acc.zone,
-        spot=acc.spot, reservation_project=(r.owner_project or project) if r else None,
-        reservation_name=r.name if r else None, min_replicas=pool.min_replicas, max_replicas=max_r,
-        max_reason=reason, reservation_cap=cap_replicas, autoscaling_signal=signal, autoscaling_metric=metric,
-        autoscaling_target=target, shared_memory_mb=pool.shm_gib * 1024, port=naming.VLLM_PORT,
-        predict_route=VLLM_CHAT_ROUTE, health_route=VLLM_HEALTH_ROUTE, startup_required_seconds=required,
-        startup_period_seconds=PROBE_PERIOD_S, startup_failure_threshold=threshold, startup_window_seconds=window,
-        health_failure_threshold=READINESS_FAILURE_THRESHOLD, deployment_timeout_seconds=deployment_timeout,
+        machine_type=acc.machine_type,
+        gpu_type=acc.gpu_type,
+        accelerator_count=acc.gpus_per_node,
+        zone=acc.zone,
+        spot=acc.spot,
+        reservation_project=(r.owner_project or project) if r else None,
+        reservation_name=r.name if r else None,
+        min_replicas=pool.min_replicas,
+        max_replicas=max_r,
+        max_reason=reason,
+        reservation_cap=cap_replicas,
+        autoscaling_signal=signal,
+        autoscaling_metric=metric,
+        autoscaling_target=target,
+        shared_memory_mb=pool.shm_gib * 1024,
+        port=naming.VLLM_PORT,
+        predict_route=VLLM_CHAT_ROUTE,
+        health_route=VLLM_HEALTH_ROUTE,
+        startup_required_seconds=required,
+        startup_period_seconds=PROBE_PERIOD_S,
+        startup_failure_threshold=threshold,
+        startup_window_seconds=window,
+        health_failure_threshold=READINESS_FAILURE_THRESHOLD,
+        deployment_timeout_seconds=deployment_timeout,
         inference_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
         verify_seconds=cap.verify_seconds,
         weights_read_seconds=weights_bytes / (pool.loading.throughput_mib_s * capacity.MIB),
-        engine_init_seconds=float(pool.loading.engine_init_seconds), cold_load_seconds=cap.cold_load_seconds)
+        engine_init_seconds=float(pool.loading.engine_init_seconds),
+        cold_load_seconds=cap.cold_load_seconds,
+    )
 
 
 @dataclass(frozen=True)
@@ -219,46 +292,78 @@ def vertex_pools(cfg: StackConfig) -> list[tuple[str, VertexPool]]:
 
 def groups_on(cfg: StackConfig, accelerator: str, but: str | None = None) -> list[tuple[int, int]]:
     """(min, max) machines of the Vertex co-hosted groups on an accelerator's reservation."""
-    return [(g.min_replicas, g.max_replicas) for k, g in cfg.groups()
-            if g.target == TARGET and g.accelerator == accelerator and k != but]
+    return [
+        (g.min_replicas, g.max_replicas)
+        for k, g in cfg.groups()
+        if g.target == TARGET and g.accelerator == accelerator and k != but
+    ]
 
 
-def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement],
-               issues: list[PlanIssue]) -> dict[str, VertexPoolPlan]:
+def plan_pools(
+    cfg: StackConfig, measurements: Mapping[str, Measurement], issues: list[PlanIssue]
+) -> dict[str, VertexPoolPlan]:
     """The ``vertex`` pools: capacity from the same formulas on one machine of the pool's accelerator topology,
     the streamed cold load, probes and deployment timeout, replica bounds within the reservation (shared by the
     Vertex pools on it), the autoscaling signal. A pool whose release does not use every GPU of the machine is left
     to the rules (``rules.endpoint.release_fills_the_machine``)."""
     release_ids = {r.release for r in cfg.releases}
     contract = cfg.contract
-    vertex = [(role, pool) for role, pool in vertex_pools(cfg)
-              if pool.release in release_ids and pool.accelerator in cfg.accelerators
-              and cfg.release(pool.release).tensor_parallel_size == cfg.accelerators[pool.accelerator].gpus_per_node]
+    vertex = [
+        (role, pool)
+        for role, pool in vertex_pools(cfg)
+        if pool.release in release_ids
+        and pool.accelerator in cfg.accelerators
+        and cfg.release(pool.release).tensor_parallel_size == cfg.accelerators[pool.accelerator].gpus_per_node
+    ]
     pools: dict[str, VertexPoolPlan] = {}
     for role, pool in vertex:
         rel, acc = cfg.release(pool.release), cfg.accelerators[pool.accelerator]
         geometry = release_geometry(rel)
-        cap = plan_capacity(cfg, role, pool,
-                            pool_inputs(rel, role, pool, acc, geometry, demand(cfg, pool, measurements.get(role))),
-                            f"on accelerator {pool.accelerator!r}", issues)
+        cap = plan_capacity(
+            cfg,
+            role,
+            pool,
+            pool_inputs(rel, role, pool, acc, geometry, demand(cfg, pool, measurements.get(role))),
+            f"on accelerator {pool.accelerator!r}",
+            issues,
+        )
         if cap is None:
             continue
-        others = [(o.min_replicas, o.max_replicas) for r, o in vertex if r != role and o.accelerator == pool.accelerator]
+        others = [
+            (o.min_replicas, o.max_replicas) for r, o in vertex if r != role and o.accelerator == pool.accelerator
+        ]
         others += groups_on(cfg, pool.accelerator)
-        cap_replicas = (None if acc.reservation is None
-                        else reservation_cap(acc.reservation.count, pool.min_replicas, others))
+        cap_replicas = (
+            None if acc.reservation is None else reservation_cap(acc.reservation.count, pool.min_replicas, others)
+        )
         try:
-            plan = plan_vertex(pool, acc, cfg.project, cap, capacity.weight_bytes(geometry),
-                               contract.stream_bound_seconds, cfg.observability.autoscaling.queue_target_per_pod,
-                               cap_replicas)
+            plan = plan_vertex(
+                pool,
+                acc,
+                cfg.project,
+                cap,
+                capacity.weight_bytes(geometry),
+                contract.stream_bound_seconds,
+                cfg.observability.autoscaling.queue_target_per_pod,
+                cap_replicas,
+            )
         except VertexPlanningError as exc:
             issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))
             continue
-        inputs = vllm_inputs(rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name,
-                             contract.max_output_tokens)
+        inputs = vllm_inputs(
+            rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name, contract.max_output_tokens
+        )
         pools[role] = VertexPoolPlan(
-            role=role, target=pool.target, release=release_info(rel), weight=pool.weight,
-            min_replicas=pool.min_replicas, capacity=cap, vllm_args=tuple(render_vllm_args(inputs)),
-            model_root=inputs.model, accelerator=pool.accelerator,
-            machine=MachineIdentity(acc.machine_type, acc.gpu_type, acc.gpus_per_node), vertex=plan)
+            role=role,
+            target=pool.target,
+            release=release_info(rel),
+            weight=pool.weight,
+            min_replicas=pool.min_replicas,
+            capacity=cap,
+            vllm_args=tuple(render_vllm_args(inputs)),
+            model_root=inputs.model,
+            accelerator=pool.accelerator,
+            machine=MachineIdentity(acc.machine_type, acc.gpu_type, acc.gpus_per_node),
+            vertex=plan,
+        )
     return pools

@@ -20,8 +20,10 @@ def vertex_groups(cfg: StackConfig) -> list[tuple[str, CoHostedGroup]]:
 def vertex_section_present_for_groups(cfg: StackConfig) -> Iterator[Finding]:
     keys = [k for k, _ in vertex_groups(cfg)]
     if keys and vertex_section(cfg) is None:
-        yield (("vertex",), f"required when a co-hosted group targets vertex ({', '.join(keys)}): the endpoints' "
-               "access and callers")
+        yield (
+            ("vertex",),
+            f"required when a co-hosted group targets vertex ({', '.join(keys)}): the endpoints' access and callers",
+        )
 
 
 @rule(target=TARGET, needs={"cohosting", "vertex"})
@@ -34,6 +36,8 @@ def endpoint_ids_are_the_stacks_only_ones(cfg: StackConfig) -> Iterator[Finding]
             if m.endpoint_id is None:
                 continue
             if m.endpoint_id in endpoints:
-                yield (("cohosting", key, "models", i, "endpoint_id"),
-                       f"{m.endpoint_id!r} is already {endpoints[m.endpoint_id]}: one endpoint per model")
+                yield (
+                    ("cohosting", key, "models", i, "endpoint_id"),
+                    f"{m.endpoint_id!r} is already {endpoints[m.endpoint_id]}: one endpoint per model",
+                )
             endpoints.setdefault(m.endpoint_id, f"cohosting.{key}.models[{i}].endpoint_id")

@@ -35,16 +35,20 @@ def _vertex_accelerators(cfg: StackConfig) -> list[str]:
 def vertex_section_present(cfg: StackConfig) -> Iterator[Finding]:
     if vertex_section(cfg) is None and _vertex_pools(cfg):
         roles = ", ".join(role for role, _ in _vertex_pools(cfg))
-        yield (("vertex",), f"required when a pool targets vertex ({roles}): the endpoint id, its access and its "
-               "callers")
+        yield (
+            ("vertex",),
+            f"required when a pool targets vertex ({roles}): the endpoint id, its access and its callers",
+        )
 
 
 @rule(target=TARGET, needs={"serving", "accelerators"})
 def vertex_pools_name_known_accelerators(cfg: StackConfig) -> Iterator[Finding]:
     for role, pool in _vertex_pools(cfg):
         if pool.accelerator not in cfg.accelerators:
-            yield (("serving", role, "accelerator"),
-                   f"unknown accelerator {pool.accelerator!r}; known: {', '.join(sorted(cfg.accelerators))}")
+            yield (
+                ("serving", role, "accelerator"),
+                f"unknown accelerator {pool.accelerator!r}; known: {', '.join(sorted(cfg.accelerators))}",
+            )
 
 
 @rule(target=TARGET, needs={"serving", "accelerators", "cohosting"})
@@ -52,9 +56,11 @@ def accelerator_offered_by_vertex(cfg: StackConfig) -> Iterator[Finding]:
     for name in _vertex_accelerators(cfg):
         gpu = cfg.accelerators[name].gpu_type
         if gpu not in GKE_TO_VERTEX_ACCELERATOR:
-            yield (("accelerators", name, "gpu_type"),
-                   f"{gpu} has no known Vertex AI MachineSpec.acceleratorType; known: "
-                   f"{', '.join(sorted(GKE_TO_VERTEX_ACCELERATOR))}")
+            yield (
+                ("accelerators", name, "gpu_type"),
+                f"{gpu} has no known Vertex AI MachineSpec.acceleratorType; known: "
+                f"{', '.join(sorted(GKE_TO_VERTEX_ACCELERATOR))}",
+            )
 
 
 @rule(target=TARGET, needs={"serving", "accelerators", "releases"})
@@ -67,10 +73,12 @@ def release_fills_the_machine(cfg: StackConfig) -> Iterator[Finding]:
             continue
         tp, gpus = cfg.release(pool.release).tensor_parallel_size, cfg.accelerators[pool.accelerator].gpus_per_node
         if tp != gpus:
-            yield (("serving", role, "accelerator"),
-                   f"release {pool.release!r} runs on tensor_parallel_size {tp} GPU(s), a {pool.accelerator} replica "
-                   f"({cfg.accelerators[pool.accelerator].machine_type}) has {gpus}: one Vertex replica is one "
-                   "machine, so pick the topology whose GPU count equals the release's tensor parallelism")
+            yield (
+                ("serving", role, "accelerator"),
+                f"release {pool.release!r} runs on tensor_parallel_size {tp} GPU(s), a {pool.accelerator} replica "
+                f"({cfg.accelerators[pool.accelerator].machine_type}) has {gpus}: one Vertex replica is one "
+                "machine, so pick the topology whose GPU count equals the release's tensor parallelism",
+            )
 
 
 @rule(target=TARGET, needs={"serving", "accelerators", "cohosting", "region", "zones", "environment"})
@@ -84,9 +92,11 @@ def vertex_reservation_exists(cfg: StackConfig) -> Iterator[Finding]:
     for name in _vertex_accelerators(cfg):
         r = cfg.accelerators[name].reservation
         if r is not None and r.mode != "existing":
-            yield (("accelerators", name, "reservation", "mode"),
-                   "Vertex pools consume an existing reservation by name (mode: existing); the vertex target does "
-                   "not create one, and the Vertex AI service agent needs compute.reservations read on its project")
+            yield (
+                ("accelerators", name, "reservation", "mode"),
+                "Vertex pools consume an existing reservation by name (mode: existing); the vertex target does "
+                "not create one, and the Vertex AI service agent needs compute.reservations read on its project",
+            )
 
 
 @rule(target=TARGET, needs={"serving", "accelerators", "cohosting"}, plan=True)
@@ -98,17 +108,23 @@ def vertex_reservation_holds_max_plus_replacement(cfg: StackConfig, plan: StackP
         r = cfg.accelerators[name].reservation
         on_it = [(role, pool) for role, pool in _vertex_pools(cfg) if pool.accelerator == name]
         groups = [(key, g) for key, g in cfg.groups() if g.accelerator == name and isinstance(g, CoHostedGroup)]
-        if (r is None or any(role not in plan.pools for role, _ in on_it)
-                or any(key not in plan.cohosting for key, _ in groups)):
+        if (
+            r is None
+            or any(role not in plan.pools for role, _ in on_it)
+            or any(key not in plan.cohosting for key, _ in groups)
+        ):
             continue
-        bounds = [(p.min_replicas, p.max_replicas) for _, p in on_it] + [(g.min_replicas, g.max_replicas)
-                                                                        for _, g in groups]
+        bounds = [(p.min_replicas, p.max_replicas) for _, p in on_it] + [
+            (g.min_replicas, g.max_replicas) for _, g in groups
+        ]
         mx, mn = sum(b[1] for b in bounds), sum(b[0] for b in bounds)
         if r.count < mx + mn:
-            yield (("accelerators", name, "reservation", "count"),
-                   f"{r.count} reserved machine(s) cannot hold the Vertex pools' max replicas {mx} + a replacement "
-                   f"deployment's min replicas {mn} = {mx + mn}"
-                   + (f" (co-hosted groups {', '.join(k for k, _ in groups)} included)" if groups else ""))
+            yield (
+                ("accelerators", name, "reservation", "count"),
+                f"{r.count} reserved machine(s) cannot hold the Vertex pools' max replicas {mx} + a replacement "
+                f"deployment's min replicas {mn} = {mx + mn}"
+                + (f" (co-hosted groups {', '.join(k for k, _ in groups)} included)" if groups else ""),
+            )
 
 
 @rule(target=TARGET, needs={"serving", "releases"})
@@ -118,11 +134,13 @@ def releases_share_one_weights_bucket(cfg: StackConfig) -> Iterator[Finding]:
     served = [(role, cfg.release(pool.release)) for role, pool in _vertex_pools(cfg) if pool.release in ids]
     if len({rel.weights_bucket for _, rel in served}) > 1:
         first = served[0][1].weights_bucket
-        for role, rel in served[1:]:
+        for _role, rel in served[1:]:
             if rel.weights_bucket != first:
-                yield (("releases", cfg.release_index(rel.release), "weight_manifest"),
-                       f"bucket {rel.weights_bucket!r} differs from {first!r} of the stable release: the Vertex "
-                       "serving account reads exactly one weights bucket")
+                yield (
+                    ("releases", cfg.release_index(rel.release), "weight_manifest"),
+                    f"bucket {rel.weights_bucket!r} differs from {first!r} of the stable release: the Vertex "
+                    "serving account reads exactly one weights bucket",
+                )
 
 
 @rule(target=TARGET, needs={"vertex", "environment"})
@@ -142,5 +160,7 @@ def vertex_images_come_from_the_stack_registry(cfg: StackConfig) -> Iterator[Fin
     served = {pool.release for _, pool in _vertex_pools(cfg)}
     for i, rel in enumerate(cfg.releases):
         if rel.release in served and not rel.image.startswith(prefix):
-            yield (("releases", i, "image"),
-                   f"the Vertex serving account reads the stack's repository {prefix}... only, got {rel.image}")
+            yield (
+                ("releases", i, "image"),
+                f"the Vertex serving account reads the stack's repository {prefix}... only, got {rel.image}",
+            )
