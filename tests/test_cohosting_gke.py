@@ -20,12 +20,13 @@ from infra.config import ConfigError
 from infra.offline import cli
 from infra.offline.planrun import run_plan
 from infra.offline.stackfile import ROOT, read_stack_file
+from infra.planning.cohosting import GKE_ROLE_MAX_LENGTH
 from infra.resolve import resolve_stack
 from infra.targets.gke.planning import gke_part
 from tests.test_gateway import find, only
 from tests.test_policies import evaluate
 
-from .conftest import one, planned
+from .conftest import one, planned, reference
 
 STACK = "dev-cohost-gke"
 GiB = 2**30
@@ -408,3 +409,34 @@ def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
     # one router (the shipped dev stack): no budget, which would block every drain of its node
     assert find(inv(), "PodDisruptionBudget", "body-based-router") == []
     assert "affinity" not in only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]
+
+
+# ---- names the picker chart derives ------------------------------------------------------------------------------
+
+#: A co-hosted model name whose GKE role is exactly GKE_ROLE_MAX_LENGTH (40) characters.
+LONGEST = "llama-3.1-8b-instruct-fp8-2026-11-25.abc"
+#: What the chart's ``gateway-api-inference-extension.name`` makes of release ``vllm-<role>`` (45 characters):
+#: ``trunc 40`` keeps "vllm-llama-3-1-8b-instruct-fp8-2026-11-2", then ``-epp``.
+LONGEST_PICKER = "vllm-llama-3-1-8b-instruct-fp8-2026-11-2-epp"
+
+
+def test_the_picker_service_is_named_as_the_chart_names_it_at_the_longest_role(tmp_path):
+    # The rule, as the vendored chart states it (a chart whose rule differs fails here first).
+    helpers = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_helpers.tpl").read_text()
+    assert '$base := .Release.Name | default "default-pool" | lower | trim | trunc 40 -}}\n{{ $base }}-epp' in helpers
+    assert len(LONGEST.replace(".", "-")) == GKE_ROLE_MAX_LENGTH
+    v = values()
+    _group(v)["models"][0]["model_name"] = LONGEST
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": v}))
+    run = run_plan(STACK, tmp_path)
+    role = LONGEST.replace(".", "-")
+    inventory = run.inventory.to_dict()
+    (pool,) = [m for m in find(inventory, "InferencePool") if m["metadata"]["name"] == f"vllm-{role}"]
+    assert pool["spec"]["endpointPickerRef"]["name"] == LONGEST_PICKER
+    # The chart release is the pool's Deployment name; only the objects the chart creates are cut.
+    (chart,) = [
+        r
+        for r in inventory["resources"]
+        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
+    ]
+    assert chart["name"] == LONGEST_PICKER

@@ -127,7 +127,7 @@ def test_weights_not_summing_to_100():
     v = values()
     v["llm-serving:serving"]["stable"]["weight"] = 90
     v["llm-serving:serving"]["canary"]["weight"] = 5
-    assert errors(v)["llm-serving:serving.canary.weight"] == "stable + canary weights must sum to 100, got 95"
+    assert errors(v)["llm-serving:serving.canary.weight"] == "weights must sum to 100, got 95 (stable 90, canary 5)"
 
 
 def test_all_errors_are_reported_together():

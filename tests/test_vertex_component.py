@@ -315,7 +315,7 @@ def test_component_depends_on_reaches_every_child() -> None:
                     VertexDeployment("canary", 0, model("b" * 40, "r2"), h100()),
                 )
             ),
-            "deployments: weights {'stable': 90, 'canary': 0} must sum to 100",
+            "deployments: weights must sum to 100, got 90 (stable 90, canary 0)",
         ),
         (dict(caller_members=("allUsers",)), "caller_members: allUsers would make the endpoint public"),
         (dict(caller_members=("alice@example.com",)), "caller_members: 'alice@example.com' is not an IAM member"),

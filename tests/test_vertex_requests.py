@@ -9,6 +9,7 @@ against the method's request schema) and answers with responses that validate ag
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -291,7 +292,7 @@ def test_traffic_split_and_endpoint_patch(ai: DiscoveryDocument) -> None:
 
 def test_traffic_split_refuses_bad_weights() -> None:
     ids = {"stable": "1", "canary": "2"}
-    with pytest.raises(rq.VertexRequestError, match=r"weights \{'canary': 0, 'stable': 90\} sum to 90, not 100"):
+    with pytest.raises(rq.VertexRequestError, match=re.escape("weights must sum to 100, got 90 (stable 90, canary 0)")):
         rq.traffic_split({"stable": 90, "canary": 0}, ids)
     with pytest.raises(rq.VertexRequestError, match="weight of 'canary' must be an integer 0-100, got 101"):
         rq.traffic_split({"stable": 0, "canary": 101}, ids)
@@ -874,7 +875,7 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     )
     bad = {**props, "weights": {"stable": 90, "canary": 0}}
     assert [f.reason for f in traffic.check({}, bad).failures] == [
-        "weights {'canary': 0, 'stable': 90} sum to 90, not 100"
+        "weights must sum to 100, got 90 (stable 90, canary 0)"
     ]
 
 

@@ -17,6 +17,7 @@ from ..base import Component
 from ..observability.component import ChannelSpec, alert_policy, notification_channels
 from ..observability.dashboard import dashboard_json
 from ..observability.views import Thresholds
+from ..traffic import split_problem
 from . import monitoring
 from . import service as svc
 from .spec import HubToken, RevisionSpec
@@ -64,10 +65,9 @@ class CloudRunServingArgs:
         roles = [p.role for p in self.pools]
         if not roles or len(set(roles)) != len(roles) or roles[0] != "stable":
             problems.append(f"pools: stable first, one entry per role, got {roles}")
-        if sum(p.weight for p in self.pools) != 100 or any(not 0 <= p.weight <= 100 for p in self.pools):
-            problems.append(
-                f"pools: weights {dict((p.role, p.weight) for p in self.pools)} must be 0-100 and sum to 100"
-            )
+        split = split_problem({p.role: p.weight for p in self.pools})
+        if split is not None:
+            problems.append(f"pools: {split}")
         problems += [
             f"pools[{r}].role: lowercase letter first, up to 20 of [a-z0-9-]" for r in roles if not _ROLE_RE.match(r)
         ]

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from .. import naming
 from ..base import Component
+from ..traffic import split_problem
 from . import objects as o
 from .charts import crd_urls
 
@@ -105,7 +106,7 @@ class PoolBackend(Component):
             k8s.helm.v4.ChartArgs(
                 chart=gw.epp.chart,
                 version=gw.epp.version,
-                name=naming.pool_name(role),
+                name=naming.epp_release_name(role),
                 namespace=ns,
                 values=self.chart_values,
                 post_renderer=post_renderer(),
@@ -306,10 +307,9 @@ class InferenceGatewayArgs:
     def __post_init__(self) -> None:
         if not self.pools:
             raise ValueError("InferenceGatewayArgs.pools: the gateway needs at least one pool to route to")
-        if sum(p.weight for p in self.pools) != 100:
-            raise ValueError(
-                f"InferenceGatewayArgs.pools: weights must sum to 100, got {[(p.role, p.weight) for p in self.pools]}"
-            )
+        split = split_problem({p.role: p.weight for p in self.pools})
+        if split is not None:
+            raise ValueError(f"InferenceGatewayArgs.pools: {split}")
         if self.gateway.gateway_class == "gke-l7-rilb" and self.subnetwork is None:
             raise ValueError("InferenceGatewayArgs.subnetwork: the internal gateway class reserves its address there")
         if self.gateway.model_armor is not None and self.project_number is None:

@@ -45,6 +45,7 @@ import pulumi_gcp as gcp
 
 from .. import naming
 from ..base import Component
+from ..traffic import split_problem
 from . import provider as pv
 from . import requests as rq
 
@@ -167,12 +168,11 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     for d in args.deployments:
         if not _ROLE_NAME_RE.match(d.role):
             problems.append(f"deployments[{d.role}].role: lowercase letter first, up to 20 of [a-z0-9-]")
-        if isinstance(d.weight, bool) or not isinstance(d.weight, int) or not 0 <= d.weight <= 100:
-            problems.append(f"deployments[{d.role}].weight: an integer 0-100, got {d.weight!r}")
         if isinstance(d.placement, CoHosted) and d.placement.resource_pool is None and args.resource_pool is None:
             problems.append(f"deployments[{d.role}]: co-hosted on this component's pool, but resource_pool is unset")
-    if args.deployments and sum(d.weight for d in args.deployments if isinstance(d.weight, int)) != 100:
-        problems.append(f"deployments: weights {dict((d.role, d.weight) for d in args.deployments)} must sum to 100")
+    split = split_problem({d.role: d.weight for d in args.deployments}) if args.deployments else None
+    if split is not None:
+        problems.append(f"deployments: {split}")
     if args.resource_pool is not None and not any(
         isinstance(d.placement, CoHosted) and d.placement.resource_pool is None for d in args.deployments
     ):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import naming
+from ..traffic import split_problem
 
 # ---- constants and their sources ------------------------------------------------------------------------------
 
@@ -585,18 +586,13 @@ def traffic_split(weights: Mapping[str, int], deployed_model_ids: Mapping[str, s
         set(weights) == set(deployed_model_ids),
         f"weights for {sorted(weights)} but deployed models for {sorted(deployed_model_ids)}",
     )
-    for pool, w in weights.items():
-        _require(
-            isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= 100,
-            f"weight of {pool!r} must be an integer 0-100, got {w!r}",
-        )
+    split = split_problem(weights)
+    _require(split is None, str(split))
+    for pool in weights:
         _require(
             bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_ids[pool])),
             f"deployed model id of {pool!r}: {deployed_model_ids[pool]!r}",
         )
-    _require(
-        sum(weights.values()) == 100, f"weights {dict(sorted(weights.items()))} sum to {sum(weights.values())}, not 100"
-    )
     ids = [deployed_model_ids[p] for p in weights]
     _require(len(ids) == len(set(ids)), "two pools share one deployed model id")
     return {deployed_model_ids[p]: w for p, w in sorted(weights.items()) if w > 0}

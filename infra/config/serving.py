@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from .base import Strict, check
+from .base import Strict
 from .pool import MEASUREMENTS_DIR, PoolCommon  # noqa: F401  (re-exported)
 
 #: An OpenAI ``model`` value: what clients send. Lower-case so it cannot collide with a release id by case only.
@@ -43,13 +43,6 @@ class ServingPools(Strict, Generic[PoolT]):
             "caches and adapters belong to one base model and configuration (the design, cache compatibility)."
         ),
     )
-
-    @model_validator(mode="after")
-    def _weights(self) -> ServingPools[PoolT]:
-        total = self.stable.weight + (self.canary.weight if self.canary else 0)
-        path = "canary.weight" if self.canary else "stable.weight"
-        check([(path, f"stable + canary weights must sum to 100, got {total}")] if total != 100 else [])
-        return self
 
     def items(self) -> list[tuple[str, PoolT]]:
         """(role, pool) for every configured pool, stable first."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from components.traffic import split_problem
+
 from ..config.accelerator import zone_region
 from ..config.environment import WARM_MINIMUM
 from ..config.release import ReleaseIdentity
@@ -86,6 +88,15 @@ def pools_keep_the_environments_warm_minimum(cfg: StackConfig) -> Iterator[Findi
                 f"{cfg.environment} keeps at least {need} warm {unit} per {pool.TARGET_LABEL}, got {got}"
                 + (f": {pool.WARM_REASON}" if pool.WARM_REASON else ""),
             )
+
+
+@rule(needs={"serving"})
+def weights_form_one_split(cfg: StackConfig) -> Iterator[Finding]:
+    """The pools' weights are one split of the stack's traffic (``components/traffic.py``, the definition every
+    target's split is checked against)."""
+    problem = split_problem({role: pool.weight for role, pool in cfg.pools()})
+    if problem is not None:
+        yield ("serving", "canary" if cfg.serving.canary else "stable", "weight"), problem
 
 
 @rule(needs={"serving"})

@@ -137,9 +137,22 @@ def pool_name(role: str) -> str:
     return deployment_name(role)
 
 
+def epp_release_name(role: str) -> str:
+    """Helm release name of a pool's endpoint-picker chart: the pool's Deployment name."""
+    return deployment_name(role)
+
+
+#: The picker chart cuts the release name to this many characters before it appends ``-epp`` (GAIE inferencepool
+#: v1.5.0 ``epplib/templates/_helpers.tpl`` and llm-d-router v0.10.0 ``routerlib/templates/_helpers.tpl``,
+#: ``gateway-api-inference-extension.name``: ``.Release.Name | default "default-pool" | lower | trim | trunc 40``).
+EPP_RELEASE_NAME_CHARS = 40
+
+
 def epp_name(role: str) -> str:
-    """The pool's endpoint picker: the chart names its Deployment and Service ``<helm release>-epp``."""
-    return f"{deployment_name(role)}-epp"
+    """The pool's endpoint picker as the chart names its Deployment, Service and ServiceAccount: the release name,
+    lower-cased, trimmed and cut to ``EPP_RELEASE_NAME_CHARS`` (Sprig's ``trunc``), then ``-epp``. The InferencePool's
+    ``endpointPickerRef`` must name exactly this Service."""
+    return f"{epp_release_name(role).lower().strip()[:EPP_RELEASE_NAME_CHARS]}-epp"
 
 
 def scripts_config_map_name(role: str) -> str:
