@@ -647,6 +647,52 @@ def _pack_env(
     return env
 
 
+class StartedPack:
+    """A pack process (and the engine server it logs to) started before the inventory to analyse exists, so that
+    the interpreter's start-up overlaps the caller's own work; :func:`run_policy_pack` analyses with it and stops
+    it. Use it as a context manager: leaving the block stops whatever was not handed over."""
+
+    def __init__(
+        self,
+        pack_dir: Path,
+        project: str,
+        stack: str,
+        python: str = sys.executable,
+        *,
+        organization: str | None = None,
+        stack_config: Mapping[str, str] | None = None,
+    ) -> None:
+        self.pack_dir = Path(pack_dir).resolve()
+        self.declared_version = _check_pack_dir(self.pack_dir)
+        self.project, self.stack, self.organization = project, stack, organization
+        self.stack_config = dict(stack_config or {})
+        self.engine = _EngineServicer()
+        self.engine_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=_GRPC_OPTIONS)
+        engine_pb2_grpc.add_EngineServicer_to_server(self.engine, self.engine_server)
+        engine_port = self.engine_server.add_insecure_port("127.0.0.1:0")
+        self.engine_server.start()
+        self.engine_address = f"127.0.0.1:{engine_port}"
+        try:
+            self.pack: _PackProcess | None = _PackProcess(
+                python, self.pack_dir, self.engine_address, _pack_env(project, stack, organization, stack_config)
+            )
+        except BaseException:
+            self.engine_server.stop(grace=None)
+            raise
+
+    def stop(self, grace: float = 2.0) -> int | None:
+        code = self.pack.stop(grace) if self.pack is not None else None
+        self.engine_server.stop(grace=None)
+        return code
+
+    def __enter__(self) -> StartedPack:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.pack is not None and self.pack.proc.poll() is None:
+            self.stop()
+
+
 def run_policy_pack(
     pack_dir: Path,
     inventory: dict,
@@ -659,6 +705,7 @@ def run_policy_pack(
     startup_timeout: float = 60.0,
     call_timeout: float = 60.0,
     shutdown_grace: float = 2.0,
+    started: StartedPack | None = None,
 ) -> PolicyReport:
     """Boot the pack at ``pack_dir`` as the engine does and analyse ``inventory`` with it.
 
@@ -673,24 +720,37 @@ def run_policy_pack(
     the remaining ``ConfigureStack`` fields. Timeouts are in seconds: ``startup_timeout`` bounds the
     wait for the port line and the first connection, ``call_timeout`` each RPC, ``shutdown_grace`` the
     wait between SIGINT and SIGKILL.
+    ``started``: a pack process :class:`StartedPack` already booted for this pack, project and stack (it is used
+    and stopped here).
     """
     pack_dir = Path(pack_dir).resolve()
-    declared_version = _check_pack_dir(pack_dir)
     project, stack, resources = _parse_inventory(inventory)
-    # Validate the user config's syntax before paying for a process start.
-    _parse_user_config(policy_config)
-
-    engine = _EngineServicer()
-    engine_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=_GRPC_OPTIONS)
-    engine_pb2_grpc.add_EngineServicer_to_server(engine, engine_server)
-    engine_port = engine_server.add_insecure_port("127.0.0.1:0")
-    engine_server.start()
-    engine_address = f"127.0.0.1:{engine_port}"
-
-    pack: _PackProcess | None = None
+    if started is not None and (
+        started.pack_dir,
+        started.project,
+        started.stack,
+        started.organization,
+        started.stack_config,
+    ) != (pack_dir, project, stack, organization, dict(stack_config or {})):
+        started.stop()
+        raise PolicyPackError(
+            f"the pack started for {started.project}/{started.stack} cannot analyse {project}/{stack}"
+        )
+    try:
+        # Validate the user config's syntax before paying for a process start.
+        _parse_user_config(policy_config)
+        boot = started or StartedPack(
+            pack_dir, project, stack, python, organization=organization, stack_config=stack_config
+        )
+    except BaseException:
+        if started is not None:
+            started.stop()
+        raise
+    declared_version, engine, engine_address = boot.declared_version, boot.engine, boot.engine_address
+    pack: _PackProcess | None = boot.pack
     channel: grpc.Channel | None = None
     try:
-        pack = _PackProcess(python, pack_dir, engine_address, _pack_env(project, stack, organization, stack_config))
+        assert pack is not None
         port = pack.read_port(startup_timeout)
         channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_GRPC_OPTIONS)
         try:
@@ -822,8 +882,7 @@ def run_policy_pack(
     finally:
         if channel is not None:
             channel.close()
-        exit_code = pack.stop(shutdown_grace) if pack is not None else None
-        engine_server.stop(grace=None)
+        exit_code = boot.stop(shutdown_grace)
 
     assert pack is not None
     report.pack_exit_code = exit_code

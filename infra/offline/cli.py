@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..config import ConfigError
 from ..resolve import ResolvedStack, resolve_stack
-from .analyzer import PolicyConfigError
+from .analyzer import PolicyConfigError, StartedPack
 from .capacity_table import render_recipes, render_table
 from .inventory import Inventory, InventoryError
 from .plan_diff import PlanDiffError
@@ -103,16 +103,27 @@ def default_out(stack: str) -> Path:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.skip_policy:
+        return _plan(args, None)
+    from .planrun import PROJECT
+    from .policy import start_pack
+
+    # The pack's interpreter starts while the program runs (the machine's other core), not after it.
+    with start_pack(PROJECT, args.stack) as started:
+        return _plan(args, started)
+
+
+def _plan(args: argparse.Namespace, started: StartedPack | None) -> int:
     run = run_plan(args.stack, args.stacks_dir)
     out = Path(args.out) if args.out else default_out(args.stack)
     manifests = write_plan(run, out)
     print(summary(run, manifests))
     print(f"\nwrote {out}/inventory.json, {out}/capacity.json, {out}/manifests/ ({len(manifests)} objects)")
-    if not args.skip_policy:
+    if started is not None:
         # The policy summary is informative here: plan exits 0 whatever it finds (`policy` is the gate).
         from .policy import check_policies, policy_summary
 
-        report, config_path = check_policies(run.resolved, run.inventory)
+        report, config_path = check_policies(run.resolved, run.inventory, started=started)
         try:
             (out / "policy-report.json").write_text(report.to_json(), encoding="utf-8")
             add_owned_file(out, "policy-report.json")

@@ -11,7 +11,7 @@ from components import naming
 
 from ..config.documents import MAX_JSON_BYTES, DocumentError, load_json_document, quote, read_regular_file
 from ..resolve import ResolvedStack
-from .analyzer import ENFORCEMENT_LEVELS, PolicyConfigError, PolicyReport, run_policy_pack
+from .analyzer import ENFORCEMENT_LEVELS, PolicyConfigError, PolicyReport, StartedPack, run_policy_pack
 from .inventory import Inventory
 from .stackfile import ROOT
 
@@ -80,12 +80,24 @@ def merged_policy_config(resolved: ResolvedStack, path: Path) -> dict[str, Any]:
     return merged
 
 
+def start_pack(project: str, stack: str) -> StartedPack:
+    """The pack process for a stack's check, started now so its start-up overlaps the plan (``check_policies``
+    with ``started=`` uses it)."""
+    return StartedPack(POLICY_PACK, project, stack)
+
+
 def check_policies(
-    resolved: ResolvedStack, inventory: Inventory, config_path: Path | None = None
+    resolved: ResolvedStack, inventory: Inventory, config_path: Path | None = None, started: StartedPack | None = None
 ) -> tuple[PolicyReport, Path]:
     """Run the pack against an inventory with the environment's config."""
     path = config_path or policy_config_path(resolved.config.environment)
-    report = run_policy_pack(POLICY_PACK, inventory.to_dict(), merged_policy_config(resolved, path))
+    try:
+        config = merged_policy_config(resolved, path)
+    except BaseException:
+        if started is not None:
+            started.stop()
+        raise
+    report = run_policy_pack(POLICY_PACK, inventory.to_dict(), config, started=started)
     return report, path
 
 
