@@ -1,5 +1,6 @@
 """The Cloud Run components: :class:`CloudRunServing` (service account, grants, the service with one tagged revision
-per pool, invoker IAM) and :class:`CloudRunObservability` (dashboard, notification channels, alert policies).
+per pool, invoker IAM) and :class:`CloudRunObservability` (the shared Monitoring component: dashboard, notification
+channels, alert policies).
 
 Both are thin: every argument of every child comes from the pure builders in :mod:`.service` and :mod:`.monitoring`.
 """
@@ -14,9 +15,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from ..base import Component
-from ..observability.component import ChannelSpec, alert_policy, notification_channels
-from ..observability.dashboard import dashboard_json
-from ..observability.views import Thresholds
+from ..monitoring.alerts import Thresholds
+from ..monitoring.component import ChannelSpec, Monitoring, MonitoringSpec
 from . import monitoring
 from . import service as svc
 from .spec import HubToken, RevisionSpec
@@ -211,35 +211,21 @@ class CloudRunObservabilityArgs:
             raise ValueError(f"CloudRunObservabilityArgs.revisions: one per pool, at least one, got {roles}")
 
 
-class CloudRunObservability(Component):
+class CloudRunObservability(Monitoring):
     """Dashboard and alert policies of the Cloud Run service's vLLM metrics (Managed Service for Prometheus, written by
     the revisions' collector sidecars)."""
 
     TYPE = "llm-serving:cloudrun:Observability"
 
-    def __init__(self, name: str, args: CloudRunObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(name, args, opts)
+    def monitoring_spec(self, args: CloudRunObservabilityArgs) -> MonitoringSpec:
         revisions = list(args.revisions)
-        self.dashboard_json = dashboard_json(
-            f"LLM serving — {args.environment} (Cloud Run {args.service_name})",
-            monitoring.panels(args.service_name, revisions, args.thresholds),
-        )
-        self.dashboard = gcp.monitoring.Dashboard(
-            f"{name}-dashboard", project=args.project, dashboard_json=self.dashboard_json, opts=self.child_opts()
-        )
-        self.channels, self.channel_names = notification_channels(
-            name, args.project, args.environment, args.notification_channels, self.child_opts
-        )
-        self.alert_specs = monitoring.alert_specs(args.service_name, revisions, args.thresholds)
-        self.alert_policies = [
-            alert_policy(name, args.project, args.environment, self.channel_names, s, self.child_opts())
-            for s in self.alert_specs
-        ]
-        self.register_outputs(
-            {
-                "dashboard": self.dashboard.id,
-                "alert_policies": [a.display_name for a in self.alert_policies],
-            }
+        return MonitoringSpec(
+            project=args.project,
+            environment=args.environment,
+            dashboard_title=f"LLM serving — {args.environment} (Cloud Run {args.service_name})",
+            panels=tuple(monitoring.panels(args.service_name, revisions, args.thresholds)),
+            alerts=tuple(monitoring.alert_specs(args.service_name, revisions, args.thresholds)),
+            notification_channels=args.notification_channels,
         )
 
 
