@@ -7,7 +7,8 @@ service.
   names, the verifier wrapping and the IAM members;
 * :mod:`.monitoring` - Cloud Run's label model and its dashboard and alert specs, on the shared
   ``components/monitoring`` builders;
-* :mod:`.component` - the :class:`~components.cloud_run.component.CloudRunServing` component.
+* :mod:`.component` - the :class:`~components.cloud_run.component.CloudRunServing` component;
+* :mod:`.observability` - the :class:`~components.cloud_run.observability.CloudRunObservability` component.
 
 Nothing is imported here: the planner imports :mod:`.spec` and must not pull in Pulumi.
 """
