@@ -23,7 +23,7 @@ import pytest
 from components.cloud_run import service as svc
 from components.cloud_run.component import CloudRunServingArgs
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB
-from components.observability.dashboard import dashboard_queries
+from components.monitoring.dashboard import dashboard_queries
 from components.serving import verify_release as vr
 from infra.config import ConfigError
 from infra.offline import cli

@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
+from components.monitoring import metrics as m
+from components.monitoring.alerts import Thresholds
+from components.monitoring.dashboard import dashboard_queries
 from components.observability import dashboard as dash
-from components.observability import metrics as m
+from components.observability import metrics as gke
 from components.observability.adapter import IMAGE_REPOSITORY, IMAGE_TAG, KSA
 from components.observability.adapter import NAMESPACE as ADAPTER_NS
-from components.observability.views import PoolView, Thresholds
+from components.observability.views import PoolView
 from infra.config import ConfigError
 from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
@@ -88,8 +91,8 @@ def test_vllm_pod_monitoring_scrapes_8000_and_labels_pool_and_release(plans):
         spec = pm["spec"]
         assert spec["endpoints"] == [{"port": 8000, "path": "/metrics", "scheme": "http", "interval": "15s"}]
         assert {t["from"]: t["to"] for t in spec["targetLabels"]["fromPod"]} == {
-            "llm-serving.io/pool": m.POOL_LABEL,
-            "llm-serving.io/release": m.RELEASE_LABEL,
+            "llm-serving.io/pool": gke.POOL_LABEL,
+            "llm-serving.io/release": gke.RELEASE_LABEL,
         }
 
 
@@ -103,14 +106,14 @@ def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_sel
         assert "- port: metrics" in template and "type: Bearer" in template
     releases = {c["inputs"]["name"] for c in resources(inv, "kubernetes:helm.sh/v4:Chart")}
     for role, _ in cfg.pools():
-        assert m.epp_scrape_job(role) in releases  # Helm release name = the chart's PodMonitoring name = job
+        assert gke.epp_scrape_job(role) in releases  # Helm release name = the chart's PodMonitoring name = job
     monitoring = [r for r in resources(inv, POD_MONITORING)]
     assert sorted(
         (r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"])
         for r in monitoring
         if r["name"].startswith("observability-")
     ) == [(f"llm-serving-{role}", "vllm-model-servers") for role in sorted(r for r, _ in cfg.pools())]
-    queries = dash.dashboard_queries(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
+    queries = dashboard_queries(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
     for role, _ in cfg.pools():
         assert any(
             f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "inference_extension_scheduler" in q

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.observability import metrics as m
-from components.observability.dashboard import dashboard_queries
+from components.monitoring import metrics as m
+from components.monitoring.dashboard import dashboard_queries
+from components.observability import metrics as gke
 
 from .conftest import GKE_STACKS, STACKS, resources, serving_roles
 
@@ -139,7 +140,7 @@ def background(roles: dict[str, str], skip: set[tuple[str, str]]) -> list[dict[s
     out = []
     for role, release in roles.items():
         if ("epp", role) not in skip:
-            out.append({"series": "up" + _labels(namespace=NS(role), job=m.epp_scrape_job(role)), "values": "1x30"})
+            out.append({"series": "up" + _labels(namespace=NS(role), job=gke.epp_scrape_job(role)), "values": "1x30"})
         if ("traffic", role) not in skip:
             out.append(
                 {
@@ -199,12 +200,12 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
         add("QueueBuildingAtMaxReplicas", role, pods(n, 1), False, {})  # at max, queue under target
         if n > 1:
             add("QueueBuildingAtMaxReplicas", role, pods(n - 1, 10), False, {})  # HPA can still add pods
-        epp = {"series": "up" + _labels(namespace=NS(role), job=m.epp_scrape_job(role)), "values": "0x30"}
+        epp = {"series": "up" + _labels(namespace=NS(role), job=gke.epp_scrape_job(role)), "values": "0x30"}
         add("EndpointPickerUnavailable", role, [epp], True, {}, skip=frozenset({("epp", role)}))
         add("EndpointPickerUnavailable", role, [], True, {}, skip=frozenset({("epp", role)}))  # no series at all
         add("EndpointPickerUnavailable", role, [], False, {})
         restarts = {
-            "series": m.KSM_RESTARTS.total + _labels(namespace=NS(role), pod=_pod(role), container="vllm"),
+            "series": gke.KSM_RESTARTS.total + _labels(namespace=NS(role), pod=_pod(role), container="vllm"),
             "values": "0x10 1x20",
         }
         add("ServingPodsRestarting", role, [restarts], True, {}, at="15m")

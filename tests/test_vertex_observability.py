@@ -19,9 +19,10 @@ import pytest
 import yaml
 
 from components import naming
-from components.observability import metrics as m
-from components.observability.dashboard import dashboard_queries
-from components.observability.views import Thresholds
+from components.monitoring import metrics as m
+from components.monitoring.alerts import Thresholds
+from components.monitoring.dashboard import dashboard_queries
+from components.observability import metrics as gke
 from components.vertex import monitoring
 from components.vertex import requests as rq
 from infra.offline import cli
@@ -248,20 +249,20 @@ def test_the_vertex_name_rule_reproduces_every_name_the_discovery_document_lists
     text = doc.schema("GoogleCloudAiplatformV1AutoscalingMetricSpec")["properties"]["metricName"]["description"]
     listed = set(re.findall(r"prometheus\.googleapis\.com/([a-z0-9_]+)", text))
     assert listed == {
-        m.vertex_name(naming.VLLM_NUM_REQUESTS_WAITING),
-        m.vertex_name(naming.VLLM_KV_CACHE_USAGE_LEGACY),
-        m.vertex_name(m.DCGM_GPU_UTIL.name),
+        monitoring.vertex_name(naming.VLLM_NUM_REQUESTS_WAITING),
+        monitoring.vertex_name(naming.VLLM_KV_CACHE_USAGE_LEGACY),
+        monitoring.vertex_name(gke.DCGM_GPU_UTIL.name),
     }
-    assert m.vertex_name("vllm:num_requests_waiting") == "vertex_vllm_num_requests_waiting"
-    assert m.vertex_name("DCGM_FI_DEV_GPU_UTIL") == "vertex_dcgm_fi_dev_gpu_util"
+    assert monitoring.vertex_name("vllm:num_requests_waiting") == "vertex_vllm_num_requests_waiting"
+    assert monitoring.vertex_name("DCGM_FI_DEV_GPU_UTIL") == "vertex_dcgm_fi_dev_gpu_util"
     # The autoscaling signal and the dashboard read the same series.
     assert (
         rq.AUTOSCALING_METRICS["vllm_queue"]
-        == "prometheus.googleapis.com/" + m.on_vertex(m.NUM_REQUESTS_WAITING).series
+        == "prometheus.googleapis.com/" + monitoring.on_vertex(m.NUM_REQUESTS_WAITING).series
     )
     # Exported suffixes are kept (assumed: only gauges appear in the document).
-    assert m.on_vertex(m.TTFT).bucket == "vertex_vllm_time_to_first_token_seconds_bucket"
-    assert m.on_vertex(m.REQUEST_SUCCESS).total == "vertex_vllm_request_success_total"
+    assert monitoring.on_vertex(m.TTFT).bucket == "vertex_vllm_time_to_first_token_seconds_bucket"
+    assert monitoring.on_vertex(m.REQUEST_SUCCESS).total == "vertex_vllm_request_success_total"
     assert (
         m.cloud_monitoring_promql_name("aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle")
         == "aiplatform_googleapis_com:prediction_online_accelerator_duty_cycle"
@@ -285,7 +286,7 @@ def test_emitted_promql_parses(tmp_path: Path) -> None:
 
 def _ttft_buckets(role: str, slow: bool) -> list[dict[str, str]]:
     """30 min of TTFT histogram series of one pool: 1 request/s, all under 0.5 s (fast) or all 2.5-5 s (slow)."""
-    base = m.on_vertex(m.TTFT).bucket
+    base = monitoring.on_vertex(m.TTFT).bucket
     labels = {
         "endpoint_id": ENDPOINT_ID,
         "model_display_name": DISPLAY[role],

@@ -5,9 +5,10 @@ service.
 * :mod:`.stage_weights` - the standard-library stager that copies a verified release into memory (run in-container);
 * :mod:`.service` - pure builders of the typed ``gcp.cloudrunv2.Service`` arguments, the deterministic revision
   names, the verifier wrapping and the IAM members;
-* :mod:`.monitoring` - the dashboard and alert specs rebuilt from ``components/observability/metrics.py`` with
-  Cloud Run's metric labels;
-* :mod:`.component` - the :class:`~components.cloud_run.component.CloudRunServing` component.
+* :mod:`.monitoring` - Cloud Run's label model and its dashboard and alert specs, on the shared
+  ``components/monitoring`` builders;
+* :mod:`.component` - the :class:`~components.cloud_run.component.CloudRunServing` component;
+* :mod:`.observability` - the :class:`~components.cloud_run.observability.CloudRunObservability` component.
 
 Nothing is imported here: the planner imports :mod:`.spec` and must not pull in Pulumi.
 """

@@ -1,24 +1,19 @@
-"""The Cloud Run components: :class:`CloudRunServing` (service account, grants, the service with one tagged revision
-per pool, invoker IAM) and :class:`CloudRunObservability` (dashboard, notification channels, alert policies).
+"""The Cloud Run target's :class:`CloudRunServing` component: service account, grants, the service with one tagged
+revision per pool, invoker IAM.
 
-Both are thin: every argument of every child comes from the pure builders in :mod:`.service` and :mod:`.monitoring`.
+Thin: every argument of every child comes from the pure builders in :mod:`.service`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
 
 from ..base import Component
-from ..observability.component import ChannelSpec, alert_policy, notification_channels
-from ..observability.dashboard import dashboard_json
-from ..observability.views import Thresholds
 from ..traffic import split_problem
-from . import monitoring
 from . import service as svc
 from .spec import HubToken, RevisionSpec
 
@@ -194,71 +189,3 @@ class CloudRunServing(Component):
                 "traffic": {pool.role: pool.weight for pool in args.pools},
             }
         )
-
-
-@dataclass(frozen=True)
-class CloudRunObservabilityArgs:
-    project: str
-    environment: str
-    service_name: str
-    revisions: tuple[monitoring.RevisionView, ...]
-    thresholds: Thresholds
-    notification_channels: tuple[ChannelSpec, ...]
-
-    def __post_init__(self) -> None:
-        roles = [r.role for r in self.revisions]
-        if not roles or len(set(roles)) != len(roles):
-            raise ValueError(f"CloudRunObservabilityArgs.revisions: one per pool, at least one, got {roles}")
-
-
-class CloudRunObservability(Component):
-    """Dashboard and alert policies of the Cloud Run service's vLLM metrics (Managed Service for Prometheus, written by
-    the revisions' collector sidecars)."""
-
-    TYPE = "llm-serving:cloudrun:Observability"
-
-    def __init__(self, name: str, args: CloudRunObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(name, args, opts)
-        revisions = list(args.revisions)
-        self.dashboard_json = dashboard_json(
-            f"LLM serving — {args.environment} (Cloud Run {args.service_name})",
-            monitoring.panels(args.service_name, revisions, args.thresholds),
-        )
-        self.dashboard = gcp.monitoring.Dashboard(
-            f"{name}-dashboard", project=args.project, dashboard_json=self.dashboard_json, opts=self.child_opts()
-        )
-        self.channels, self.channel_names = notification_channels(
-            name, args.project, args.environment, args.notification_channels, self.child_opts
-        )
-        self.alert_specs = monitoring.alert_specs(args.service_name, revisions, args.thresholds)
-        self.alert_policies = [
-            alert_policy(name, args.project, args.environment, self.channel_names, s, self.child_opts())
-            for s in self.alert_specs
-        ]
-        self.register_outputs(
-            {
-                "dashboard": self.dashboard.id,
-                "alert_policies": [a.display_name for a in self.alert_policies],
-            }
-        )
-
-
-def revision_views(
-    args: CloudRunServingArgs, instance_hourly_usd: Mapping[str, float], planned_cost: Mapping[str, float | None]
-) -> tuple[monitoring.RevisionView, ...]:
-    """What observability needs about each pool of a service, by its revision name."""
-    names = args.revision_names()
-    return tuple(
-        monitoring.RevisionView(
-            role=p.role,
-            release=p.revision.release.release,
-            revision=names[p.role],
-            weight=p.weight,
-            min_instances=p.revision.min_instances,
-            max_instances=p.revision.max_instances,
-            concurrency=p.revision.concurrency,
-            instance_hourly_usd=instance_hourly_usd[p.role],
-            planned_cost_per_million_usd=planned_cost[p.role],
-        )
-        for p in args.pools
-    )

@@ -1,20 +1,54 @@
-"""The dashboard and alert specs of the Cloud Run target, rebuilt from ``components/observability/metrics.py`` (pure).
+"""The dashboard and alert specs of the Cloud Run target, on the shared ``components/monitoring`` builders (pure).
 
-The vLLM series are the same as on GKE; what differs is how they are labelled (``metrics.py``, "Label model on Cloud
-Run"): a pool is its revision (``revision_name``), its release vLLM's ``model_name``, an instance the sidecar's
-``instance``. What GKE shows and Cloud Run cannot: the HPA and DCGM panels, the endpoint picker, container restarts
-(no kube-state metrics); Cloud Run's own request and instance metrics (``run.googleapis.com/...``) are on its
-service page. What Cloud Run adds: the instance count against the pool's bounds and the per-instance concurrency cap.
+The vLLM series are the same as on GKE; what differs is how they are labelled (:class:`CloudRunSeries`): a pool is
+its revision (``revision_name``), its release vLLM's ``model_name``, an instance the sidecar's ``instance``. What GKE
+shows and Cloud Run cannot: the HPA and DCGM panels, the endpoint picker, container restarts (no kube-state
+metrics); Cloud Run's own request and instance metrics (``run.googleapis.com/...``) are on its service page. What
+Cloud Run adds: the instance count against the pool's bounds and the per-instance concurrency cap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..observability import metrics as m
-from ..observability.alerts import AlertSpec, canary_spec, no_traffic_spec, objective_specs
-from ..observability.dashboard import Panel, dashboard_window, split_vllm_panels
-from ..observability.views import Thresholds
+from ..monitoring import metrics as m
+from ..monitoring.alerts import AlertedPool, AlertSpec, Thresholds, pool_alert_specs
+from ..monitoring.dashboard import Panel, cost_panels, dashboard_window, vllm_panels
+
+# ---- the Managed Prometheus sidecar's label model -------------------------------------------------------------------
+# GoogleCloudPlatform/run-gmp-sidecar confgenerator/config.go: its default RunMonitoring config scrapes
+# 0.0.0.0:8080/metrics every 30 s and relabels every series with job = the config's name (``run-gmp-sidecar``),
+# cluster = ``__run__``, namespace = the Cloud Run service, instance = ``<instance id>:<port>``, plus the metric labels
+# service_name, revision_name, configuration_name and instanceId (targetLabels.metadata, all by default). There are
+# no pod labels: the plan knows each pool's revision name, and the release is vLLM's own ``model_name`` label.
+
+#: ``cluster`` of every series the Cloud Run sidecar writes.
+CLOUD_RUN_CLUSTER = "__run__"
+#: The sidecar's default scrape interval (``DefaultRunMonitoringConfig``: ``interval: 30s``).
+CLOUD_RUN_SCRAPE_INTERVAL_SECONDS = 30
+#: The revision of a series: on Cloud Run a pool is one revision of the service.
+CLOUD_RUN_REVISION_LABEL = "revision_name"
+#: One scrape target per instance: ``<instance id>:8080``.
+CLOUD_RUN_INSTANCE_LABEL = "instance"
+#: What Cloud Run panels and alerts group by: revision (= pool) and release.
+CLOUD_RUN_SPLIT = (CLOUD_RUN_REVISION_LABEL, m.VLLM_MODEL_NAME_LABEL)
+
+
+@dataclass(frozen=True)
+class CloudRunSeries(m.VllmSeries):
+    """One Cloud Run service's vLLM series: queries filter on ``namespace`` (the service) and ``revision_name`` (the
+    pool) and group by ``revision_name, model_name``."""
+
+    service: str
+    split = CLOUD_RUN_SPLIT
+    replica_label = CLOUD_RUN_INSTANCE_LABEL
+
+    def labels(self, pool: str | None = None) -> dict[str, str]:
+        """Matchers of the service's vLLM series, optionally of one revision (one pool)."""
+        labels = {"cluster": CLOUD_RUN_CLUSTER, "namespace": self.service}
+        if pool is not None:
+            labels[CLOUD_RUN_REVISION_LABEL] = pool
+        return labels
 
 
 @dataclass(frozen=True)
@@ -36,18 +70,18 @@ class RevisionView:
 
 
 def panels(service: str, revisions: list[RevisionView], t: Thresholds) -> list[Panel]:
-    w = dashboard_window(m.CLOUD_RUN_SCRAPE_INTERVAL_SECONDS)
-    sel = m.cloud_run_serving(service)
-    g = m.CLOUD_RUN_SPLIT
-    out = split_vllm_panels(sel, m.cloud_run_labels(service), g, w, t, "revision / release", "instance")
+    w = dashboard_window(CLOUD_RUN_SCRAPE_INTERVAL_SECONDS)
+    series = CloudRunSeries(service)
+    out = vllm_panels(series, w, t, "revision / release", "instance")
     for r in revisions:
         tag = f"{r.role} ({r.release}, {r.revision})"
         out.append(
             Panel(
                 f"Instances and concurrency — {tag}",
                 (
-                    ("instances reporting", m.cloud_run_instance_count(service, r.revision)),
-                    ("running requests per instance", m.cloud_run_running_per_instance(service, r.revision)),
+                    ("instances reporting", series.replica_count(r.revision)),
+                    # Cloud Run sends at most the revision's concurrency to one instance.
+                    ("running requests per instance", series.per_replica(m.NUM_REQUESTS_RUNNING, r.revision)),
                 ),
                 "",
                 (("max instances", float(r.max_instances)), ("concurrency per instance", float(r.concurrency))),
@@ -64,65 +98,34 @@ def panels(service: str, revisions: list[RevisionView], t: Thresholds) -> list[P
                 f"**{tag}: capacity plan cost per 1M output tokens: ${r.planned_cost_per_million_usd:.2f}** at the "
                 f"measured throughput; an instance ${r.instance_hourly_usd:.2f}/h."
             )
-        out.append(Panel(f"Cost per 1M output tokens (plan) — {tag}", text=text))
-        out.append(
-            Panel(
-                f"Cost per 1M output tokens at live throughput — {tag} (USD)",
-                (
-                    (
-                        "observed $/1M output tokens",
-                        m.cost_per_million_at(
-                            m.cloud_run_instance_count(service, r.revision),
-                            m.cloud_run_serving(service, r.revision),
-                            r.instance_hourly_usd,
-                            w,
-                        ),
-                    ),
-                ),
-                "",
-                (
-                    ()
-                    if r.planned_cost_per_million_usd is None
-                    else (("plan at measured throughput", r.planned_cost_per_million_usd),)
-                ),
-            )
-        )
+        out += cost_panels(tag, text, series, r.revision, r.instance_hourly_usd, r.planned_cost_per_million_usd, w)
     return out
 
 
 def alert_specs(service: str, revisions: list[RevisionView], t: Thresholds) -> list[AlertSpec]:
-    specs: list[AlertSpec] = []
+    series = CloudRunSeries(service)
     by_role = {r.role: r for r in revisions}
-    g = m.CLOUD_RUN_SPLIT
-    for r in revisions:
-        sel = m.cloud_run_serving(service, r.revision)
-        # Users only wait on a revision that carries traffic; a dark revision's breach is a warning for the rollout.
-        user_facing = "CRITICAL" if r.weight > 0 else "WARNING"
-        specs += objective_specs(r.role, sel, g, t, user_facing)
-        specs += [
-            # Every instance runs at its concurrency cap and no instance can be added: Cloud Run holds further
-            # requests in its pending queue and answers 429 when that overflows.
+
+    def concurrency_spec(role: str, severity: str) -> list[AlertSpec]:
+        # Every instance runs at its concurrency cap and no instance can be added: Cloud Run holds further
+        # requests in its pending queue and answers 429 when that overflows.
+        r = by_role[role]
+        return [
             AlertSpec(
                 "ConcurrencyCapAtMaxInstances",
                 r.role,
                 f"Pool {r.role} runs {r.concurrency} request(s) per instance (its concurrency cap) on all "
                 f"{r.max_instances} max instance(s): Cloud Run cannot add capacity",
-                m.cloud_run_running_per_instance(service, r.revision),
+                series.per_replica(m.NUM_REQUESTS_RUNNING, r.revision),
                 ">=",
                 r.concurrency,
                 300,
-                user_facing,
-                guard_signal=m.cloud_run_instance_count(service, r.revision),
+                severity,
+                guard_signal=series.replica_count(r.revision),
                 guard_min=r.max_instances,
-            ),
+            )
         ]
-        # A pool that scales to zero legitimately has no series while idle; only a warm pool with traffic must
-        # always be finishing requests.
-        if r.weight > 0 and r.min_instances > 0:
-            specs.append(no_traffic_spec(r.role, r.weight, sel, t))
-    canary, stable = by_role.get("canary"), by_role.get("stable")
-    if canary is not None and stable is not None and canary.weight > 0:
-        specs.append(
-            canary_spec(m.cloud_run_serving(service, canary.revision), m.cloud_run_serving(service, stable.revision), t)
-        )
-    return specs
+
+    # A revision that scales to zero (min_instances 0) legitimately has no series while idle.
+    alerted = [AlertedPool(r.role, r.revision, r.weight, warm=r.min_instances > 0) for r in revisions]
+    return pool_alert_specs(series, alerted, t, concurrency_spec)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from . import metrics
+from ..monitoring.metrics import KV_CACHE_USAGE, NUM_REQUESTS_WAITING, Gauge
+from .metrics import gmp_custom_metric
 from .views import HpaPlan
 
 #: Scale-up policy period: 60 s = four HPA syncs (15 s each), long enough to see the previous step's effect on
@@ -26,11 +27,11 @@ def quantity(value: float) -> str:
     return f"{round(value * 1000)}m"
 
 
-def _pods_metric(metric: metrics.Gauge, average: float) -> k8s.autoscaling.v2.MetricSpecArgs:
+def _pods_metric(metric: Gauge, average: float) -> k8s.autoscaling.v2.MetricSpecArgs:
     return k8s.autoscaling.v2.MetricSpecArgs(
         type="Pods",
         pods=k8s.autoscaling.v2.PodsMetricSourceArgs(
-            metric=k8s.autoscaling.v2.MetricIdentifierArgs(name=metrics.gmp_custom_metric(metric)),
+            metric=k8s.autoscaling.v2.MetricIdentifierArgs(name=gmp_custom_metric(metric)),
             target=k8s.autoscaling.v2.MetricTargetArgs(type="AverageValue", average_value=quantity(average)),
         ),
     )
@@ -38,9 +39,9 @@ def _pods_metric(metric: metrics.Gauge, average: float) -> k8s.autoscaling.v2.Me
 
 def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs:
     """``deployment``: the name of the Deployment to scale, as the model server hands it over."""
-    metric_specs = [_pods_metric(metrics.NUM_REQUESTS_WAITING, p.queue_target_per_pod)]
+    metric_specs = [_pods_metric(NUM_REQUESTS_WAITING, p.queue_target_per_pod)]
     if p.kv_cache_target is not None:
-        metric_specs.append(_pods_metric(metrics.KV_CACHE_USAGE, p.kv_cache_target))
+        metric_specs.append(_pods_metric(KV_CACHE_USAGE, p.kv_cache_target))
     return k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
         scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
             api_version="apps/v1", kind="Deployment", name=deployment

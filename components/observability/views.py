@@ -1,4 +1,5 @@
-"""What observability needs to know about each serving pool, derived once from config + capacity plan."""
+"""What the GKE target's autoscaling and observability need to know about each serving pool, derived once from
+config + capacity plan (the alert thresholds every target shares are ``components/monitoring/alerts.py``)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,3 @@ class PoolView:
     #: Capacity plan's cost per 1M output tokens at the measured throughput; None = unmeasured.
     planned_cost_per_million_usd: float | None
     measurement_source: str | None
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Alert thresholds; the latency ones are the contract's objectives, not separate config."""
-
-    ttft_p95_seconds: float
-    itl_p95_seconds: float
-    kv_cache_usage: float
-    kv_cache_for_minutes: int
-    canary_ttft_ratio: float
-    no_traffic_minutes: int

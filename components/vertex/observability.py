@@ -1,20 +1,16 @@
 """The Vertex AI target's :class:`VertexObservability`: dashboard, notification channels and alert policies of one
 endpoint's deployed models (vLLM's AutoMetrics series beside the endpoint's own Cloud Monitoring metrics).
 
-Thin, as the Cloud Run target's: every argument of every child comes from the pure builders in :mod:`.monitoring`.
+Thin, as the Cloud Run target's: the shared :class:`~components.monitoring.component.Monitoring` component, built
+from the pure builders in :mod:`.monitoring`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pulumi
-import pulumi_gcp as gcp
-
-from ..base import Component
-from ..observability.component import ChannelSpec, alert_policy, notification_channels
-from ..observability.dashboard import dashboard_json
-from ..observability.views import Thresholds
+from ..monitoring.alerts import Thresholds
+from ..monitoring.component import ChannelSpec, Monitoring, MonitoringSpec
 from . import monitoring
 from . import requests as rq
 from .endpoint import VertexDeployment
@@ -41,35 +37,21 @@ class VertexObservabilityArgs:
             )
 
 
-class VertexObservability(Component):
+class VertexObservability(Monitoring):
     """Dashboard and alert policies of a Vertex AI endpoint's vLLM metrics (AI AutoMetrics, Managed Service for
     Prometheus) and of the endpoint's own metrics."""
 
     TYPE = "llm-serving:vertex:Observability"
 
-    def __init__(self, name: str, args: VertexObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(name, args, opts)
+    def monitoring_spec(self, args: VertexObservabilityArgs) -> MonitoringSpec:
         models = list(args.models)
-        self.dashboard_json = dashboard_json(
-            f"LLM serving — {args.environment} (Vertex AI {args.endpoint_id})",
-            monitoring.panels(args.endpoint_id, models, args.thresholds),
-        )
-        self.dashboard = gcp.monitoring.Dashboard(
-            f"{name}-dashboard", project=args.project, dashboard_json=self.dashboard_json, opts=self.child_opts()
-        )
-        self.channels, self.channel_names = notification_channels(
-            name, args.project, args.environment, args.notification_channels, self.child_opts
-        )
-        self.alert_specs = monitoring.alert_specs(args.endpoint_id, models, args.thresholds)
-        self.alert_policies = [
-            alert_policy(name, args.project, args.environment, self.channel_names, s, self.child_opts())
-            for s in self.alert_specs
-        ]
-        self.register_outputs(
-            {
-                "dashboard": self.dashboard.id,
-                "alert_policies": [a.display_name for a in self.alert_policies],
-            }
+        return MonitoringSpec(
+            project=args.project,
+            environment=args.environment,
+            dashboard_title=f"LLM serving — {args.environment} (Vertex AI {args.endpoint_id})",
+            panels=tuple(monitoring.panels(args.endpoint_id, models, args.thresholds)),
+            alerts=tuple(monitoring.alert_specs(args.endpoint_id, models, args.thresholds)),
+            notification_channels=args.notification_channels,
         )
 
 

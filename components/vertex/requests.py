@@ -482,7 +482,7 @@ Resources = DedicatedResources | SharedResources
 def deployed_model_display_name(role: str, model_display_name: str) -> str:
     """A pool's DeployedModel.displayName: its role, then its model's (the release id), within the 128-character
     limit. AutoMetrics labels every vLLM series of the deployed model with it (``model_display_name``), which is
-    how the dashboard and alerts tell the pools apart (components/observability/metrics.py, Vertex label model)."""
+    how the dashboard and alerts tell the pools apart (components/vertex/monitoring.py, AutoMetrics' label model)."""
     return f"{role}-{model_display_name}"[:128]
 
 

@@ -4,8 +4,8 @@ co-hosted group's placements."""
 
 from __future__ import annotations
 
-from components.observability.component import CHANNEL_TYPES, ChannelSpec
-from components.observability.views import Thresholds
+from components.monitoring.alerts import Thresholds
+from components.monitoring.component import CHANNEL_TYPES, ChannelSpec
 
 from ..config.observability import NotificationChannel
 from ..config.stack import StackConfig

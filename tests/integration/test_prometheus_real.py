@@ -26,9 +26,11 @@ from typing import Any
 import pytest
 import yaml
 
+from components.monitoring import metrics as m
+from components.monitoring.alerts import AlertSpec
+from components.monitoring.dashboard import dashboard_queries
 from components.observability import alerts as alerting
-from components.observability import metrics as m
-from components.observability.dashboard import dashboard_queries
+from components.observability import metrics as gke
 from infra.targets.common import thresholds
 from infra.targets.gke.compose import pool_views
 
@@ -219,7 +221,7 @@ def loaded(prometheus: Prometheus, vllm_server: VllmServer) -> float:
     return time.time()
 
 
-def stack_queries(stack: str) -> tuple[list[str], list[alerting.AlertSpec]]:
+def stack_queries(stack: str) -> tuple[list[str], list[AlertSpec]]:
     cfg, plan, inv = planned(stack)
     dash = [
         q
@@ -263,13 +265,13 @@ def test_every_dashboard_and_alert_query_returns_data(prometheus: Prometheus, lo
 def test_load_moved_the_signals_the_hpa_and_alerts_use(prometheus: Prometheus, loaded: float):
     window = f"[{int(time.time() - loaded) + 60}s]"
     assert prometheus.has_data(
-        f"max_over_time({m.NUM_REQUESTS_RUNNING.series}{m.serving('stable')}{window}) > 0", loaded
+        f"max_over_time({m.NUM_REQUESTS_RUNNING.series}{gke.serving('stable')}{window}) > 0", loaded
     )
-    assert prometheus.has_data(f"sum(increase({m.GENERATION_TOKENS.total}{m.serving('stable')}{window})) > 0", loaded)
+    assert prometheus.has_data(f"sum(increase({m.GENERATION_TOKENS.total}{gke.serving('stable')}{window})) > 0", loaded)
 
 
 def test_a_misspelt_metric_name_fails_the_check(prometheus: Prometheus, loaded: float):
-    good = m.waiting_per_pod("stable")
+    good = gke.waiting_per_pod("stable")
     assert prometheus.has_data(good, loaded)
     bad = good.replace(m.NUM_REQUESTS_WAITING.series, "vllm:num_request_waiting")  # missing "s"
     assert bad != good

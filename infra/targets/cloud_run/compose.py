@@ -10,14 +10,8 @@ from __future__ import annotations
 import pulumi
 
 from components import naming
-from components.cloud_run.component import (
-    CloudRunObservability,
-    CloudRunObservabilityArgs,
-    CloudRunServing,
-    CloudRunServingArgs,
-    ServingPool,
-    revision_views,
-)
+from components.cloud_run.component import CloudRunServing, CloudRunServingArgs, ServingPool
+from components.cloud_run.observability import CloudRunObservability, CloudRunObservabilityArgs, revision_views
 from components.cloud_run.spec import HubToken, InstanceShape, RevisionSpec, VpcEgress
 from components.project import ProjectServices
 from infra.config.stack import StackConfig
