@@ -234,7 +234,7 @@ def limits_table() -> str:
 
     lines = ["| limit | value | why this number |", "| --- | --- | --- |"]
     for limit in LIMITS:
-        value = f"{limit.value:,} {limit.unit}".replace(",", " ")
+        value = f"{limit.value:,} {limit.unit}".replace(",", "\u202f")  # a narrow no-break space between thousands
         lines.append(f"| `{limit.name}` | {value} | {' '.join(limit.reason.split()).replace('|', chr(92) + '|')} |")
     return _block("input-limits", lines)
 
