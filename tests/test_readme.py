@@ -117,3 +117,18 @@ def test_quoted_repository_paths_exist():
                 if not (REPO / word).exists():
                     missing.append(f"{page.relative_to(REPO)}: {word}")
     assert not missing, missing
+
+
+def test_the_architecture_page_lists_every_target_and_every_import_contract():
+    """docs/architecture.md describes the current structure: a target package per registered target, and one item
+    per import-linter contract of pyproject.toml."""
+    from infra.registry import REGISTRY
+
+    text = (DOCS / "architecture.md").read_text()
+    tree = text.split("```", 2)[1]
+    for target in REGISTRY.targets:
+        assert re.search(rf"^    {target.name}/ ", tree, flags=re.M), target.name
+        assert (REPO / "infra" / "targets" / target.name / "target.py").exists(), target.name
+    contracts = (REPO / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
+    section = text.split("## Dependencies run one way", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^\d+\. \*\*", section, flags=re.M)) == contracts
