@@ -12,11 +12,11 @@ What it creates, all of it only for the stack that enables ``gke.bench``:
   stack's image repository for the system nodes' service account, which pulls the bench image;
 * a ClusterIP Service in the pool's namespace selecting the pool's Deployment selector on the vLLM port: the
   bench's target. It spreads connections over every Ready pod, and θ is per replica, so **the pool must run one
-  replica, with no other traffic, while the Job runs** (README);
+  replica, with no other traffic, while the Job runs** (docs/capacity.md, "Measured capacity in the cluster");
 * a NetworkPolicy for the bench pods: no ingress; egress only to the pool's pods on the vLLM port, DNS, the
   metadata server and the Google API VIPs (the model server's own constants). The pool's NetworkPolicy admits the
   bench pods (``ModelServerArgs.clients``, set by the gke target when the Job is enabled);
-* the ``batch/v1`` Job: one attempt, a deadline derived from the sweep (infra/planning/bench.py), non-root,
+* the ``batch/v1`` Job: one attempt, a deadline derived from the sweep (infra/targets/gke/planning/bench.py), non-root,
   read-only root filesystem, no service-account token, the release folder mounted read-only by GCS FUSE at
   ``/tokenizer`` (guidellm sizes prompts with the release's own tokenizer).
 
@@ -80,7 +80,7 @@ RUN_AS_UID = 1000
 #: The listing attribute Cloud Storage evaluates for ``objects.list`` (whose resource is the bucket, not an object).
 LIST_PREFIX_ATTRIBUTE = "storage.googleapis.com/objectListPrefix"
 #: ``pulumi up`` does not wait for the benchmark: a sweep runs for up to hours (pulumi-kubernetes would otherwise
-#: await the Job's completion, 10 minutes by default). Wait with ``kubectl wait`` instead (README).
+#: await the Job's completion, 10 minutes by default). Wait with ``kubectl wait`` instead (docs/capacity.md).
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 
 
@@ -101,7 +101,7 @@ class BenchJobArgs:
     rates: str | None
     #: ``--duration-seconds``; None = the bench's default.
     duration_seconds: float | None
-    #: From the sweep (infra/planning/bench.py).
+    #: From the sweep (infra/targets/gke/planning/bench.py).
     active_deadline_seconds: int
     #: The pool's namespace Output (the Service waits for it) and its Deployment's selector.
     pool_namespace: pulumi.Input[str]

@@ -1,8 +1,8 @@
 """The serving targets this program deploys, and what is derived from the list: the root config model, every rule
 and the planners.
 
-One line per target in :data:`TARGETS`; nothing else in the program names a target package. :class:`Registry` lets a
-test register one more (``tests/test_architecture.py`` plans a stub fourth target through the real resolver).
+One line per target in :data:`REGISTRY`; nothing else in the program names a target package. :class:`Registry` lets a
+test register one more (``tests/test_target_registry.py`` plans a stub fourth target through the real resolver).
 """
 
 from __future__ import annotations

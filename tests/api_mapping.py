@@ -30,7 +30,7 @@ from typing import Any
 
 from tests.discovery import DiscoveryDocument, document
 
-#: Values only the cloud knows appear in the offline plan as these placeholders (README "make plan").
+#: Values only the cloud knows appear in the offline plan as these placeholders (README, "Quick start").
 UNKNOWN_PREFIXES = ("<known-after-apply:", "<secret:")
 
 

@@ -41,22 +41,27 @@ def test_plots_without_operating_point_or_metrics(tmp_path: Path):
         assert png_size(draw(rec, tmp_path / f"{draw.__name__}.png")) == (800, 700)
 
 
-# ---- the README's picture ------------------------------------------------------------------------------------
+# ---- the capacity page's picture ----------------------------------------------------------------------------
 
+REPO = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "bench"
-README_RECORD = FIXTURES / "dev-copy-cpu-tiny.json"
-README_PICTURE = FIXTURES / "dev-copy-cpu-tiny-latency.png"
+DOCS_RECORD = FIXTURES / "dev-copy-cpu-tiny.json"
+DOCS_PICTURE = FIXTURES / "dev-copy-cpu-tiny-latency.png"
+#: The page that shows it ("Measuring a release"); its sentence about the record is generated from DOCS_RECORD.
+DOCS_PAGE = REPO / "docs" / "capacity.md"
 
 
-def test_the_readme_picture_is_the_latency_plot_of_its_stored_record(tmp_path: Path):
-    """README shows a real bench run (tests/integration/test_bench_real.py, the dev stack copy on the CPU vLLM):
-    its picture must be exactly what ``latency_plot`` draws from the record stored beside it, and README must
-    say what was measured."""
+def test_the_docs_picture_is_the_latency_plot_of_its_stored_record(tmp_path: Path):
+    """docs/capacity.md shows a real bench run (tests/integration/test_bench_real.py, the dev stack copy on the CPU
+    vLLM): its picture must be exactly what ``latency_plot`` draws from the record stored beside it, and the page
+    must say what was measured."""
+    from infra.offline import docs
     from infra.offline.bench.record import load_measurement
 
-    rec = load_measurement(README_RECORD)
+    rec = load_measurement(DOCS_RECORD)
     assert rec.engine_args.served_reason  # a CPU-adapted server, and the record says so
-    assert latency_plot(rec, tmp_path / "latency.png").read_bytes() == README_PICTURE.read_bytes()
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert f"]({README_PICTURE.relative_to(Path(__file__).parent.parent)})" in readme
-    assert "tiny" in readme[readme.index(README_PICTURE.name) - 600 : readme.index(README_PICTURE.name)]
+    assert latency_plot(rec, tmp_path / "latency.png").read_bytes() == DOCS_PICTURE.read_bytes()
+    assert docs.BENCH_EXAMPLE == DOCS_RECORD  # the page's generated sentence describes this record
+    page = DOCS_PAGE.read_text()
+    assert f"](../{DOCS_PICTURE.relative_to(REPO).as_posix()})" in page
+    assert "tiny" in page[page.index(DOCS_PICTURE.name) - 1200 : page.index(DOCS_PICTURE.name)]

@@ -11,7 +11,7 @@ Decisions stated here once:
   (the revision field itself excluded): the same config always names the same revision, a changed one a new
   revision, and the plan shows both. Cloud Run creates a revision only from a template, so the stable revision a
   canary's traffic entry names must already exist: it is the revision stable's template created when it was the
-  template (README, Cloud Run rollout). The role is not in the template, so a canary promoted to stable keeps
+  template (docs/cloud-run.md, "Rollout on Cloud Run"). The role is not in the template, so a canary promoted to stable keeps
   its revision.
 * **Verification before start.** Cloud Run has no init containers: the container's command is the release verifier
   itself (``components/serving/verify_release.py``, its source passed inline with ``python3 -c``), which hashes the

@@ -67,7 +67,7 @@ EPP_CHARTS: dict[str, EppChartProfile] = {
         objective_api_version="inference.networking.x-k8s.io/v1alpha2",
         crd_commit="f5bce5a2b2afa106fb70084186be051022704bec",
         crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",),
-        # Not read at source for this release: its EPP's built-in saturation defaults apply (README).
+        # Not read at source for this release: its EPP's built-in saturation defaults apply (docs/rollout.md).
         states_picker_config=False,
     ),
     "v1.5.0": EppChartProfile(

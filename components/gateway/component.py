@@ -35,7 +35,7 @@ CHART_FILTER_SCRIPT = Path(__file__).with_name("chart_filter.py")
 SSL_MIN_TLS = "TLS_1_2"
 SSL_PROFILE = "MODERN"
 #: The API whose service agent (``service-<number>@gcp-sa-dep.iam.gserviceaccount.com``) runs Service Extensions
-#: callouts such as Model Armor; see README "Deploying for real" for how to check the agent it creates.
+#: callouts such as Model Armor; see docs/deploying.md for how to check the agent it creates.
 SERVICE_EXTENSIONS_API = "networkservices.googleapis.com"
 #: Roles the Google-managed Service Extensions agent needs to call Model Armor from the load balancer.
 MODEL_ARMOR_AGENT_ROLES = (
@@ -475,7 +475,7 @@ class InferenceGateway(Component):
             if gw.iap.programmatic_clients:
                 # API clients (not browsers) authenticate with an OAuth client of their own: IAP accepts their ID
                 # tokens only when the client is listed here. Service accounts can instead send a self-signed JWT
-                # (README, "Deploying for real"), which needs no listing.
+                # (docs/deploying.md), which needs no listing.
                 self.iap_settings = gcp.iap.Settings(
                     f"{name}-iap-settings",
                     name=f"projects/{args.project}/iap_web/compute-{args.region}",

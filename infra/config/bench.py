@@ -3,7 +3,7 @@
 bucket's ``measurements/`` folder (components/bench_job.py). Absent = no Job: the default of every stack.
 
 This module also owns the sweep's bounds, which two sides must agree on: the bench itself
-(infra/offline/bench/cli.py, runner.py) and the Job's deadline (infra/planning/bench.py). The deployable program
+(infra/offline/bench/cli.py, runner.py) and the Job's deadline (infra/targets/gke/planning/bench.py). The deployable program
 never imports the offline toolchain, so both read them here.
 """
 
@@ -81,7 +81,7 @@ def run_duration(duration_seconds: float | None, quick: bool) -> float:
 
 
 class BenchConfig(Strict):
-    """A benchmark Job for one pool, run in the cluster on the real hardware (README, "Measured capacity in the
+    """A benchmark Job for one pool, run in the cluster on the real hardware (docs/capacity.md, "Measured capacity in the
     cluster"). θ is per replica and the Job's Service spreads load over every Ready pod of the pool, so the pool
     must run exactly one replica, and carry no other traffic, while the Job runs."""
 

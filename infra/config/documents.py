@@ -89,7 +89,7 @@ class Limit:
     reason: str
 
 
-#: Every bound, with the reason for its value (the README's limits table is generated from this tuple).
+#: Every bound, with the reason for its value (docs/bad-input.md's limits table is generated from this tuple).
 #: Measured on the shipped files: stack files are 4.8-6.2 KiB, ~300 YAML nodes, at most 7 levels deep, no
 #: aliases; release files are ~0.8 KiB, 3 levels deep.
 LIMITS: Final[tuple[Limit, ...]] = (

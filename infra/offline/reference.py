@@ -1,6 +1,6 @@
-"""Generate the README's config reference from the pydantic models (every key: meaning, type, default,
+"""Generate the config reference (docs/configuration.md) from the pydantic models (every key: meaning, type, default,
 constraint), from each field's ``Field(description=...)``. ``python -m infra.offline.docs --write`` refreshes
-README.md; a test fails when the README and the models disagree."""
+docs/configuration.md; a test fails when the page and the models disagree."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ from components import naming
 
 from .stats import Phi, normal_quantile, phi
 
-#: The header the GKE Inference Gateway reads to pick a request's InferenceObjective (README, priority classes).
+#: The header the GKE Inference Gateway reads to pick a request's InferenceObjective (docs/rollout.md, priority classes).
 PRIORITY_HEADER = naming.OBJECTIVE_HEADER
 #: z such that Phi(z) = 0.95.
 Z95 = normal_quantile(0.95)

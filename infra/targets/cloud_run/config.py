@@ -386,7 +386,7 @@ class CloudRunConfig(Strict):
         description=(
             "Managed Service for Prometheus sidecar image for Cloud Run, by digest: "
             "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar@sha256:<64 hex> "
-            "(README, Cloud Run target: how to read the digest)."
+            "(docs/cloud-run.md: how to read the digest)."
         )
     )
     hub_token: HubTokenReference | None = Field(

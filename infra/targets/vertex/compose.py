@@ -48,7 +48,8 @@ RELEASE_LABEL = "llm-serving-io-release"
 
 
 def service_account_id(endpoint_id: str) -> str:
-    """``<endpoint>-vtx``: the endpoint id is at most 26 characters (infra/config/vertex.py), so this fits IAM's 30."""
+    """``<endpoint>-vtx``: the endpoint id is at most 26 characters (infra/targets/vertex/config/endpoint.py), so
+    this fits IAM's 30."""
     return f"{endpoint_id}-vtx"
 
 

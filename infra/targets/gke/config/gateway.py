@@ -120,7 +120,7 @@ class Iap(Strict):
         description=(
             "OAuth client ids whose ID tokens IAP accepts from programmatic (non-browser) API clients. With IAP's "
             "Google-managed OAuth client no API client is admitted otherwise; service accounts may instead send a "
-            'self-signed JWT (README, "Deploying for real").'
+            "self-signed JWT (docs/deploying.md)."
         ),
     )
     oauth_client_secret_name: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(
