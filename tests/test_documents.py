@@ -911,3 +911,16 @@ def test_every_limit_is_a_named_constant_with_a_reason():
         assert limit.name in documents.__all__
         assert len(limit.reason) > 20
     assert [limit.name for limit in stackfile.LIMITS] == [*names, "MAX_STACK_NAME_CHARS"]
+
+
+def test_each_bound_keeps_its_stated_headroom_over_the_shipped_files():
+    """The reasons in ``documents.LIMITS`` state a factor above the shipped files; this keeps them true as stacks
+    grow (a stack file that outgrows the headroom needs the bound and its reason revisited together)."""
+    from infra.offline.docs import shipped_document_sizes
+
+    m = shipped_document_sizes()
+    assert documents.MAX_YAML_BYTES >= 16 * m.stack_bytes
+    assert documents.MAX_JSON_BYTES >= 50 * m.release_bytes
+    assert documents.MAX_DEPTH >= 4 * m.depth
+    assert documents.MAX_NODES >= 20 * m.stack_nodes
+    assert m.aliases == 0  # "shipped stacks use none"

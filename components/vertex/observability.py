@@ -57,7 +57,7 @@ class VertexObservability(Monitoring):
 
 def deployed_model_views(deployments: tuple[VertexDeployment, ...]) -> tuple[monitoring.DeployedModelView, ...]:
     """What observability needs about each pool of an endpoint, from its deployment on dedicated resources (the
-    model's display name is the release id: ``infra/targets/vertex.py`` ``model_spec``)."""
+    model's display name is the release id: ``infra/targets/vertex/compose.py`` ``model_spec``)."""
     out = []
     for d in deployments:
         assert isinstance(d.placement, rq.DedicatedResources)  # co-hosted endpoints have no pools to compare

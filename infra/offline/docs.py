@@ -236,7 +236,61 @@ def limits_table() -> str:
     for limit in LIMITS:
         value = f"{limit.value:,} {limit.unit}".replace(",", "\u202f")  # a narrow no-break space between thousands
         lines.append(f"| `{limit.name}` | {value} | {' '.join(limit.reason.split()).replace('|', chr(92) + '|')} |")
+    m = shipped_document_sizes()
+    lines += [
+        "",
+        (
+            f"The shipped files today: stack files up to {m.stack_bytes / 1024:.1f} KiB, {m.stack_nodes:,} YAML "
+            f"nodes and {m.depth} levels deep, {m.aliases} aliases; release files up to "
+            f"{m.release_bytes / 1024:.1f} KiB."
+        ),
+    ]
     return _block("input-limits", lines)
+
+
+@dataclass(frozen=True)
+class DocumentSizes:
+    """What the shipped stack and release files measure, in the units of the loader's bounds."""
+
+    stack_bytes: int
+    stack_nodes: int
+    depth: int
+    aliases: int
+    release_bytes: int
+
+
+def shipped_document_sizes() -> DocumentSizes:
+    """Largest size, node count, depth and alias count over ``stacks/Pulumi.*.yaml`` and ``stacks/releases``."""
+    import yaml
+
+    def walk(node: yaml.Node, level: int) -> tuple[int, int]:  # (nodes, depth)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [x for pair in node.value for x in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        counts = [walk(c, level + 1) for c in children]
+        return 1 + sum(n for n, _ in counts), max([level, *(d for _, d in counts)])
+
+    stacks = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+    releases = sorted((ROOT / "stacks" / "releases").rglob("*.json"))
+    nodes, depth, aliases = 0, 0, 0
+    for f in [*stacks, *releases]:
+        text = f.read_text(encoding="utf-8")
+        tree = yaml.compose(text)
+        if tree is not None:
+            n, d = walk(tree, 1)
+            if f in stacks:
+                nodes = max(nodes, n)
+            depth = max(depth, d)
+        aliases = max(aliases, sum(1 for t in yaml.scan(text) if isinstance(t, yaml.AliasToken)))
+    return DocumentSizes(
+        stack_bytes=max(f.stat().st_size for f in stacks),
+        stack_nodes=nodes,
+        depth=depth,
+        aliases=aliases,
+        release_bytes=max(f.stat().st_size for f in releases),
+    )
 
 
 # ---- the sections and their pages ---------------------------------------------------------------------------------
