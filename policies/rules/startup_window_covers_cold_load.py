@@ -46,14 +46,13 @@ def _window(w: StartupWindow, cfg: dict[str, Any]) -> Iterator[str]:
         )
     if not startup or not isinstance(startup, dict):
         return
-    values = {k: startup.get(k, d) for k, d in w.defaults.items()}
-    delay, period, failures = (as_int(values[k]) for k in ("initialDelaySeconds", "periodSeconds", "failureThreshold"))
-    known = (
-        delay is not None and period is not None and failures is not None
-    )  # None: unknown at preview or not a number
-    if known and w.limit is not None and period * failures > w.limit.seconds:
+    values = {k: as_int(startup.get(k, d)) for k, d in w.defaults.items()}
+    delay, period, failures = (values[k] for k in ("initialDelaySeconds", "periodSeconds", "failureThreshold"))
+    # None: unknown at preview (or not a number): the window cannot be known, the estimate is still checked.
+    probe = None if delay is None or period is None or failures is None else (delay, period, failures)
+    if probe is not None and w.limit is not None and probe[1] * probe[2] > w.limit.seconds:
         yield (
-            f"startupProbe periodSeconds {period} x failureThreshold {failures} = {period * failures} s exceeds "
+            f"startupProbe periodSeconds {probe[1]} x failureThreshold {probe[2]} = {probe[1] * probe[2]} s exceeds "
             f"the {w.limit.seconds} s {w.limit.rule}"
         )
     raw = w.cold_load
@@ -68,14 +67,15 @@ def _window(w: StartupWindow, cfg: dict[str, Any]) -> Iterator[str]:
             f"{w.rendered_on} or set this policy's coldLoadSeconds for {w.key!r}"
         )
         return
-    if not known:
+    if probe is None:
         return
+    delay, period, failures = probe
     window = delay + period * failures
     if window < cold:
         yield (
             f"startupProbe window is {window} s (initialDelaySeconds {delay} + periodSeconds {period} x "
             f"failureThreshold {failures}), below the cold-load estimate of {fmt(cold)} s: set failureThreshold "
-            f"to at least {math.ceil((cold - delay) / period)}"
+            f"to at least {math.ceil((cold - delay) / max(period, 1))}"
         )
 
 

@@ -34,7 +34,7 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
             env = server.env
             if env is UNKNOWN or not isinstance(env, dict):
                 continue
-            for name, val in prompt_logging_env(lambda n, env=env: env.get(n)):
+            for name, val in prompt_logging_env(env.get):
                 yield f"{server.container} sets {name}={val}: response bodies would reach Cloud Logging; remove it"
 
 

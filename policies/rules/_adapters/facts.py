@@ -208,4 +208,13 @@ class Adapter:
 
 
 #: The readers of :class:`Adapter`, by the name a policy module gives as its ``FACTS``.
-FactKind = Literal["images", "warm_floors", "vllm_servers", "reservations", "caller_grants", "endpoints", "shared_gpus"]
+FactKind = Literal[
+    "images",
+    "warm_floors",
+    "vllm_servers",
+    "startup_windows",
+    "reservations",
+    "caller_grants",
+    "endpoints",
+    "shared_gpus",
+]

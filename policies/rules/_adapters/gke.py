@@ -205,16 +205,17 @@ def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
         )
         if clients < 2:
             continue
-        slots: list[tuple[float, str]] | None = []
+        slots: list[tuple[float, str]] = []
+        judgeable = True
         for d in deps:
             if pool_for_deployment(d, pools) is not pool:
                 continue
             u, n = utilization(d), deployment_max_replicas(d, hpas)
             if u is None or n is None:
-                slots = None
+                judgeable = False
                 break
             slots += [(u, d.k8s_name)] * (min(n, 1) if one_per_node(d) else n)
-        if slots is None:
+        if not judgeable:
             continue
         worst = tuple(sorted(slots, key=lambda s: (-s[0], s[1]))[:clients])
         yield SharedGpu(
