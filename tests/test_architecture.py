@@ -164,3 +164,56 @@ def _port_uses(path: Path, number: str) -> list[int]:
 def test_contract_ports_are_defined_once(number: str):
     hits = {str(p.relative_to(REPO)) for p in _sources() if _port_uses(p, number)}
     assert hits == {"components/naming.py"}, hits
+
+
+# ---- the warm minimum: defined once in the program, repeated by the policy pack (which cannot import it) -------
+
+
+def _warm_policy():
+    pack = str(REPO / "policies")
+    if pack not in sys.path:
+        sys.path.insert(0, pack)  # the pack imports its rules as the top-level package ``rules``
+    from rules import serving_keeps_warm_minimum as warm  # type: ignore[import-not-found]
+
+    return warm
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_the_packs_warm_minimum_per_environment_is_the_programs(env: str):
+    import json
+
+    from infra.config.environment import WARM_MINIMUM
+
+    warm = _warm_policy()
+    entry = json.loads((REPO / "policies" / "config" / f"{env}.json").read_text())[warm.NAME]
+    assert {k: entry[k] for k in ("minReplicas", "minInstances")} == {
+        "minReplicas": WARM_MINIMUM[env].replicas,
+        "minInstances": WARM_MINIMUM[env].instances,
+    }
+
+
+def test_the_packs_fail_closed_warm_minimum_is_prods():
+    """Without a config file (or a property) the policy demands prod's floor: its schema defaults say so, and so
+    does what it reports for one unit below that floor and nothing at it."""
+    from infra.config.environment import WARM_MINIMUM
+
+    warm = _warm_policy()
+    from rules._common import Res  # type: ignore[import-not-found]
+
+    prod = WARM_MINIMUM["prod"]
+    schema = warm.POLICY.config_schema.properties
+    assert (schema["minReplicas"]["default"], schema["minInstances"]["default"]) == (prod.replicas, prod.instances)
+
+    def hpa(n: int) -> Res:
+        return Res(
+            "kubernetes:autoscaling/v2:HorizontalPodAutoscaler", "h", "urn:h", {"spec": {"minReplicas": n}}, False
+        )
+
+    def service(n: int) -> Res:
+        gpu = {"resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        props = {"template": {"containers": [gpu], "scaling": {"minInstanceCount": n}}}
+        return Res("gcp:cloudrunv2/service:Service", "s", "urn:s", props, False)
+
+    assert list(warm.check(hpa(prod.replicas), {})) == [] and list(warm.check(service(prod.instances), {})) == []
+    assert len(list(warm.check(hpa(prod.replicas - 1), {}))) == 1
+    assert len(list(warm.check(service(prod.instances - 1), {}))) == 1

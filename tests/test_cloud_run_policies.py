@@ -1,4 +1,5 @@
-"""The six Cloud Run policies (``policies/rules/cloudrun_*.py``).
+"""The policies that judge Cloud Run resources: the cross-target ones through the Cloud Run adapter
+(``policies/rules/_adapters/cloud_run.py``) and the Cloud Run-only ``cloudrun-no-hub-download``.
 
 Same method as tests/test_policies.py, whose engine marshalling (``evaluate``) and config merge (``policy_config``:
 the environment file plus the planner's facts, as the policy command sends them) are reused: the compliant baseline
@@ -37,12 +38,12 @@ from .test_policies import (
 )
 
 CLOUD_RUN_POLICIES = (
-    "cloudrun-images-pinned-by-digest",
-    "cloudrun-min-instances",
     "cloudrun-no-hub-download",
-    "cloudrun-no-prompt-logging",
-    "cloudrun-no-public-invoker",
-    "cloudrun-startup-window-covers-cold-load",
+    "serving-images-pinned-by-digest",
+    "serving-keeps-warm-minimum",
+    "serving-no-public-access",
+    "startup-window-covers-cold-load",
+    "vllm-no-request-logging",
 )
 SERVICE = "gcp:cloudrunv2/service:Service"
 IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
@@ -127,8 +128,12 @@ def _startup(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return _container(rs)["startupProbe"]
 
 
-def test_the_six_cloud_run_policies_are_in_the_pack() -> None:
-    assert sorted(n for n in BY_NAME if n.startswith("cloudrun-")) == list(CLOUD_RUN_POLICIES)
+def test_the_cloud_run_policies_are_every_policy_reading_cloud_run() -> None:
+    from .test_policies import CROSS_TARGET
+
+    only_cloud_run = {n for n in BY_NAME if n.startswith("cloudrun-")}
+    assert only_cloud_run == {"cloudrun-no-hub-download"}
+    assert set(CLOUD_RUN_POLICIES) == only_cloud_run | {n for n, ts in CROSS_TARGET.items() if "cloud_run" in ts}
 
 
 def test_the_template_states_the_planners_cold_load(cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
@@ -153,54 +158,62 @@ def test_prod_cloud_run_baseline_passes(name: str, cloud_run: tuple[ResolvedStac
 
 # ---- one change -> the exact messages --------------------------------------------------------------------------
 
-NOT_PINNED = (
-    "is not pinned by digest: a tag can move to another image between two instance starts; use "
-    "<repository>@sha256:<64 hex>"
-)
+MOVES = "a tag can move to another image between two instance starts; use <repository>@sha256:<64 hex>"
+NOT_PINNED = f"is not pinned by digest: {MOVES}"
+LATEST = f"uses the mutable :latest tag: {MOVES}"
 NOT_MOUNTED = (
     "not a folder of a volume this container mounts: vLLM would fetch it from a model hub (or a bucket) at "
     "every start; mount the release folder and serve from it"
 )
 PUBLIC = "the service would answer anyone, spending its GPUs; grant it to named principals only"
-LOGGED = "prompts and completions would reach Cloud Logging with the container's output; remove it"
+LOGGED = (
+    "prompts and completions would reach Cloud Logging with the container's output; remove it (log request ids, "
+    "token counts and timings instead)"
+)
+NO_WARM = (
+    "template.scaling.minInstanceCount is 0: keep at least 1 warm instance; a cold GPU instance loads its weights "
+    "for minutes before it answers"
+)
 
 # (policy, case id, mutation, expected messages)
 CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
-        "cloudrun-images-pinned-by-digest",
+        "serving-images-pinned-by-digest",
         "vllm-tag",
         lambda rs: _container(rs).update(image=f"{IMAGE}:v0.32.0"),
         [f"cloud-run-service: container 'vllm' image '{IMAGE}:v0.32.0' {NOT_PINNED}"],
     ),
     (
-        "cloudrun-images-pinned-by-digest",
+        "serving-images-pinned-by-digest",
         "collector-latest",
         lambda rs: _container(rs, "collector").update(image=f"{COLLECTOR}:latest"),
-        [f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"],
+        [f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {LATEST}"],
     ),
     (
-        "cloudrun-images-pinned-by-digest",
+        "serving-images-pinned-by-digest",
+        "collector-untagged",
+        lambda rs: _container(rs, "collector").update(image=COLLECTOR),
+        [
+            f"cloud-run-service: container 'collector' image '{COLLECTOR}' has no tag or digest (that means :latest): {MOVES}"
+        ],
+    ),
+    (
+        "serving-images-pinned-by-digest",
         "short-digest",
         lambda rs: _container(rs).update(image=f"{IMAGE}@sha256:3333"),
         [f"cloud-run-service: container 'vllm' image '{IMAGE}@sha256:3333' {NOT_PINNED}"],
     ),
     (
-        "cloudrun-min-instances",
+        "serving-keeps-warm-minimum",
         "scale-to-zero",
         lambda rs: _service(rs)["template"]["scaling"].update(minInstanceCount=0),
-        [
-            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-            "instance loads its weights for minutes before it answers"
-        ],
+        [f"cloud-run-service: {NO_WARM}"],
     ),
     (
-        "cloudrun-min-instances",
+        "serving-keeps-warm-minimum",
         "unset-is-zero",
         lambda rs: _service(rs)["template"]["scaling"].pop("minInstanceCount"),
-        [
-            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-            "instance loads its weights for minutes before it answers"
-        ],
+        [f"cloud-run-service: {NO_WARM}"],
     ),
     (
         "cloudrun-no-hub-download",
@@ -266,46 +279,46 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ["cloud-run-service: the vLLM container runs no `vllm serve`: its model source cannot be checked"],
     ),
     (
-        "cloudrun-no-prompt-logging",
+        "vllm-no-request-logging",
         "enable-log-requests",
         lambda rs: _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests"),
-        [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"],
+        [f"cloud-run-service: container 'vllm' sets --enable-log-requests: {LOGGED}"],
     ),
     (
-        "cloudrun-no-prompt-logging",
+        "vllm-no-request-logging",
         "enable-log-outputs",
         lambda rs: _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs"),
-        [f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"],
+        [f"cloud-run-service: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
     ),
     (
-        "cloudrun-no-prompt-logging",
+        "vllm-no-request-logging",
         "re-enabled-after-the-no-flag",  # argparse keeps the last of the pair
         lambda rs: _container(rs)["args"].append("--enable-log-requests"),
-        [f"cloud-run-service: vllm serve sets --enable-log-requests: {LOGGED}"],
+        [f"cloud-run-service: container 'vllm' sets --enable-log-requests: {LOGGED}"],
     ),
     (
-        "cloudrun-no-prompt-logging",
+        "vllm-no-request-logging",
         "debug-response-env",
         lambda rs: _set_env(rs, "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "True"),
         [
-            "cloud-run-service: the vLLM container sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
+            "cloud-run-service: container 'vllm' sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
             "reach Cloud Logging; remove it"
         ],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "member-all-users",
         lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"].update(member="allUsers"),
         [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "member-all-authenticated-users",
         lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-1")["inputs"].update(member="allAuthenticatedUsers"),
         [f"cloud-run-invoker-1: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "binding-all-users",
         lambda rs: _add(
             rs,
@@ -316,7 +329,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "policy-all-authenticated-users",
         lambda rs: _add(
             rs,
@@ -334,7 +347,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         [f"cloud-run-iam-policy: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "v1-iam-member-all-users",
         lambda rs: _add(
             rs,
@@ -351,7 +364,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         [f"cloud-run-public-access: roles/run.invoker is granted to allUsers: {PUBLIC}"],
     ),
     (
-        "cloudrun-no-public-invoker",
+        "serving-no-public-access",
         "invoker-iam-disabled",
         lambda rs: _service(rs).update(invokerIamDisabled=True),
         [
@@ -360,7 +373,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "window-too-short",
         lambda rs: _startup(rs).update(failureThreshold=20),
         [
@@ -369,7 +382,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "run-v2-defaults",
         lambda rs: _container(rs).update(startupProbe={"httpGet": {"path": "/health", "port": 8080}}),
         [
@@ -378,7 +391,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "estimate-from-the-template",
         lambda rs: _service(rs)["template"]["annotations"].update({"llm-serving.io/cold-load-seconds": "300"}),
         [
@@ -387,16 +400,16 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "no-startup-probe",
         lambda rs: _container(rs).pop("startupProbe"),
         [
             "cloud-run-service: container 'vllm' has no startupProbe: Cloud Run's default TCP probe gives up long before a "
-            "GPU cold load ends; add an HTTP probe on /health whose window covers it"
+            "GPU cold load ends; add one whose window covers the cold load"
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "above-cloud-run-gpu-limit",
         lambda rs: _startup(rs).update(periodSeconds=60, failureThreshold=31),
         [
@@ -405,12 +418,12 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "cloudrun-startup-window-covers-cold-load",
+        "startup-window-covers-cold-load",
         "no-estimate",
         lambda rs: _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds"),
         [
             "cloud-run-service: the cold-load estimate is unknown: render annotation llm-serving.io/cold-load-seconds "
-            "(seconds) on the revision template or set this policy's coldLoadSeconds for the service"
+            "(seconds) on the revision template or set this policy's coldLoadSeconds for 'llm-prod'"
         ],
     ),
 ]
@@ -450,7 +463,7 @@ def test_cold_load_fact_by_service_name_without_the_annotation(
 ) -> None:
     """A revision without the annotation is judged by the policy's coldLoadSeconds, keyed by the service name."""
     resolved, resources = cloud_run
-    name = "cloudrun-startup-window-covers-cold-load"
+    name = "startup-window-covers-cold-load"
     rs = copy.deepcopy(resources)
     _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds")
     cfg = policy_config(name, resolved)
@@ -476,15 +489,11 @@ def test_environment_files_decide_scale_to_zero_and_public_invokers(
     rs = copy.deepcopy(resources)
     _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
     find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"]["member"] = "allUsers"
-    assert evaluate("cloudrun-min-instances", rs, policy_config("cloudrun-min-instances", resolved, env)) == (
-        []
-        if scale_to_zero
-        else [
-            "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm "
-            "instance(s); a cold GPU instance loads its weights for minutes before it answers"
-        ]
+    warm, public_access = "serving-keeps-warm-minimum", "serving-no-public-access"
+    assert evaluate(warm, rs, policy_config(warm, resolved, env)) == (
+        [] if scale_to_zero else [f"cloud-run-service: {NO_WARM}"]
     )
-    assert evaluate("cloudrun-no-public-invoker", rs, policy_config("cloudrun-no-public-invoker", resolved, env)) == (
+    assert evaluate(public_access, rs, policy_config(public_access, resolved, env)) == (
         [] if public else [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"]
     )
 
@@ -493,11 +502,10 @@ def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
     """The shipped dev-cloudrun stack passes because dev.json allows scale to zero, not because nothing is checked."""
     run = plan_run(CLOUD_RUN_STACK)
     rs = run.inventory.to_dict()["resources"]
-    name = "cloudrun-min-instances"
+    name = "serving-keeps-warm-minimum"
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "dev")) == []
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "prod")) == [
-        "cloud-run-service: template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU "
-        "instance loads its weights for minutes before it answers"
+        f"cloud-run-service: {NO_WARM}"
     ]
     for other in CLOUD_RUN_POLICIES:
         assert evaluate(other, copy.deepcopy(rs), policy_config(other, run.resolved, "dev")) == [], other
@@ -563,7 +571,7 @@ def test_unknown_list_items_and_iam_documents(cloud_run: tuple[ResolvedStack, li
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in CLOUD_RUN_POLICIES}
     assert found == {
         **{n: [] for n in CLOUD_RUN_POLICIES},
-        "cloudrun-no-public-invoker": [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+        "serving-no-public-access": [f"cloud-run-invokers: roles/run.invoker is granted to allUsers: {PUBLIC}"],
     }
 
 
@@ -579,10 +587,10 @@ def test_unknown_value_is_skipped_but_the_rest_still_checked(
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in CLOUD_RUN_POLICIES}
     assert found == {
         **{n: [] for n in CLOUD_RUN_POLICIES},
-        "cloudrun-images-pinned-by-digest": [
-            f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}"
+        "serving-images-pinned-by-digest": [
+            f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {LATEST}"
         ],
-        "cloudrun-no-prompt-logging": [f"cloud-run-service: vllm serve sets --enable-log-outputs: {LOGGED}"],
+        "vllm-no-request-logging": [f"cloud-run-service: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
     }
 
 
@@ -636,42 +644,36 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
     )
     assert _findings(out) == [
         (
-            "cloudrun-images-pinned-by-digest",
-            "mandatory",
-            "cloud-run-service",
-            f"container 'collector' image '{COLLECTOR}:latest' {NOT_PINNED}",
-        ),
-        (
-            "cloudrun-min-instances",
-            "mandatory",
-            "cloud-run-service",
-            "template.scaling.minInstanceCount is 0: keep at least 1 warm instance(s); a cold GPU instance loads its "
-            "weights for minutes before it answers",
-        ),
-        (
             "cloudrun-no-hub-download",
             "mandatory",
             "cloud-run-service",
             "HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at start",
         ),
         (
-            "cloudrun-no-prompt-logging",
+            "serving-images-pinned-by-digest",
             "mandatory",
             "cloud-run-service",
-            f"vllm serve sets --enable-log-requests: {LOGGED}",
+            f"container 'collector' image '{COLLECTOR}:latest' {LATEST}",
         ),
+        ("serving-keeps-warm-minimum", "mandatory", "cloud-run-service", NO_WARM),
         (
-            "cloudrun-no-public-invoker",
+            "serving-no-public-access",
             "mandatory",
             "cloud-run-invoker-1",
             f"roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}",
         ),
         (
-            "cloudrun-startup-window-covers-cold-load",
+            "startup-window-covers-cold-load",
             "mandatory",
             "cloud-run-service",
             f"startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold 20), below the "
             f"cold-load estimate of {COLD} s: set failureThreshold to at least 25",
+        ),
+        (
+            "vllm-no-request-logging",
+            "mandatory",
+            "cloud-run-service",
+            f"container 'vllm' sets --enable-log-requests: {LOGGED}",
         ),
     ]
 

@@ -377,8 +377,8 @@ def test_policy_counts_a_one_pod_per_node_model_once_per_gpu():
     del _deployment(rs, "llama-3-1-8b")["spec"]["template"]["spec"]["affinity"]
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
         "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
-        "their --gpu-memory-utilization sums to 1.2 = 0.6 (vllm-llama-3-1-8b) + 0.6 (vllm-llama-3-1-8b): keep the "
-        "sum below 1.0"
+        "their --gpu-memory-utilization partitions sum to 1.2 = 0.6 (vllm-llama-3-1-8b) + 0.6 (vllm-llama-3-1-8b): "
+        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
     ]
 
 
@@ -388,9 +388,23 @@ def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
     _set_share(rs, "mistral-7b", "0.5")
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
         "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
-        "their --gpu-memory-utilization sums to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): keep the "
-        "sum below 1.0"
+        "their --gpu-memory-utilization partitions sum to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): "
+        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
     ]
+
+
+def test_policy_keeps_the_transient_reserve_below_one():
+    """0.5 + 0.45 = 0.95 is below 1.0 but eats the transient reserve the planner keeps (0.1, as on Vertex AI): the
+    pack flags it at its default reserve and accepts it with a reserve of 0.05."""
+    rs = _resources()
+    _set_share(rs, "llama-3-1-8b", "0.5")
+    _set_share(rs, "mistral-7b", "0.45")
+    assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
+        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
+        "their --gpu-memory-utilization partitions sum to 0.95 = 0.5 (vllm-llama-3-1-8b) + 0.45 (vllm-mistral-7b): "
+        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
+    ]
+    assert evaluate("gpu-memory-shares-below-one", rs, {"transientReserve": 0.05}) == []
 
 
 def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):

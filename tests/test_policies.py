@@ -228,8 +228,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "tag-not-digest",
         lambda rs: container(rs).update(image=f"{STABLE_IMAGE}:v0.32.0"),
         [
-            f"vllm-stable-deployment: container 'vllm' image '{STABLE_IMAGE}:v0.32.0' is not pinned by digest: use "
-            "<repository>@sha256:<64 hex>, the release's image digest"
+            f"vllm-stable-deployment: container 'vllm' image '{STABLE_IMAGE}:v0.32.0' is not pinned by digest: a tag "
+            "can move to another image between two pod starts; use <repository>@sha256:<64 hex>"
         ],
     ),
     (
@@ -251,8 +251,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
             tag="latest"
         ),
         [
-            "vllm-stable-epp: values.inferenceExtension.image image ':latest' uses the mutable :latest tag: pin a released "
-            "version (ideally <repository>@sha256:<digest>)"
+            "vllm-stable-epp: values.inferenceExtension.image ':latest' uses the mutable :latest tag: use a released "
+            "version tag or, better, <repository>@sha256:<digest>"
         ],
     ),
     (
@@ -305,8 +305,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "no-startup-probe",
         lambda rs: container(rs).pop("startupProbe"),
         [
-            "vllm-stable-deployment: container 'vllm' has no startupProbe: add one whose window covers the cold load, so "
-            "the liveness and readiness probes do not judge a pod that is still loading weights"
+            "vllm-stable-deployment: container 'vllm' has no startupProbe: the liveness and readiness probes would judge "
+            "a pod that is still loading weights; add one whose window covers the cold load"
         ],
     ),
     (
@@ -401,7 +401,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "hpa-min-replicas",
+        "serving-keeps-warm-minimum",
         "min-one",
         lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-stable")["inputs"]["spec"].update(
             minReplicas=1
@@ -409,6 +409,17 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         [
             "observability-hpa-stable: minReplicas is 1: keep at least 2 warm replicas; a new GPU replica takes minutes to "
             "obtain a node and load weights"
+        ],
+    ),
+    (
+        "serving-keeps-warm-minimum",
+        "unset-is-one",  # autoscaling/v2 default
+        lambda rs: find(rs, ":HorizontalPodAutoscaler", "observability-hpa-canary")["inputs"]["spec"].pop(
+            "minReplicas"
+        ),
+        [
+            "observability-hpa-canary: minReplicas is 1: keep at least 2 warm replicas; a new GPU replica takes minutes "
+            "to obtain a node and load weights"
         ],
     ),
     (
@@ -436,7 +447,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "gke-nodepool-specific-reservation",
+        "gpu-consumes-specific-reservation",
         "any-reservation",
         lambda rs: _pool(rs)["nodeConfig"]["reservationAffinity"].update(consumeReservationType="ANY_RESERVATION"),
         [
@@ -445,7 +456,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "gke-nodepool-specific-reservation",
+        "gpu-consumes-specific-reservation",
         "no-affinity",
         lambda rs: _pool(rs)["nodeConfig"].pop("reservationAffinity"),
         [
@@ -631,8 +642,17 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
             container(rs)["args"].index("--no-enable-log-requests"), "--enable-log-requests"
         ),
         [
-            "vllm-stable-deployment: vllm container sets --enable-log-requests: remove it, prompts and completions must not "
-            "be logged (log request ids, token counts and timings instead)"
+            "vllm-stable-deployment: container 'vllm' sets --enable-log-requests: prompts and completions would reach "
+            "Cloud Logging with the container's output; remove it (log request ids, token counts and timings instead)"
+        ],
+    ),
+    (
+        "vllm-no-request-logging",
+        "debug-response-env",
+        lambda rs: container(rs)["env"].append({"name": "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "value": "true"}),
+        [
+            "vllm-stable-deployment: container 'vllm' sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=true: response bodies would "
+            "reach Cloud Logging; remove it"
         ],
     ),
     (
@@ -676,7 +696,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ),
         [
             "platform-gpu-h100-tp2-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and their "
-            "--gpu-memory-utilization sums to 1.8 = 0.9 (vllm-canary) + 0.9 (vllm-canary): keep the sum below 1.0"
+            "--gpu-memory-utilization partitions sum to 1.8 = 0.9 (vllm-canary) + 0.9 (vllm-canary): keep the sum at "
+            "most 0.9 (1 - transient reserve 0.1)"
         ],
     ),
     (
@@ -876,6 +897,35 @@ def test_every_policy_has_cases() -> None:
     assert {c[0] for c in CASES} | {c[0] for c in CLOUD_RUN_CASES} | {c[0] for c in VERTEX_CASES} == set(BY_NAME)
 
 
+#: The policies written once over the per-target adapters (each module names the facts it judges in ``FACTS``).
+CROSS_TARGET = {
+    "gpu-consumes-specific-reservation": {"gke", "vertex"},
+    "gpu-memory-shares-below-one": {"gke", "vertex"},
+    "serving-images-pinned-by-digest": {"gke", "cloud_run", "vertex"},
+    "serving-keeps-warm-minimum": {"gke", "cloud_run", "vertex"},
+    "serving-no-public-access": {"cloud_run", "vertex"},
+    "startup-window-covers-cold-load": {"gke", "cloud_run"},
+    "vllm-no-request-logging": {"gke", "cloud_run", "vertex"},
+}
+
+
+def test_every_target_of_a_cross_target_policy_has_cases() -> None:
+    """A policy written once over the adapters still detects its violation on every target whose adapter has its
+    facts: each such target's baseline has a failing case for it."""
+    from rules._adapters import targets_with
+
+    from .test_cloud_run_policies import CLOUD_RUN_CASES
+    from .test_vertex_policies import CASES as VERTEX_CASES
+
+    covered = {
+        m.NAME: {t for kind in m.FACTS for t in targets_with(kind)} for m in MODULES if getattr(m, "FACTS", None)
+    }
+    assert covered == CROSS_TARGET
+    cases = {"gke": CASES, "cloud_run": CLOUD_RUN_CASES, "vertex": VERTEX_CASES}
+    missing = [(n, t) for n, targets in covered.items() for t in sorted(targets) if n not in {c[0] for c in cases[t]}]
+    assert missing == []
+
+
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_shipped_prod_baseline_passes(name: str, prod: tuple[Any, list[dict[str, Any]]]) -> None:
     cfg, resources = prod
@@ -916,6 +966,7 @@ UNKNOWN_KEYS = [
     {
         "image",
         "args",
+        "env",
         "startupProbe",
         "readinessProbe",
         "terminationGracePeriodSeconds",
@@ -1071,8 +1122,8 @@ def test_mutated_inventory_fails_through_grpc_with_unknowns(tmp_path: Path, plan
             "serving-images-pinned-by-digest",
             "mandatory",
             "vllm-stable-deployment",
-            f"container 'vllm' image '{STABLE_IMAGE}:latest' uses the mutable :latest tag: use <repository>@sha256:<64 "
-            "hex>, the release's image digest",
+            f"container 'vllm' image '{STABLE_IMAGE}:latest' uses the mutable :latest tag: a tag can move to another "
+            "image between two pod starts; use <repository>@sha256:<64 hex>",
         ),
         (
             "storage-bucket-versioning",
@@ -1149,7 +1200,7 @@ def test_plan_prints_policy_summary_and_exits_zero(tmp_path: Path, capsys: pytes
 
 def test_bad_policy_config_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "policy.json"
-    bad.write_text(json.dumps({"hpa-min-replicas": {"minReplicas": "two"}}))
+    bad.write_text(json.dumps({"serving-keeps-warm-minimum": {"minReplicas": "two"}}))
     inv = tmp_path / "inventory.json"
     inv.write_text(json.dumps({"project": "llm-serving", "stack": "prod", "resources": []}))
     code = cli.main(
@@ -1167,6 +1218,6 @@ def test_bad_policy_config_is_a_config_error(tmp_path: Path, capsys: pytest.Capt
     )
     assert code == cli.EXIT_CONFIG
     assert (
-        "policy config is invalid: hpa-min-replicas.minReplicas: 'two' is not valid (type 'integer')"
+        "policy config is invalid: serving-keeps-warm-minimum.minReplicas: 'two' is not valid (type 'integer')"
         in capsys.readouterr().err
     )

@@ -1,10 +1,10 @@
-"""The Vertex AI policies (``policies/rules/vertex_*.py``).
+"""The policies that judge Vertex AI resources, through the Vertex adapter (``policies/rules/_adapters/vertex.py``).
 
 Same method as tests/test_policies.py, whose engine marshalling (``evaluate``) and config merge (``policy_config``)
 are reused: the compliant baseline is the inventory of the shipped ``staging-vertex`` stack turned into a compliant
 prod stack (environment prod, two warm replicas per pool, a reservation for them, a protected endpoint; the real
 program under the mock monitor), judged under prod's policy config. Each case changes ONE thing and expects the exact
-messages, written out by hand; the other Vertex policies must still pass. ``CASES`` is exported for the pack-wide
+messages, written out by hand; the other policies reading Vertex resources must still pass. ``CASES`` is exported for the pack-wide
 check that every policy has cases (tests/test_policies.py). Preview unknowns must neither crash a policy nor invent a
 finding, and the acceptance tests go through the real Analyzer gRPC protocol.
 """
@@ -29,10 +29,12 @@ from .test_policies import BY_NAME, CONFIG_DIR, Mutation, _findings, _unknown_ev
 from .test_vertex_target import STACK, prod_values
 
 VERTEX_POLICIES = (
-    "vertex-images-pinned-by-digest",
-    "vertex-memory-partitions-below-one",
-    "vertex-no-public-access",
-    "vertex-specific-reservation",
+    "gpu-consumes-specific-reservation",
+    "gpu-memory-shares-below-one",
+    "serving-images-pinned-by-digest",
+    "serving-keeps-warm-minimum",
+    "serving-no-public-access",
+    "vllm-no-request-logging",
 )
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
 POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
@@ -127,8 +129,11 @@ def cohost(rs: list[dict[str, Any]], stable: str = "0.4", canary: str = "0.4") -
         _set_flag(rs, "--gpu-memory-utilization", share, role)
 
 
-def test_the_four_vertex_policies_are_in_the_pack() -> None:
-    assert sorted(n for n in BY_NAME if n.startswith("vertex-")) == list(VERTEX_POLICIES)
+def test_the_vertex_policies_are_every_policy_reading_vertex() -> None:
+    from .test_policies import CROSS_TARGET
+
+    assert not [n for n in BY_NAME if n.startswith("vertex-")]  # no Vertex-only copy of a cross-target rule
+    assert set(VERTEX_POLICIES) == {n for n, ts in CROSS_TARGET.items() if "vertex" in ts}
 
 
 @pytest.mark.parametrize("name", VERTEX_POLICIES)
@@ -151,14 +156,18 @@ def test_co_hosting_at_0_4_plus_0_4_passes(vertex: tuple[ResolvedStack, list[dic
 
 # ---- one change -> the exact messages --------------------------------------------------------------------------
 
-NOT_PINNED = (
-    "is not pinned by digest: a tag can move to another image between two replica starts; use "
-    "<repository>@sha256:<64 hex>"
-)
+MOVES = "a tag can move to another image between two replica starts; use <repository>@sha256:<64 hex>"
+NOT_PINNED = f"is not pinned by digest: {MOVES}"
+LATEST = f"uses the mutable :latest tag: {MOVES}"
 PUBLIC = "the endpoint would answer anyone, spending its GPUs; grant it to named principals only"
 NO_AFFINITY = (
-    "machineSpec has no reservationAffinity: consume the stack's reservation (SPECIFIC_RESERVATION, key "
-    "compute.googleapis.com/reservation-name, its resource name)"
+    "machineSpec has no reservationAffinity: set reservationAffinityType SPECIFIC_RESERVATION with key "
+    "compute.googleapis.com/reservation-name and the reservation's resource name"
+)
+COLD_REPLICA = "a new Vertex AI replica takes minutes to obtain a machine and load weights"
+LOGGED = (
+    "prompts and completions would reach Cloud Logging with the container's output; remove it (log request ids, "
+    "token counts and timings instead)"
 )
 
 
@@ -185,6 +194,16 @@ def _shared_endpoint(rs: list[dict[str, Any]]) -> None:
     del find(rs, ENDPOINT, "vertex-endpoint")["inputs"]["dedicatedEndpointEnabled"]
 
 
+def _pool_min_one(rs: list[dict[str, Any]]) -> None:
+    cohost(rs)
+    find(rs, POOL, "vertex-pool-llm-h100-pool")["inputs"]["resource_pool"]["dedicatedResources"]["minReplicaCount"] = 1
+
+
+def _replace_arg(rs: list[dict[str, Any]], old: str, new: str, role: str = "stable") -> None:
+    args = _container(rs, role)["args"]
+    args[args.index(old)] = new
+
+
 def _pool_without_affinity(rs: list[dict[str, Any]]) -> None:
     cohost(rs)
     del find(rs, POOL, "vertex-pool-llm-h100-pool")["inputs"]["resource_pool"]["dedicatedResources"]["machineSpec"][
@@ -194,20 +213,67 @@ def _pool_without_affinity(rs: list[dict[str, Any]]) -> None:
 
 CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
-        "vertex-images-pinned-by-digest",
+        "serving-images-pinned-by-digest",
         "tag-not-digest",
         lambda rs: _container(rs).update(imageUri=f"{IMAGE}:v0.32.0"),
         [f"vertex-stable: containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}"],
     ),
     (
-        "vertex-images-pinned-by-digest",
+        "serving-images-pinned-by-digest",
         "latest-canary",
         lambda rs: _container(rs, "canary").update(imageUri="vllm/vllm-openai:latest"),
-        [f"vertex-canary: containerSpec.imageUri 'vllm/vllm-openai:latest' {NOT_PINNED}"],
+        [f"vertex-canary: containerSpec.imageUri 'vllm/vllm-openai:latest' {LATEST}"],
     ),
-    ("vertex-specific-reservation", "no-affinity", _without_affinity, [f"vertex-stable: {NO_AFFINITY}"]),
     (
-        "vertex-specific-reservation",
+        "serving-images-pinned-by-digest",
+        "no-image",
+        lambda rs: _container(rs).pop("imageUri"),
+        [
+            "vertex-stable: containerSpec.imageUri is not set: set it to <repository>@sha256:<64 hex>, the release's "
+            "image digest"
+        ],
+    ),
+    (
+        "serving-keeps-warm-minimum",
+        "one-replica",
+        lambda rs: _dm(rs)["deployed_model"]["dedicatedResources"].update(minReplicaCount=1),
+        [f"vertex-stable: dedicatedResources.minReplicaCount is 1: keep at least 2 warm replicas; {COLD_REPLICA}"],
+    ),
+    (
+        "serving-keeps-warm-minimum",
+        "unset",
+        lambda rs: _dm(rs, "canary")["deployed_model"]["dedicatedResources"].pop("minReplicaCount"),
+        [
+            f"vertex-canary: dedicatedResources.minReplicaCount is not set: keep at least 2 warm replicas; {COLD_REPLICA}"
+        ],
+    ),
+    (
+        "serving-keeps-warm-minimum",
+        "resource-pool-one-replica",
+        _pool_min_one,
+        [
+            "vertex-pool-llm-h100-pool: dedicatedResources.minReplicaCount is 1: keep at least 2 warm replicas; "
+            f"{COLD_REPLICA}"
+        ],
+    ),
+    (
+        "vllm-no-request-logging",
+        "enable-log-requests",
+        lambda rs: _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests"),
+        [f"vertex-stable: containerSpec sets --enable-log-requests: {LOGGED}"],
+    ),
+    (
+        "vllm-no-request-logging",
+        "debug-response-env",
+        lambda rs: _container(rs, "canary")["env"].append({"name": "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "value": "1"}),
+        [
+            "vertex-canary: containerSpec sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=1: response bodies would reach Cloud "
+            "Logging; remove it"
+        ],
+    ),
+    ("gpu-consumes-specific-reservation", "no-affinity", _without_affinity, [f"vertex-stable: {NO_AFFINITY}"]),
+    (
+        "gpu-consumes-specific-reservation",
         "any-reservation",
         lambda rs: _affinity(rs, "canary").update(reservationAffinityType="ANY_RESERVATION"),
         [
@@ -216,7 +282,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "vertex-specific-reservation",
+        "gpu-consumes-specific-reservation",
         "bare-name",
         lambda rs: _affinity(rs).update(values=["shared-h100-staging-vertex"]),
         [
@@ -225,7 +291,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "vertex-specific-reservation",
+        "gpu-consumes-specific-reservation",
         "wrong-key",
         lambda rs: _affinity(rs).update(key="reservation-name"),
         [
@@ -234,25 +300,25 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "vertex-specific-reservation",
+        "gpu-consumes-specific-reservation",
         "pool-without-affinity",
         _pool_without_affinity,
         [f"vertex-pool-llm-h100-pool: {NO_AFFINITY}"],
     ),
     (
-        "vertex-no-public-access",
+        "serving-no-public-access",
         "all-users-caller",
         lambda rs: find(rs, CALLER, "vertex-caller-1")["inputs"].update(member="allUsers"),
         [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
     ),
     (
-        "vertex-no-public-access",
+        "serving-no-public-access",
         "all-authenticated-binding",
         _public_binding,
         [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
     ),
     (
-        "vertex-no-public-access",
+        "serving-no-public-access",
         "shared-public-endpoint",
         _shared_endpoint,
         [
@@ -261,7 +327,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "vertex-memory-partitions-below-one",
+        "gpu-memory-shares-below-one",
         "co-hosted-at-vllm-default",
         lambda rs: cohost(rs, "0.9", "0.9"),
         [
@@ -271,12 +337,12 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "vertex-memory-partitions-below-one",
+        "gpu-memory-shares-below-one",
         "no-transient-reserve",
         lambda rs: cohost(rs, "0.5", "0.45"),
         [
             "vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
-            "partitions sum to 0.95 = 0.45 (vertex-canary) + 0.5 (vertex-stable): keep the sum at most 0.9 (1 - transient "
+            "partitions sum to 0.95 = 0.5 (vertex-stable) + 0.45 (vertex-canary): keep the sum at most 0.9 (1 - transient "
             "reserve 0.1)"
         ],
     ),
@@ -307,7 +373,7 @@ def test_environment_files_decide_the_reservation_and_the_reserve(
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
     _without_affinity(rs)
-    name = "vertex-specific-reservation"
+    name = "gpu-consumes-specific-reservation"
     assert evaluate(name, rs, policy_config(name, resolved, "dev")) == []
     assert evaluate(name, rs, policy_config(name, resolved, "staging")) == [f"vertex-stable: {NO_AFFINITY}"]
     assert json.loads((CONFIG_DIR / "prod.json").read_text())[name] == {
@@ -316,8 +382,36 @@ def test_environment_files_decide_the_reservation_and_the_reserve(
     }
     rs = copy.deepcopy(resources)
     cohost(rs, "0.5", "0.45")
-    name = "vertex-memory-partitions-below-one"
+    name = "gpu-memory-shares-below-one"
     assert evaluate(name, rs, {**policy_config(name, resolved), "transientReserve": 0.05}) == []
+
+
+@pytest.mark.parametrize(
+    ("env", "one_replica", "public"), [("dev", True, True), ("staging", True, False), ("prod", False, False)]
+)
+def test_environment_files_decide_the_warm_floor_and_public_callers(
+    env: str, one_replica: bool, public: bool, vertex: tuple[ResolvedStack, list[dict[str, Any]]]
+) -> None:
+    """One warm replica is enough outside prod; a public caller is accepted in dev only (as for Cloud Run), while the
+    shared public endpoint domain is refused in every environment."""
+    resolved, resources = vertex
+    rs = copy.deepcopy(resources)
+    _dm(rs)["deployed_model"]["dedicatedResources"]["minReplicaCount"] = 1
+    find(rs, CALLER, "vertex-caller-1")["inputs"]["member"] = "allUsers"
+    _shared_endpoint(rs)
+    warm, public_access = "serving-keeps-warm-minimum", "serving-no-public-access"
+    assert evaluate(warm, rs, policy_config(warm, resolved, env)) == (
+        []
+        if one_replica
+        else [f"vertex-stable: dedicatedResources.minReplicaCount is 1: keep at least 2 warm replicas; {COLD_REPLICA}"]
+    )
+    assert evaluate(public_access, rs, policy_config(public_access, resolved, env)) == sorted(
+        ([] if public else [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"])
+        + [
+            "vertex-endpoint: the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: "
+            "set one of them, so it has its own DNS name or is reachable only from the allowed projects"
+        ]
+    )
 
 
 # ---- unknown values at preview -------------------------------------------------------------------------------
@@ -340,6 +434,9 @@ VERTEX_UNKNOWN_KEYS = [
     {"member"},
     {"members"},
     {"dedicatedEndpointEnabled"},
+    {"minReplicaCount"},
+    {"env"},
+    {"value"},
 ]
 
 
@@ -366,8 +463,8 @@ def test_unknown_value_is_skipped_but_the_rest_still_checked(
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES}
     assert found == {
         **{n: [] for n in VERTEX_POLICIES},
-        "vertex-images-pinned-by-digest": [f"vertex-canary: containerSpec.imageUri '{IMAGE}:latest' {NOT_PINNED}"],
-        "vertex-no-public-access": [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
+        "serving-images-pinned-by-digest": [f"vertex-canary: containerSpec.imageUri '{IMAGE}:latest' {LATEST}"],
+        "serving-no-public-access": [f"vertex-callers: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
     }
 
 
@@ -395,17 +492,17 @@ def test_mutated_vertex_inventory_fails_through_grpc(tmp_path: Path) -> None:
     out = tmp_path / "report"
     assert cli.main(["policy", "--stack", STACK, "--inventory", str(path), "--out", str(out)]) == cli.EXIT_POLICY
     assert _findings(out) == [
+        ("gpu-consumes-specific-reservation", "mandatory", "vertex-canary", NO_AFFINITY),
         (
-            "vertex-images-pinned-by-digest",
+            "serving-images-pinned-by-digest",
             "mandatory",
             "vertex-stable",
             f"containerSpec.imageUri '{IMAGE}:v0.32.0' {NOT_PINNED}",
         ),
         (
-            "vertex-no-public-access",
+            "serving-no-public-access",
             "mandatory",
             "vertex-caller-1",
             f"roles/aiplatform.user is granted to allAuthenticatedUsers: {PUBLIC}",
         ),
-        ("vertex-specific-reservation", "mandatory", "vertex-canary", NO_AFFINITY),
     ]

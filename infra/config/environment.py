@@ -1,8 +1,8 @@
 """What each environment requires of a stack, defined once: the warm capacity every serving pool keeps.
 
 The policy pack cannot import this module (it runs in its own process, from its own folder): its per-environment
-files (``policies/config/<env>.json``: ``hpa-min-replicas.minReplicas``, ``cloudrun-min-instances.minInstances``)
-carry the same numbers, and ``tests/test_architecture.py`` keeps them equal to this table.
+files (``policies/config/<env>.json``: ``serving-keeps-warm-minimum.minReplicas`` and ``.minInstances``) and its
+fail-closed defaults (prod's) carry the same numbers, and ``tests/test_architecture.py`` keeps them equal to this table.
 """
 
 from __future__ import annotations

@@ -263,6 +263,14 @@ def containers(workload: Res, include_init: bool = True) -> list[Any]:
     return found
 
 
+def annotation(res: Res, key: str) -> Any:
+    """A workload annotation, falling back to the pod template's."""
+    val = get(res.props, "metadata", "annotations", key)
+    if val is None:
+        val = get(res.props, "spec", "template", "metadata", "annotations", key)
+    return val
+
+
 def is_serving_deployment(res: Res) -> bool:
     """A vLLM model-server Deployment: pod label ``app.kubernetes.io/component: model-server``."""
     if res.type != DEPLOYMENT:

@@ -13,6 +13,7 @@ from ._common import (
     STREAM_BOUND_ANNOTATION,
     UNKNOWN,
     Res,
+    annotation,
     as_float,
     as_int,
     fmt,
@@ -23,7 +24,6 @@ from ._common import (
     resource_validator,
     serving_container,
 )
-from .startup_window_covers_cold_load import annotation
 
 NAME = "grace-period-covers-stream-bound"
 SEVERITY = Severity.HIGH

@@ -14,6 +14,7 @@ from ._common import (
     HPA,
     UNKNOWN,
     Res,
+    annotation,
     as_float,
     as_int,
     fmt,
@@ -23,7 +24,6 @@ from ._common import (
     same_namespace,
     stack_validator,
 )
-from .startup_window_covers_cold_load import annotation
 
 NAME = "hpa-scale-up-damped"
 SEVERITY = Severity.MEDIUM

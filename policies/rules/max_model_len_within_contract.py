@@ -14,6 +14,7 @@ from ._common import (
     DEPLOYMENT,
     UNKNOWN,
     Res,
+    annotation,
     argv,
     as_int,
     flag_value,
@@ -21,7 +22,6 @@ from ._common import (
     resource_validator,
     serving_container,
 )
-from .startup_window_covers_cold_load import annotation
 
 NAME = "max-model-len-within-contract"
 SEVERITY = Severity.MEDIUM

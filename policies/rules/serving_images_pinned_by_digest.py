@@ -1,4 +1,6 @@
-"""serving-images-pinned-by-digest: model-server images by digest; no workload or chart image on ``:latest``."""
+"""serving-images-pinned-by-digest: every serving image is pinned by digest (a GKE model-server container, every
+container of a Cloud Run revision, a Vertex AI model's ``containerSpec.imageUri``); no other image (GKE workloads,
+Helm chart values) uses ``:latest`` or no tag at all."""
 
 from __future__ import annotations
 
@@ -8,16 +10,19 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
-from ._common import DEPLOYMENT, HELM_CHART, UNKNOWN, Res, containers, is_serving_deployment, resource_validator
+from ._adapters import ADAPTERS, types_of
+from ._adapters.facts import FactKind
+from ._common import UNKNOWN, Res, resource_validator
 
 NAME = "serving-images-pinned-by-digest"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None  # CIS GKE 5.1.4 ("only trusted images", Binary Authorization) is related but not this control.
 REMEDIATION = (
-    "Reference serving images as <repository>@sha256:<64 hex> (the release's image_digest); never use "
-    "':latest' or an untagged image anywhere."
+    "Reference every serving image as <repository>@sha256:<64 hex> (GKE model-server containers, every container "
+    "of a Cloud Run revision, a Vertex AI model's containerSpec.imageUri): the release's image_digest for vLLM, "
+    "the published digest for a sidecar. Never use ':latest' or an untagged image anywhere."
 )
-WORKLOADS = (DEPLOYMENT, "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet", "kubernetes:batch/v1:Job")
+FACTS: tuple[FactKind, ...] = ("images",)
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
@@ -27,66 +32,47 @@ def _tag(image: str) -> str | None:
     return last.split(":", 1)[1] if ":" in last else None
 
 
-def image_problem(image: Any, serving: bool) -> str | None:
-    if not isinstance(image, str) or image is UNKNOWN:
-        return None
+def image_problem(image: str, digest_required: bool) -> str | None:
     if DIGEST_RE.search(image):
         return None
+    if "@" in image:  # a digest, but not a sha256 of 64 hex
+        return "is not pinned by digest" if digest_required else None
     tag = _tag(image)
     if tag == "latest":
         return "uses the mutable :latest tag"
     if tag is None:
         return "has no tag or digest (that means :latest)"
-    if serving:
-        return "is not pinned by digest"
-    return None
-
-
-def _chart_images(values: Any, path: str = "values") -> Iterator[tuple[str, Any]]:
-    """(path, image reference) for every ``image`` in Helm values: strings, or {repository, tag, digest} maps."""
-    if isinstance(values, dict):
-        for k, v in sorted(values.items()):
-            here = f"{path}.{k}"
-            if k == "image" and isinstance(v, dict):
-                repo = "/".join(str(v[p]) for p in ("registry", "repository") if isinstance(v.get(p), str))
-                if isinstance(v.get("digest"), str) and v["digest"]:
-                    yield here, f"{repo}@{v['digest']}"
-                elif v.get("tag") is not UNKNOWN:
-                    tag = v.get("tag")
-                    yield here, f"{repo}:{tag}" if isinstance(tag, str) and tag else repo
-            elif k == "image" and isinstance(v, str):
-                yield here, v
-            else:
-                yield from _chart_images(v, here)
-    elif isinstance(values, list):
-        for i, v in enumerate(values):
-            yield from _chart_images(v, f"{path}[{i}]")
+    return "is not pinned by digest" if digest_required else None
 
 
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
-    if res.type == HELM_CHART:
-        for where, image in _chart_images(res.props.get("values")):
-            problem = image_problem(image, serving=False)
-            if problem:
-                yield f"{where} image {image!r} {problem}: pin a released version (ideally <repository>@sha256:<digest>)"
-        return
-    serving = is_serving_deployment(res)
-    for c in containers(res):
-        image = c.get("image")
-        problem = image_problem(image, serving)
-        if problem:
-            want = (
-                "<repository>@sha256:<64 hex>, the release's image digest"
-                if serving
-                else "a released version tag or, better, <repository>@sha256:<digest>"
-            )
-            yield f"container {c.get('name')!r} image {image!r} {problem}: use {want}"
+    for adapter in ADAPTERS:
+        for ref in adapter.images(res):
+            if ref.image is UNKNOWN:
+                continue
+            if not isinstance(ref.image, str):
+                if ref.digest_required:
+                    yield f"{ref.where} is not set: set it to <repository>@sha256:<64 hex>, the release's image digest"
+                continue
+            problem = image_problem(ref.image, ref.digest_required)
+            if problem is None:
+                continue
+            if ref.digest_required:
+                yield (
+                    f"{ref.where} {ref.image!r} {problem}: a tag can move to another image between two {ref.starts} "
+                    "starts; use <repository>@sha256:<64 hex>"
+                )
+            else:
+                yield (
+                    f"{ref.where} {ref.image!r} {problem}: use a released version tag or, better, "
+                    "<repository>@sha256:<digest>"
+                )
 
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
-    description="Serving images are pinned by digest and no image uses :latest.",
-    validate=resource_validator((*WORKLOADS, HELM_CHART), check),
+    description="Serving images are pinned by digest on every target, and no image uses :latest.",
+    validate=resource_validator(types_of(*FACTS), check),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

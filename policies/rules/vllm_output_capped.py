@@ -13,6 +13,7 @@ from ._common import (
     DEPLOYMENT,
     UNKNOWN,
     Res,
+    annotation,
     argv,
     as_int,
     flag_value,
@@ -20,7 +21,6 @@ from ._common import (
     resource_validator,
     serving_container,
 )
-from .startup_window_covers_cold_load import annotation
 
 NAME = "vllm-output-capped"
 SEVERITY = Severity.HIGH
