@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -20,7 +20,7 @@ from .base import FieldErrors, Strict, check
 from .documents import DocumentError, load_json_file
 
 #: Bump on any change a reader of older records must know about.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 #: Largest count or rate the schema accepts: far above any single replica (1e9 tokens/s, 1e9 requests), low
 #: enough that an overflowed or garbage number is rejected.
