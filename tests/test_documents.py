@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -682,13 +683,14 @@ def file_system_refused() -> Iterator[list[str]]:
         touched.append(f"open{args!r}")
         raise AssertionError("open used")
 
-    saved = (documents.os, stackfile.os, builtins.open, io.open)
-    documents.os = stackfile.os = RefusingOS(touched)  # type: ignore[assignment]
-    builtins.open = io.open = refuse_open  # type: ignore[assignment]
-    try:
+    refusing = RefusingOS(touched)
+    with (
+        mock.patch.object(documents, "os", refusing),
+        mock.patch.object(stackfile, "os", refusing),
+        mock.patch.object(builtins, "open", refuse_open),
+        mock.patch.object(io, "open", refuse_open),
+    ):
         yield touched
-    finally:
-        documents.os, stackfile.os, builtins.open, io.open = saved
 
 
 def refused_release_error(relpath: str, root: Path) -> str:
