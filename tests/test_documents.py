@@ -517,13 +517,10 @@ def test_null_config_value_is_refused(tmp_path: Path):
 
 @pytest.mark.parametrize("stack", ["../dev", "dev/x", ".dev", "..", "", "1dev", "d ev", "a" * 101])
 def test_stack_must_be_a_name_not_a_path(stack: str):
-    with file_system_refused() as touched:
-        try:
-            read_stack_file(stack)
-        except StackFileError as err:
-            message = str(err)
+    with file_system_refused() as touched, pytest.raises(StackFileError) as err:
+        read_stack_file(stack)
     assert touched == []
-    assert message == (
+    assert str(err.value) == (
         f"stack {documents.quote(stack)}: is not a stack name: 1-100 letters, digits, '_', '.' or '-', starting with "
         "a letter or '_' (Pulumi's stack-name rule); a stack name is never a path"
     )
