@@ -128,7 +128,7 @@ class Platform(Component):
         #: The cluster's Workload Identity pool, from the cluster's output: grants to Workload Identity principals
         #: built from it wait for the cluster (the pool exists only once the cluster does).
         self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(
-            lambda w: w.workload_pool if w is not None else ""
+            lambda w: w.workload_pool if w is not None and w.workload_pool is not None else ""
         )
 
         self.gpu_pools: dict[str, GpuNodePool] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
 import pulumi_gcp as gcp
@@ -195,7 +196,7 @@ class WeightVolumes(Component):
             # A PersistentVolume binds exactly one claim, so each pool namespace gets its own read-only PV of the
             # same disk (ReadOnlyMany: any number of readers).
             pv_name = f"{claim}-{role}"
-            handle = disk.name.apply(lambda d, z=zone: volume_handle(args.project, z, d))
+            handle = disk.name.apply(partial(volume_handle, args.project, zone))
             self.volumes[role] = k8s.core.v1.PersistentVolume(
                 f"{name}-pv-{pv_name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=labels),

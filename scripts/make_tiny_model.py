@@ -20,6 +20,10 @@ import os
 import random
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the functions import them at run time, after HF_HUB_OFFLINE is set
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -63,7 +67,7 @@ def corpus(seed: int, lines: int = CORPUS_LINES) -> list[str]:
     return out
 
 
-def build_tokenizer(seed: int):
+def build_tokenizer(seed: int) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -94,7 +98,9 @@ def build_tokenizer(seed: int):
     )
 
 
-def build_model(tokenizer, seed: int, layers: int = LAYERS, kv_heads: int = HEADS):
+def build_model(
+    tokenizer: PreTrainedTokenizerFast, seed: int, layers: int = LAYERS, kv_heads: int = HEADS
+) -> LlamaForCausalLM:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 

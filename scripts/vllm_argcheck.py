@@ -28,6 +28,7 @@ full container commands can insist on ``"--model"``. The location is only parsed
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -49,12 +50,12 @@ def model_source(argv: list[str]) -> str:
     return "placeholder"
 
 
-def build_cli_parser():
+def build_cli_parser() -> argparse.ArgumentParser:
     """vLLM's top-level CLI parser with only the ``serve`` sub-command, both with ``allow_abbrev=False``."""
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    top = FlexibleArgumentParser(prog="vllm", allow_abbrev=False)
+    top: argparse.ArgumentParser = FlexibleArgumentParser(prog="vllm", allow_abbrev=False)
     subparsers = top.add_subparsers(required=True, dest="subparser")
     serve = subparsers.add_parser(
         "serve", prog="vllm serve", usage="vllm serve [model_tag] [options]", allow_abbrev=False
@@ -72,7 +73,7 @@ def _argparse_error(stderr: str) -> str:
     return "\n".join(line for line in lines if not line.startswith("usage:"))
 
 
-def check_one(parser, argv: list[str]) -> dict[str, Any]:
+def check_one(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
     from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
 
     source = model_source(argv)

@@ -48,7 +48,7 @@ def _version(distribution_name: str) -> str:
 
 def patch_vllm_version() -> str:
     """Make ``importlib.metadata.version("vllm")`` answer the CPU build's version; return that version."""
-    importlib.metadata.version = _version  # type: ignore[assignment]
+    importlib.metadata.version = _version
     return _version("vllm")
 
 
@@ -66,7 +66,8 @@ def request_amx_permission() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+        status: int = libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+        return status == 0
     except (OSError, AttributeError):
         return False
 

@@ -361,7 +361,8 @@ def _format_problem(fmt: str | None, value: str) -> str | None:
         if not m:
             return "RFC 3339 with a 'Z' or numeric offset, e.g. '2026-08-23T10:00:00Z'"
         try:
-            _dt.datetime(*(int(m.group(i)) for i in range(1, 7)))
+            year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+            _dt.datetime(year, month, day, hour, minute, second)
         except ValueError as err:
             return str(err)
         return None

@@ -44,6 +44,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.message import Message
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -223,8 +224,11 @@ def _upload_name(query: dict[str, list[str]], content_type: str, body: bytes | N
         return None
     if content_type.startswith("multipart/"):
         msg = BytesParser().parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
-        first = msg.get_payload()[0]
-        return json.loads(first.get_payload(decode=True)).get("name")
+        first = msg.get_payload(0)  # the JSON metadata part
+        assert isinstance(first, Message)
+        metadata = first.get_payload(decode=True)
+        assert isinstance(metadata, bytes)
+        return json.loads(metadata).get("name")
     try:
         return json.loads(body).get("name")
     except ValueError:

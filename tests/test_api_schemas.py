@@ -24,6 +24,7 @@ import pytest
 from pydantic import BaseModel
 
 from infra.config.accelerator import GpuSharing
+from infra.targets.gke.config import gke_section
 from infra.targets.gke.config.platform import GkeConfig
 from tests import api_mapping as am
 from tests.discovery import DiscoveryDocument, document
@@ -225,12 +226,13 @@ def test_config_choices_are_values_the_api_lists() -> None:
 def test_config_choices_reach_the_inputs_verbatim(stack: str) -> None:
     """The premise of the config check: the configured value is the input value, unchanged."""
     config, _, inv = planned(stack)
-    assert config.gke is not None
+    gke = gke_section(config)
+    assert gke is not None
     (cluster,) = resources(inv, am.CLUSTER)
-    assert cluster["inputs"]["releaseChannel"]["channel"] == config.gke.release_channel
+    assert cluster["inputs"]["releaseChannel"]["channel"] == gke.release_channel
     for pool in resources(inv, am.NODE_POOL):
         for acc in pool["inputs"]["nodeConfig"].get("guestAccelerators", []):
-            assert acc["gpuDriverInstallationConfig"]["gpuDriverVersion"] == config.gke.gpu_driver_version
+            assert acc["gpuDriverInstallationConfig"]["gpuDriverVersion"] == gke.gpu_driver_version
 
 
 def test_a_config_choice_the_api_does_not_list_fails() -> None:

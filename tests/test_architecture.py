@@ -1,8 +1,10 @@
-"""The architecture holds: dependencies run one way (import-linter contracts in pyproject.toml), the planner runs
-once per plan, and the naming contract has one definition plus the policy pack's generated copy."""
+"""The architecture holds: dependencies run one way (import-linter contracts in pyproject.toml), the types check
+(mypy, configured in pyproject.toml), the planner runs once per plan, and the naming contract has one definition plus
+the policy pack's generated copy."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -88,6 +90,81 @@ def test_a_violating_import_breaks_its_contract(tree_copy: Path, module: str, li
     assert broken <= {contract, LAYERS, TARGET_LAYERS, PURE, CONFIG, INDEPENDENT, "components never import infra"}, (
         result.stdout
     )
+
+
+# ---- static types: mypy with the project's configuration ([tool.mypy] in pyproject.toml) ---------------------------
+#: What [tool.mypy] ``files`` checks, copied with the configuration.
+TYPED_TREE = ("infra", "components", "policies", "scripts", "tests")
+
+#: (file, text appended to it, the one error code mypy must then report). Appended at the end, so no line of the file
+#: moves; most add no name either, so mypy rechecks only the planted module.
+PLANTED_TYPE_ERRORS = [
+    # The strict floor (config schemas, planning maths): every function is annotated.
+    ("infra/config/base.py", "\n\ndef _planted(x):\n    return x\n", "no-untyped-def"),
+    ("infra/planning/capacity.py", '\ndefault_max_num_batched_tokens("80")\n', "arg-type"),
+    # An Optional where the component needs the value (the co-hosted pool name, the Hyperdisk claim).
+    ("components/weights.py", '\nvolume_handle("p", "z", None)\n', "arg-type"),
+    ("policies/rules/_common.py", "\nof_type([], 1)\n", "arg-type"),
+    ("scripts/vllm_argcheck.py", '\nmodel_source("--model")\n', "arg-type"),
+    # The tests need no annotations, but every body is checked.
+    ("tests/test_readme.py", "\n\ndef _planted(x):\n    return len(x) + len(1)\n", "arg-type"),
+]
+
+
+def _mypy(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "MYPY_CACHE_DIR")}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(root / "pyproject.toml"),
+            "--cache-dir",
+            str(root / ".mypy_cache"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_types_check_and_a_planted_type_error_fails(tmp_path: Path):
+    """mypy passes on a copy of the tree, then fails on each planted error with exactly that error.
+
+    One test, not one per plant: the first run is cold (about a minute on 2 cores) and pytest-xdist would give each
+    worker its own copy; the plants then reuse the copy's cache (a few seconds each). A ``.mypy_cache`` left in the
+    repository by running mypy there seeds the copy's (mypy revalidates every entry against the file's hash)."""
+    for pkg in TYPED_TREE:
+        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    if (REPO / ".mypy_cache").is_dir():
+        shutil.copytree(REPO / ".mypy_cache", tmp_path / ".mypy_cache")
+
+    clean = _mypy(tmp_path)
+    if "No module named mypy" in clean.stderr:
+        pytest.fail("mypy is missing: install the test extra (pip install -e '.[test]')")
+    assert clean.returncode == 0, (
+        clean.stdout + clean.stderr + "\n(library stubs missing? install the test extra: pip install -e '.[test]')"
+    )
+    assert clean.stdout.startswith("Success: no issues found"), clean.stdout
+
+    for module, text, code in PLANTED_TYPE_ERRORS:
+        path = tmp_path / module
+        original = path.read_text()
+        try:
+            path.write_text(original + text)
+            result = _mypy(tmp_path)
+        finally:
+            path.write_text(original)
+        errors = [ln for ln in result.stdout.splitlines() if ": error: " in ln]
+        assert result.returncode == 1, (module, result.stdout + result.stderr)
+        assert len(errors) == 1 and errors[0].startswith(f"{module}:") and errors[0].endswith(f"[{code}]"), (
+            module,
+            result.stdout,
+        )
 
 
 def test_the_planner_runs_once_per_plan():

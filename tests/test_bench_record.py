@@ -8,21 +8,16 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from infra.config.measurement import Measurement
+from infra.config.measurement import Measurement, MeasurementError, args_sha256, identity_differences
 from infra.offline.bench.analysis import Quantiles, RatePoint, Slo, operating_point
-from infra.offline.bench.record import (
-    MeasurementError,
-    build_measurement,
-    identity_differences,
-    load_measurement,
-    write_measurement,
-)
+from infra.offline.bench.record import build_measurement, load_measurement, write_measurement
 from infra.offline.bench.runner import SweepConfig
 from infra.offline.bench.scrape import GaugeSummary
-from infra.offline.bench.target import BenchTarget, TargetError, args_sha256
+from infra.offline.bench.target import BenchTarget, TargetError
 from infra.offline.bench.workload import parse_priority_mix, plan_workload
 
 ARGS = ("--model", "/models/qwen3-32b", "--tensor-parallel-size", "2", "--max-model-len", "16384")
@@ -30,7 +25,7 @@ WHEN = datetime(2026, 8, 24, 9, 30, 15, tzinfo=UTC)
 
 
 def target(**over) -> BenchTarget:
-    fields = dict(
+    fields: dict[str, Any] = dict(
         base_url="http://127.0.0.1:8000",
         served_model_name="qwen3-32b-fp8-2026-08-23.1",
         release="qwen3-32b-fp8-2026-08-23.1",

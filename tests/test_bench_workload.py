@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from infra.offline.bench.workload import (
@@ -123,7 +125,7 @@ def test_priority_mix_errors(text, message):
 
 
 def _plan(**kw):
-    args = dict(
+    args: dict[str, Any] = dict(
         prompt_mean=40,
         prompt_p95=100,
         max_input=128,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ QWEN3_32B_FP8 = Geometry(
 
 
 def inputs(**over) -> PoolInputs:
-    base = dict(
+    base: dict[str, Any] = dict(
         role="stable",
         release="r1",
         accelerator="h100",

@@ -456,7 +456,7 @@ def _inventory_dir(base: Path, name: str, content: str | None) -> Path:
     return d
 
 
-ONE_RESOURCE = {
+ONE_RESOURCE: dict[str, Any] = {
     "project": "llm-serving",
     "stack": "dev",
     "resources": [{"urn": "urn:pulumi:dev::llm-serving::t::r", "type": "t", "inputs": {"a": 1}}],

@@ -215,10 +215,10 @@ def mutated_stacks(draw: st.DrawFn) -> tuple[str, list[tuple[Any, ...]]]:
             path = draw(st.sampled_from(numbers))
             old = get(config, path)
             new = old * draw(st.sampled_from(NUDGES)) + draw(st.sampled_from([0, 0, 1, -1]))
-            mutation = ("set", path, round(new) if isinstance(old, int) else float(new))
+            mutation: tuple[Any, ...] = ("set", path, round(new) if isinstance(old, int) else float(new))
         elif kind == "add":
             dicts = [()] + [p for p in every if isinstance(get(config, p), dict)]
-            mutation: tuple[Any, ...] = (
+            mutation = (
                 "add",
                 draw(st.sampled_from(dicts)),
                 draw(st.sampled_from(UNKNOWN_KEYS)),

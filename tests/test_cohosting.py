@@ -65,7 +65,9 @@ def _model(v: dict[str, Any], i: int) -> dict[str, Any]:
 
 def group_plan(v: dict[str, Any] | None = None) -> CoHostedGroupPlan:
     plan = resolve_stack(v, STACK, ROOT).plan if v is not None else plan_run(STACK).resolved.plan
-    return plan.cohosting["pair"]
+    group = plan.cohosting["pair"]
+    assert isinstance(group, CoHostedGroupPlan)  # the stack's group runs on Vertex
+    return group
 
 
 def inv() -> dict[str, Any]:
@@ -378,6 +380,7 @@ def test_the_reservation_holds_pools_and_groups() -> None:
     _acc["reservation"]["count"] = 4
     plan = resolve_stack(v, STACK, ROOT).plan
     g = plan.cohosting["pair"]
+    assert isinstance(g, CoHostedGroupPlan)
     # The group's pool: 4 - the stable pool's (max 1 + min 1) - its own replacement (min 1) = 1 machine; the stable
     # pool likewise: 4 - the group's (1 + 1) - 1 = 1.
     assert (g.machine.reservation_cap, g.machine.max_replicas) == (1, 1)

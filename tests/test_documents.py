@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -516,13 +517,10 @@ def test_null_config_value_is_refused(tmp_path: Path):
 
 @pytest.mark.parametrize("stack", ["../dev", "dev/x", ".dev", "..", "", "1dev", "d ev", "a" * 101])
 def test_stack_must_be_a_name_not_a_path(stack: str):
-    with file_system_refused() as touched:
-        try:
-            read_stack_file(stack)
-        except StackFileError as err:
-            message = str(err)
+    with file_system_refused() as touched, pytest.raises(StackFileError) as err:
+        read_stack_file(stack)
     assert touched == []
-    assert message == (
+    assert str(err.value) == (
         f"stack {documents.quote(stack)}: is not a stack name: 1-100 letters, digits, '_', '.' or '-', starting with "
         "a letter or '_' (Pulumi's stack-name rule); a stack name is never a path"
     )
@@ -682,13 +680,14 @@ def file_system_refused() -> Iterator[list[str]]:
         touched.append(f"open{args!r}")
         raise AssertionError("open used")
 
-    saved = (documents.os, stackfile.os, builtins.open, io.open)
-    documents.os = stackfile.os = RefusingOS(touched)  # type: ignore[assignment]
-    builtins.open = io.open = refuse_open  # type: ignore[assignment]
-    try:
+    refusing = RefusingOS(touched)
+    with (
+        mock.patch.object(documents, "os", refusing),
+        mock.patch.object(stackfile, "os", refusing),
+        mock.patch.object(builtins, "open", refuse_open),
+        mock.patch.object(io, "open", refuse_open),
+    ):
         yield touched
-    finally:
-        documents.os, stackfile.os, builtins.open, io.open = saved
 
 
 def refused_release_error(relpath: str, root: Path) -> str:

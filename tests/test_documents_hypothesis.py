@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -424,12 +425,8 @@ class _RecordingOS:
 @contextlib.contextmanager
 def recording_opens() -> Iterator[list[str]]:
     opened: list[str] = []
-    saved = documents.os
-    documents.os = _RecordingOS(opened)  # type: ignore[assignment]
-    try:
+    with mock.patch.object(documents, "os", _RecordingOS(opened)):
         yield opened
-    finally:
-        documents.os = saved
 
 
 SEGMENTS = [

@@ -33,6 +33,7 @@ from infra.offline.planrun import PlanRun, summary
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import ResolvedStack
 from infra.targets.gke.compose import gateway_spec
+from infra.targets.gke.config import gateway_section
 from infra.targets.gke.planning import gke_part
 from tests.conftest import REFERENCE, resources, serving_roles
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
@@ -449,7 +450,9 @@ def test_v110_chart_gets_the_flag_its_default_lacks():
     pool = o.PoolRoute(
         "stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"}, "llm-serving-stable"
     )
-    values = o.epp_values(pool, gateway_spec(cfg.gateway, cfg.observability.autoscaling))
+    gateway = gateway_section(cfg)
+    assert gateway is not None
+    values = o.epp_values(pool, gateway_spec(gateway, cfg.observability.autoscaling))
     flags = values["inferenceExtension"]["flags"]
     assert {"name": "kv-cache-usage-percentage-metric", "value": KV_METRIC_CURRENT} in flags
     assert values["inferenceExtension"]["monitoring"]["gke"] == {"enabled": True}

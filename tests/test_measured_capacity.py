@@ -16,6 +16,7 @@ from infra.config import ConfigError
 from infra.config.measurement import args_sha256
 from infra.offline import cli
 from infra.offline.bench.record import write_measurement
+from infra.offline.capacity_table import render_table
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import resolve_stack
 
@@ -86,7 +87,7 @@ def test_replicas_spare_and_cost_come_from_the_records_operating_point(root: Pat
     assert round(cap.cost_per_million_output_tokens_usd, 3) == 4.377
     assert cap.cost_per_million_input_tokens_usd is None  # prefill does not dominate
     assert plan.measurements["stable"].operating_point.output_tokens_per_s == 1400
-    table = cli.render_table(plan)
+    table = render_table(plan)
     assert "1400 / 7200 at 4 req/s" in table and "$4.38" in table
 
 

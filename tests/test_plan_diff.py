@@ -278,7 +278,11 @@ def test_render_is_deterministic_across_runs_and_input_order() -> None:
 
 
 def test_path_syntax_round_trips() -> None:
-    for segs in (["spec", "template", "spec", "containers", 0, "args", 3], ["metadata", "labels", "nvidia.com/gpu"]):
+    paths: tuple[list[str | int], ...] = (
+        ["spec", "template", "spec", "containers", 0, "args", 3],
+        ["metadata", "labels", "nvidia.com/gpu"],
+    )
+    for segs in paths:
         assert parse_path(format_path(segs)) == segs
     assert parse_path('spec.containers[*].env["A.B"]') == ["spec", "containers", "[*]", "env", "A.B"]
     with pytest.raises(PlanDiffError):

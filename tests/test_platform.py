@@ -153,7 +153,7 @@ def test_dev_spot_pool_consumes_no_reservation(plans):
 
 def test_node_bounds_cover_all_pools_on_a_topology():
     def pp(role: str, lo: int, hi: int) -> capacity.PoolCapacity:
-        fields = {f: 0 for f in capacity.PoolCapacity.__dataclass_fields__}
+        fields: dict[str, Any] = {f: 0 for f in capacity.PoolCapacity.__dataclass_fields__}
         fields.update(
             role=role,
             release="r",
@@ -235,9 +235,12 @@ def test_system_pool_is_autoscaled_and_untainted(plans):
 
 
 def test_maintenance_window_is_a_weekly_rrule():
+    import pulumi_gcp as gcp
+
     from components.cluster import MaintenanceWindow
 
     w = maintenance_window(MaintenanceWindow(days=("SU", "SA"), start_utc="22:30", duration_hours=6)).recurring_window
+    assert isinstance(w, gcp.container.ClusterMaintenancePolicyRecurringWindowArgs)
     # Days in RRULE order; a window starting late crosses midnight.
     assert (w.start_time, w.end_time, w.recurrence) == (
         "2026-01-05T22:30:00Z",

@@ -16,6 +16,7 @@ import yaml
 from infra.config import ConfigError
 from infra.offline import cli
 from infra.offline.stackfile import ROOT, read_stack_file
+from infra.targets.gke.config import gke_section
 from infra.targets.gke.config.platform import INFERENCE_GATEWAY_MIN_GKE, parse_gke_version
 
 from .conftest import load_config
@@ -52,7 +53,8 @@ def _two_zone_hyperdisk_canary(v: dict[str, Any]) -> None:
     )
 
 
-Mutation = Callable[[dict[str, Any]], None]
+#: Changes the values in place (whatever it returns is ignored).
+Mutation = Callable[[dict[str, Any]], object]
 CASES: list[tuple[str, str, Mutation, str, str]] = [
     # ---- section rules ----
     (
@@ -306,14 +308,17 @@ def test_program_registers_nothing_on_a_bad_gke_section(tmp_path: Path):
 
 
 def test_version_floor_is_the_inference_pool_crd_version():
-    assert parse_gke_version(INFERENCE_GATEWAY_MIN_GKE) == (1, 34, 0, 1626000)
-    assert parse_gke_version("1.34.1-gke.3899000") > parse_gke_version(INFERENCE_GATEWAY_MIN_GKE)
-    assert parse_gke_version("1.4.0-gke.9") is not None and parse_gke_version("1.4.0-gke.9") < (1, 34, 0, 0)
+    floor = parse_gke_version(INFERENCE_GATEWAY_MIN_GKE)
+    assert floor == (1, 34, 0, 1626000)
+    newer, older = parse_gke_version("1.34.1-gke.3899000"), parse_gke_version("1.4.0-gke.9")
+    assert newer is not None and floor is not None and newer > floor
+    assert older is not None and older < (1, 34, 0, 0)
 
 
 def test_shipped_gke_sections_choose_the_documented_shapes():
     for stack, location in (("dev", "zonal"), ("staging", "regional"), ("prod", "regional")):
-        cfg = load_config(read_stack_file(stack).values)
-        assert cfg.gke.location_type == location
-        assert cfg.gke.protect is (stack == "prod")
-        assert cfg.gke.minor_version == "1.34"
+        gke = gke_section(load_config(read_stack_file(stack).values))
+        assert gke is not None
+        assert gke.location_type == location
+        assert gke.protect is (stack == "prod")
+        assert gke.minor_version == "1.34"

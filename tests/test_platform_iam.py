@@ -63,7 +63,9 @@ def project_level_violations(inv: dict, project: str) -> list[str]:
     for b in bindings:
         if not b["type"].startswith(PROJECT_LEVEL_MODULES):
             continue
-        flavour = IAM_TYPE.search(b["type"]).group("flavour")
+        found = IAM_TYPE.search(b["type"])
+        assert found, b["type"]  # every PROJECT_LEVEL_MODULES type is an IAM type
+        flavour = found.group("flavour")
         member, role = b["inputs"].get("member"), b["inputs"].get("role")
         if flavour != "Member":
             violations.append(f"{b['name']}: authoritative project-level {b['type']} (would strip other grants)")

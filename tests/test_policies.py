@@ -82,7 +82,11 @@ def evaluate(name: str, resources: list[dict[str, Any]], config: dict[str, Any])
             args = ResourceValidationArgs(
                 r["type"], _engine_props(r["inputs"]), r["urn"], r["name"], _opts(r), None, config
             )
-            policy.validate(args, lambda msg, urn=None, r=r: out.append(f"{r['name']}: {msg}"))
+
+            def report(msg: str, urn: str | None = None, name: str = r["name"]) -> None:
+                out.append(f"{name}: {msg}")
+
+            policy.validate(args, report)
     else:
         assert isinstance(policy, StackValidationPolicy)
         prs = [
@@ -95,9 +99,11 @@ def evaluate(name: str, resources: list[dict[str, Any]], config: dict[str, Any])
             pr.parent = by_urn.get(r.get("parent") or "")
             pr.dependencies = [by_urn[u] for u in r.get("dependencies", []) if u in by_urn]
         names = {r["urn"]: r["name"] for r in resources}
-        policy.validate(
-            StackValidationArgs(prs, config), lambda msg, urn=None: out.append(f"{names.get(urn, '(stack)')}: {msg}")
-        )
+
+        def report_stack(msg: str, urn: str | None = None) -> None:
+            out.append(f"{names.get(urn, '(stack)') if urn is not None else '(stack)'}: {msg}")
+
+        policy.validate(StackValidationArgs(prs, config), report_stack)
     return sorted(out)
 
 

@@ -426,6 +426,16 @@ def test_runs_on_python_3_8(fake: FakeVllm, tmp_path: Path) -> None:
 
 
 # ---- startup and readiness: every failure, one exact line ----------------------------------------------------
+def _setting(**attrs: Any) -> Callable[[Any], None]:
+    """A setup that sets several attributes of the fake server."""
+
+    def setup(fake: Any) -> None:
+        for name, value in attrs.items():
+            setattr(fake, name, value)
+
+    return setup
+
+
 # (setup, expected line): the same check, the same line, in both modes.
 IDENTITY_FAILURES = [
     pytest.param(
@@ -434,7 +444,7 @@ IDENTITY_FAILURES = [
         id="health-503",
     ),
     pytest.param(
-        lambda f: (setattr(f, "health_status", 503), setattr(f, "health_body", b"")),
+        _setting(health_status=503, health_body=b""),
         "fail: health check failed: GET /health answered HTTP 503:",
         id="health-503-empty-body",
     ),
@@ -488,10 +498,7 @@ IDENTITY_FAILURES = [
         id="not-json",
     ),
     pytest.param(
-        lambda f: (
-            setattr(f, "models_status", 500),
-            setattr(f, "models_doc", {"error": {"message": "boom", "code": 500}}),
-        ),
+        _setting(models_status=500, models_doc={"error": {"message": "boom", "code": 500}}),
         "fail: models check failed: GET /v1/models answered HTTP 500: boom",
         id="models-500",
     ),

@@ -10,6 +10,7 @@ import unicodedata
 from pathlib import Path
 
 from infra.offline import docs, reference
+from infra.registry import STACK_CONFIG
 
 from .conftest import REPO
 
@@ -47,7 +48,7 @@ def test_policy_table_lists_every_discovered_policy():
 
 
 def test_every_config_key_is_documented():
-    missing = [row[0] for row in reference.rows(reference.StackConfig, "", root=True) if not row[4]]
+    missing = [row[0] for row in reference.rows(STACK_CONFIG, "", root=True) if not row[4]]
     assert not missing, f"config keys without a meaning (give the field a Field(description=...)): {missing}"
 
 

@@ -428,15 +428,23 @@ def _fifo(dir_: Path) -> None:
     os.mkfifo(dir_ / "pipe")
 
 
+def _emptied(dir_: Path) -> None:
+    shutil.rmtree(dir_)
+    dir_.mkdir()
+
+
+def _only_git(dir_: Path) -> None:
+    shutil.rmtree(dir_)
+    (dir_ / ".git").mkdir(parents=True)
+    (dir_ / ".git" / "HEAD").write_text("x")
+
+
 @pytest.mark.parametrize(
     "setup, message",
     [
         (lambda d: shutil.rmtree(d), "source directory {d} does not exist"),
-        (lambda d: [shutil.rmtree(d), d.mkdir()], "{d} has no files to stage"),
-        (
-            lambda d: [shutil.rmtree(d), (d / ".git").mkdir(parents=True), (d / ".git" / "HEAD").write_text("x")],
-            "{d} has no files to stage (excluded: .git/ (1 file)",
-        ),
+        (_emptied, "{d} has no files to stage"),
+        (_only_git, "{d} has no files to stage (excluded: .git/ (1 file)"),
         (lambda d: (d / "escape").symlink_to("/etc/hostname"), "symlink escape points outside the source folder"),
         (lambda d: (d / "dangling").symlink_to(d / "nothing"), "symlink dangling is broken"),
         (lambda d: (d / "dirlink").symlink_to(d / "tokenizer"), "which is not a regular file"),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from components.gateway.charts import INFERENCEPOOL_CHART
 from infra.targets.gke.planning import gke_part
 from tests import scheduling as s
 from tests.conftest import GKE_STACKS, STACKS, planned, reference, resources, serving_roles
@@ -209,12 +210,12 @@ def test_ephemeral_storage_is_not_compared() -> None:
 
 # ---- pools, admission ------------------------------------------------------------------------------------------------
 
-SYSTEM = {
+SYSTEM: dict[str, Any] = {
     "machineType": "e2-standard-4",
     "imageType": "COS_CONTAINERD",
     "labels": {"llm-serving.io/pool-kind": "system"},
 }
-GPU_L4 = {
+GPU_L4: dict[str, Any] = {
     "machineType": "g2-standard-12",
     "imageType": "COS_CONTAINERD",
     "spot": True,
@@ -463,7 +464,7 @@ def test_v1_1_0_picker_requests_nothing_whatever_the_values(charts_root: Path) -
                 "type": "kubernetes:helm.sh/v4:Chart",
                 "name": "epp",
                 "inputs": {
-                    "chart": s.INFERENCEPOOL_CHART,
+                    "chart": INFERENCEPOOL_CHART,
                     "version": "v1.1.0",
                     "values": {
                         "inferenceExtension": {"resources": {"requests": {"cpu": "4"}}, "nodeSelector": {"a": "b"}}

@@ -79,7 +79,7 @@ def dedicated(min_r: int = 2, max_r: int = 4) -> rq.DedicatedResources:
     )
 
 
-EXPECTED_UPLOAD = {
+EXPECTED_UPLOAD: dict[str, Any] = {
     "model": {
         "displayName": "qwen3-32b-fp8-2026-08-23.1",
         "labels": {"llm-serving-io-release": "qwen3-32b-fp8-2026-08-23-1"},
@@ -521,7 +521,7 @@ class FakeVertex:
             if response_type != "Empty"
             else True
         )
-        op = {
+        op: dict[str, Any] = {
             "name": f"{parent}/operations/{self._seq}",
             "done": False,
             "_polls": 0,

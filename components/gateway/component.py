@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -52,7 +53,7 @@ def post_renderer() -> k8s.helm.v4.PostRendererArgs:
     return k8s.helm.v4.PostRendererArgs(command="python3", args=args)
 
 
-def _cr(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+def _cr(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     meta = obj["metadata"]
     return k8s.apiextensions.CustomResource(
         name,

@@ -369,6 +369,7 @@ def volumes(args: ModelServerArgs) -> list[core.VolumeArgs]:
     ]
     path = args.loading_path
     if path == "hyperdisk_ml":
+        assert args.hyperdisk_claim is not None  # ModelServerArgs refuses hyperdisk_ml without a claim
         vols.append(
             core.VolumeArgs(
                 name="weights",
@@ -674,9 +675,10 @@ class ModelServer(Component):
         sha = scripts_digest(files)
         child = self.child_opts()
         common_labels = pod_labels(args.role, args.release)
-        meta_of = lambda n, ann=None: meta.ObjectMetaArgs(  # noqa: E731
-            name=n, namespace=args.namespace, labels=common_labels, annotations=ann
-        )
+
+        def meta_of(n: str, ann: dict[str, str] | None = None) -> meta.ObjectMetaArgs:
+            return meta.ObjectMetaArgs(name=n, namespace=args.namespace, labels=common_labels, annotations=ann)
+
         deployment = naming.deployment_name(args.role)
 
         self.config_map = core.ConfigMap(

@@ -410,6 +410,7 @@ class VertexServing(Component):
                 )
             )
         pool = placement.resource_pool if placement.resource_pool is not None else self.resource_pool_name
+        assert pool is not None  # serving_problems refuses co-hosting on this component's pool when it has none
         return pulumi.Output.from_input(pool).apply(
             lambda name: rq.deployed_model(
                 rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(name))

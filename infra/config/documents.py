@@ -370,7 +370,7 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
         composer sees a node. Refusing the level past MAX_DEPTH here keeps that work to a few dozen characters."""
         if self.flow_level >= MAX_DEPTH:
             raise self._fail(self.get_mark(), f"nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
-        super().fetch_flow_collection_start(TokenClass)  # type: ignore[misc]
+        super().fetch_flow_collection_start(TokenClass)
 
     # ---- composing (events -> node graph) ----
 
@@ -381,16 +381,18 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
         return DocumentError(self._source, message, line=line, column=column, key_path=render_key_path(path))
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
+        # The casts: PyYAML's stub types Composer.compose_node as Node | None, but it returns a node for every event
+        # the parser produces (an alias's anchored node, or a new scalar, sequence or mapping node) or raises.
         if self.check_event(AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise self._fail(
-                    self.peek_event().start_mark,
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
                     f"more than {MAX_ALIASES} aliases (MAX_ALIASES): a few aliases share a block, "
                     "many make a small file expand into a huge one ('billion laughs')",
                 )
-            return super().compose_node(parent, index)
-        event = self.peek_event()
+            return cast(Node, super().compose_node(parent, index))
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
         self._composed += 1
         if self._composed > MAX_NODES:
             raise self._fail(event.start_mark, f"more than {MAX_NODES} nodes (MAX_NODES)")
@@ -399,7 +401,7 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver):
         explicit = getattr(event, "tag", None) is not None
         self._compose_depth += 1
         try:
-            node = super().compose_node(parent, index)
+            node = cast(Node, super().compose_node(parent, index))
         finally:
             self._compose_depth -= 1
         if event.anchor is not None:

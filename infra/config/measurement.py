@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -20,7 +20,7 @@ from .base import FieldErrors, Strict, check
 from .documents import DocumentError, load_json_file
 
 #: Bump on any change a reader of older records must know about.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 #: Largest count or rate the schema accepts: far above any single replica (1e9 tokens/s, 1e9 requests), low
 #: enough that an overflowed or garbage number is rejected.
@@ -305,17 +305,35 @@ def args_sha256(args: Sequence[str]) -> str:
 
 
 class IdentityFacts(Protocol):
-    """What a pool expects of a record it cites (the bench's target and the planner's pool both provide it)."""
+    """What a pool expects of a record it cites (the bench's target and the planner's pool both provide it).
+    Read-only: the providers are frozen (the bench's target is a frozen dataclass)."""
 
-    release: str
-    image_digest: str
-    vllm_version: str
-    machine_type: str
-    gpu_type: str
-    gpus_per_node: int
-    tensor_parallel_size: int
-    vllm_args: tuple[str, ...]
-    vllm_args_sha256: str
+    @property
+    def release(self) -> str: ...
+
+    @property
+    def image_digest(self) -> str: ...
+
+    @property
+    def vllm_version(self) -> str: ...
+
+    @property
+    def machine_type(self) -> str: ...
+
+    @property
+    def gpu_type(self) -> str: ...
+
+    @property
+    def gpus_per_node(self) -> int: ...
+
+    @property
+    def tensor_parallel_size(self) -> int: ...
+
+    @property
+    def vllm_args(self) -> tuple[str, ...]: ...
+
+    @property
+    def vllm_args_sha256(self) -> str: ...
 
 
 def _first_arg_difference(a: Sequence[str], b: Sequence[str]) -> str:

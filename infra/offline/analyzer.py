@@ -99,7 +99,7 @@ __all__ = [
 # Must agree with pulumi_policy.proxy._is_unknown and with the engine's plugin.UnknownStringValue.
 ENGINE_UNKNOWN = UNKNOWN_STRING_VALUE
 
-ENFORCEMENT_LEVELS: dict[str, int] = {
+ENFORCEMENT_LEVELS: dict[str, analyzer_pb2.EnforcementLevel.ValueType] = {
     "advisory": analyzer_pb2.ADVISORY,
     "mandatory": analyzer_pb2.MANDATORY,
     "remediate": analyzer_pb2.REMEDIATE,
@@ -695,8 +695,8 @@ class StartedPack:
 
 def run_policy_pack(
     pack_dir: Path,
-    inventory: dict,
-    policy_config: dict,
+    inventory: dict[str, Any],
+    policy_config: dict[str, Any],
     python: str = sys.executable,
     *,
     organization: str | None = None,

@@ -104,12 +104,12 @@ def render_recipes(cfg: StackConfig) -> str:
     mean = cfg.contract.prompt_tokens.mean + cfg.contract.output_tokens.mean
     lines: list[str] = []
     for release, key in sorted(set(pairs)):
-        rel, acc = cfg.release(release), cfg.accelerators[key]
+        rel, topo = cfg.release(release), cfg.accelerators[key]
         lines.append(
-            f"{release} on {key} ({acc.machine_type}, {acc.gpus_per_node} x {acc.gpu_type} of "
-            f"{acc.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:"
+            f"{release} on {key} ({topo.machine_type}, {topo.gpus_per_node} x {topo.gpu_type} of "
+            f"{topo.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:"
         )
-        found = recipes(release_geometry(rel), rel.max_model_len, acc.gpus_per_node, acc.gpu_memory_gib, mean)
+        found = recipes(release_geometry(rel), rel.max_model_len, topo.gpus_per_node, topo.gpu_memory_gib, mean)
         if not found:
             lines.append("  no layout fits memory")
         lines.append(

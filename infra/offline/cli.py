@@ -52,8 +52,9 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
     """The pool of ``--stack`` / ``--pool`` as the benchmark measures it: release identity, the exact vLLM
     arguments the plan renders, accelerator and contract. The replica's URL and a local copy of the release's
     tokenizer come from the command line: the plan cannot know them."""
-    from .bench.cli import BenchError
-    from .bench.target import BenchTarget, args_sha256
+    from ..config.measurement import args_sha256
+    from .bench.runner import BenchError
+    from .bench.target import BenchTarget
 
     if not args.stack:
         raise BenchError("--stack is required: the release, arguments and contract come from its plan")
@@ -263,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning, module="google.api_core")
     args = parser().parse_args(argv)
     try:
-        return args.fn(args)
+        code: int = args.fn(args)
+        return code
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         print("nothing was registered.", file=sys.stderr)

@@ -709,7 +709,7 @@ def _summary(r: Mapping[str, Any]) -> ResourceSummary:
     return ResourceSummary(urn, str(r.get("type", "")), str(r.get("name") or urn.rsplit("::", 1)[-1]))
 
 
-def diff_plans(old: dict, new: dict) -> PlanDiff:
+def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> PlanDiff:
     """Compare two inventories; resources are matched by URN. Output order never depends on input order."""
     old_idx, new_idx = _index(old, "old"), _index(new, "new")
     added = tuple(_summary(new_idx[u]) for u in sorted(set(new_idx) - set(old_idx)))
@@ -784,7 +784,7 @@ def render(diff: PlanDiff) -> str:
 # Plan directories and git revisions
 
 
-def _load_inventory(plan_dir: Path) -> dict:
+def _load_inventory(plan_dir: Path) -> dict[str, Any]:
     """The plan directory's inventory, checked by the inventory format's owner."""
     path = Path(plan_dir) / "inventory.json"
     if not path.is_file():

@@ -17,6 +17,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -142,7 +143,7 @@ def record_owned(out: Path, files: list[str]) -> None:
     (out / OWNED_FILES).write_text(json.dumps({"files": sorted(set(files))}, indent=2) + "\n", encoding="utf-8")
 
 
-def write_plan(run: PlanRun, out: Path) -> dict[str, dict]:
+def write_plan(run: PlanRun, out: Path) -> dict[str, dict[str, Any]]:
     """Write inventory.json, capacity.json and manifests/ (replacing only what an earlier plan wrote).
 
     Everything is rendered before the directory is touched (a manifest name clash or an unserialisable value
@@ -198,7 +199,7 @@ def add_owned_file(out: Path, name: str) -> None:
     record_owned(out, [*files, name])
 
 
-def summary(run: PlanRun, manifests: dict[str, dict]) -> str:
+def summary(run: PlanRun, manifests: dict[str, dict[str, Any]]) -> str:
     cfg, plan, inv = run.resolved.config, run.resolved.plan, run.inventory
     lines = [f"stack {inv.stack} ({cfg.environment}) — project {cfg.project}, region {cfg.region}", ""]
     counts = Counter(r.type for r in inv.resources)

@@ -109,10 +109,13 @@ def rows(model: type[BaseModel], prefix: str, root: bool = False) -> list[tuple[
     return out
 
 
+def _esc(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
 def render() -> str:
     lines = [BEGIN, "", "| key | type | default | constraint | meaning |", "| --- | --- | --- | --- | --- |"]
     for key, typ, default, cons, meaning in rows(StackConfig, "", root=True):
-        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-        lines.append(f"| `{key}` | {esc(typ)} | {esc(default)} | {esc(cons)} | {esc(meaning)} |")
+        lines.append(f"| `{key}` | {_esc(typ)} | {_esc(default)} | {_esc(cons)} | {_esc(meaning)} |")
     lines += ["", END]
     return "\n".join(lines)

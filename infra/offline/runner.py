@@ -200,22 +200,24 @@ def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str]
     gcp_project = config.get("gcp:project", project)
 
     class PlanMocks(pmocks.Mocks):
-        def new_resource(self, args: pmocks.MockResourceArgs):
+        def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
             outputs = dict(args.inputs)
             outputs.update(_cloud_outputs(args.typ, args.name, args.inputs, gcp_project))
             rid = placeholder(f"{args.name}.id") if args.custom else None
             return rid, outputs
 
-        def call(self, args: pmocks.MockCallArgs):
+        def call(self, args: pmocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
             result.invokes.append(args.token)
             if args.token == "gcp:organizations/getProject:getProject":
                 pid = args.args.get("projectId") or gcp_project
-                return {"projectId": pid, "number": placeholder("project-number"), "name": pid}
+                # (outputs, check failures): the documented form; an empty list, because pulumi's mock monitor
+                # iterates the failures of a tuple (a bare dict, which it also accepts, is the same response).
+                return {"projectId": pid, "number": placeholder("project-number"), "name": pid}, []
             raise UnexpectedInvoke(f"the offline plan has no answer for invoke {args.token}")
 
     class RecordingMonitor(pmocks.MockMonitor):
-        def RegisterResource(self, request):
-            resp = super().RegisterResource(request)
+        def RegisterResource(self, request: Any) -> Any:
+            resp = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # unannotated in pulumi
             if request.type != "pulumi:pulumi:Stack":
                 result.resources.append(_registration(request, resp.urn))
             return resp

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 GIB = 1024**3
 MIB = 1024**2
@@ -240,7 +241,7 @@ class PoolCapacity:
     max_replicas: int
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["warnings"] = list(self.warnings)
         return d
@@ -358,7 +359,7 @@ class AcceleratorCapacity:
     nodes_for_max_plus_surge: int
     reserved_nodes: int | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pools"] = list(self.pools)
         return d

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from infra.config.measurement import args_sha256
 from infra.offline.bench.cli import register
 from infra.offline.bench.record import load_measurement
-from infra.offline.bench.target import BenchTarget, args_sha256
+from infra.offline.bench.target import BenchTarget
 
 from .vllm_harness import (
     NOTES,

@@ -43,6 +43,7 @@ from components.serving.spec import ReleaseInfo
 from infra.offline.planrun import run_plan
 from infra.planning import capacity
 from infra.planning import cohosting as ch
+from infra.targets.gke.planning import GkeCoHostedGroupPlan
 from infra.targets.vertex.planning import CoHostedGroupPlan
 
 from . import vllm_harness as h
@@ -78,6 +79,7 @@ def rendered(stack: str) -> list[Rendered]:
     group = run.resolved.plan.cohosting["pair"]
     if isinstance(group, CoHostedGroupPlan):
         return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
+    assert isinstance(group, GkeCoHostedGroupPlan)
     out = []
     for m in group.models:  # GKE: exactly what the model's Deployment runs after ``vllm serve``
         (dep,) = [

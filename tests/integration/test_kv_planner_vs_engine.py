@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -72,7 +73,19 @@ def kv_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         stop_vllm_server(server.pid)
 
 
-def engine_facts(server: VllmServer) -> dict[str, float]:
+class EngineFacts(TypedDict):
+    """What the engine's startup log line and its ``vllm:cache_config_info`` metric say about the KV cache."""
+
+    device: str
+    log_tokens: int
+    log_len: int
+    concurrency: float
+    block_size: int
+    num_blocks: int
+    budget_bytes: int
+
+
+def engine_facts(server: VllmServer) -> EngineFacts:
     m = LOG_LINE.search(server.log_path.read_text(encoding="utf-8", errors="replace"))
     assert m, f"no KV-capacity line in {server.log_path}"
     status, metrics = http_get(f"{server.base_url}/metrics")

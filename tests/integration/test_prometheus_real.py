@@ -112,7 +112,8 @@ class Prometheus:
 
 
 def scrape_config(server: VllmServer) -> dict[str, Any]:
-    jobs, seen = [], set()
+    jobs: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
     for stack in STACKS:
         cfg, _, _ = planned(stack)
         for role, pool in cfg.pools():

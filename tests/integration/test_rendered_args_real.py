@@ -18,7 +18,8 @@ import yaml
 
 from infra.offline.planrun import write_plan
 from infra.planning.vllm_args import render_vllm_args
-from infra.targets.gke.planning import gke_vllm_inputs
+from infra.targets.gke.config import GkePool
+from infra.targets.gke.planning import GkePoolPlan, gke_vllm_inputs
 from tests.conftest import STACKS, plan_run
 
 from .vllm_harness import check_vllm_args
@@ -52,6 +53,7 @@ def optional_features_args() -> list[str]:
     )
     pool = type(cfg.serving.stable).model_validate(doc, strict=False)
     p = plan.pools["stable"]
+    assert isinstance(pool, GkePool) and isinstance(p, GkePoolPlan)  # dev's stable pool runs on GKE
     return render_vllm_args(
         gke_vllm_inputs(
             cfg.release(pool.release),

@@ -40,6 +40,7 @@ import pytest
 
 from components.serving import verify_release as vr
 from components.serving.spec import ProbeTimings
+from infra.targets.gke.planning import GkePoolPlan
 from tests.conftest import planned
 
 from . import vllm_harness as h
@@ -138,6 +139,7 @@ def pools(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     try:
         for role in ROLES:
             p = plan.pools[role]
+            assert isinstance(p, GkePoolPlan)  # the stack's pools run on GKE
             pod, container = deployment_container(inv, role)
             assert container["args"] == list(p.vllm_args), "the Deployment carries the plan's arguments"
             rendered_root = h.flag_value(p.vllm_args, "--model")
@@ -376,7 +378,7 @@ def test_output_is_capped_at_the_contract_max_output_tokens(pools: dict[str, Poo
     server = pool.alive()
     cap = pool.output_cap
     chat = [{"role": "user", "content": PROMPT}]
-    capped = {  # each must stop at exactly the cap, with finish_reason "length"
+    capped: dict[str, tuple[str, dict[str, Any]]] = {  # each must stop at exactly the cap, finish_reason "length"
         "completions, max_tokens = cap + 100": ("/v1/completions", {"prompt": PROMPT, "max_tokens": cap + 100}),
         "chat, max_tokens = cap + 100": ("/v1/chat/completions", {"messages": chat, "max_tokens": cap + 100}),
         "chat, no max_tokens": ("/v1/chat/completions", {"messages": chat}),
@@ -608,6 +610,7 @@ def test_sigterm_drains_the_stream_refuses_new_requests_and_exits_within_the_gra
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)
+        assert sigterm_at is not None  # called right after SIGTERM is sent
         during["sent_after_s"] = time.monotonic() - sigterm_at
         try:
             status, answer = post(

@@ -47,10 +47,11 @@ from ...config.bench import (
     QUICK_REFINE_STEPS,
     parse_rates,
 )
+from ...config.measurement import MeasurementError
 from . import store
-from .analysis import AnalysisError, RatePoint, Slo, operating_point
+from .analysis import AnalysisError, RatePoint, RunReport, Slo, operating_point
 from .plots import goodput_plot, latency_plot, server_plot
-from .record import MeasurementError, build_measurement, write_measurement
+from .record import build_measurement, write_measurement
 from .runner import (
     REPO,
     BenchError,
@@ -159,7 +160,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(
-    subparsers: argparse._SubParsersAction, resolve_target: Callable[[argparse.Namespace], BenchTarget]
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    resolve_target: Callable[[argparse.Namespace], BenchTarget],
 ) -> argparse.ArgumentParser:
     """Add ``bench`` to ``subparsers``; the parsed namespace's ``fn(args)`` runs it and returns the exit code."""
     p = subparsers.add_parser(
@@ -336,7 +338,7 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         ) as progress:
             task = progress.add_task("starting", total=None)
 
-            def timed(rate: float, index: int):
+            def timed(rate: float, index: int) -> tuple[RatePoint, tuple[RunReport, ...]]:
                 progress.update(
                     task,
                     description=f"rate {index + 1}: {rate:g} req/s, {len(plan.mix)} "

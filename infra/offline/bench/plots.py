@@ -17,6 +17,7 @@ matplotlib.use("Agg")  # headless and reproducible: no display, no GUI backend d
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from components import naming
@@ -42,7 +43,7 @@ def _mark_operating_point(ax: Axes, record: Measurement) -> None:
         )
 
 
-def _finish(fig: plt.Figure, axes: list[Axes], path: Path, title: str, record: Measurement) -> Path:
+def _finish(fig: Figure, axes: list[Axes], path: Path, title: str, record: Measurement) -> Path:
     rates = [p.offered_rps for p in record.curve]
     for ax in axes:
         ax.set_xscale("log", base=2)

@@ -193,7 +193,7 @@ def scenario(
     }
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)  # guidellm exits within a second of SIGTERM when idle; 10 s is a safety bound
@@ -210,7 +210,7 @@ def run_rate(
 ) -> list[RunReport]:
     """Start one guidellm run per class at once, wait for all, and read their reports."""
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
-    procs: list[tuple[ClassShare, RunFiles, subprocess.Popen]] = []
+    procs: list[tuple[ClassShare, RunFiles, subprocess.Popen[bytes]]] = []
     try:
         for i, share in enumerate(plan.mix):
             files = run_files(out_dir, index, rate_rps, share)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from . import hydrate, stage
 
@@ -102,7 +102,11 @@ def cmd_hydrate_runbook(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+#: The parser class of the group's parent (``register`` returns a parser of that class).
+_Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
+
+
+def register(subparsers: argparse._SubParsersAction[_Parser]) -> _Parser:
     """Add ``release stage`` and ``release hydrate-runbook`` to ``subparsers``; returns the ``release`` parser."""
     release = subparsers.add_parser(
         "release",
@@ -178,4 +182,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _OneLineParser(prog="llm-serving")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.fn(args)
+    code: int = args.fn(args)
+    return code

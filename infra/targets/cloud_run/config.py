@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -218,7 +218,7 @@ class CloudRunPricing(Strict):
 
 
 #: The ``target`` value of this target's pools.
-TARGET = "cloud_run"
+TARGET: Final = "cloud_run"
 
 
 class CloudRunPool(PoolCommon):

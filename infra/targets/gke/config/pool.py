@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,7 +42,7 @@ class WeightLoading(Strict):
 
 
 #: The ``target`` value of this target's pools and co-hosted groups.
-TARGET = "gke"
+TARGET: Final = "gke"
 
 
 class GkePool(PoolCommon):

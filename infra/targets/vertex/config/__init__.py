@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from infra.config.loading import GcsStreamingLoading as VertexLoading
 from infra.config.stack import Section, StackConfig, section_of
 
 from .cohosting import CoHostedGroup
@@ -15,7 +16,6 @@ from .endpoint import (
     PrivateServiceConnectAccess,
     VertexAutoscaling,
     VertexConfig,
-    VertexLoading,
     VertexPool,
 )
 

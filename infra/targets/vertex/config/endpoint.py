@@ -16,7 +16,7 @@ container's predict route, vLLM's ``/v1/chat/completions``), naming the stack's 
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -59,7 +59,7 @@ class VertexAutoscaling(Strict):
 
 
 #: The ``target`` value of this target's pools and co-hosted groups.
-TARGET = "vertex"
+TARGET: Final = "vertex"
 
 
 class VertexPool(PoolCommon):
