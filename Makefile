@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STAMP := $(VENV)/.installed
 
-.PHONY: venv plan plan-all capacity test test-unit integration integration-deps clean
+.PHONY: venv plan plan-all capacity test test-unit lint integration integration-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,16 @@ capacity: $(STAMP)
 # The full suite: unit tier, then the integration tier against the real vLLM / Prometheus.
 test: test-unit integration
 
-test-unit: $(STAMP)
+# Static checks first (seconds once mypy's cache is warm), then the unit tier.
+test-unit: $(STAMP) lint
 	$(PY) -m pytest -q -n 2
+
+# ruff (lint + format check), mypy (pydantic plugin; strict floor on the config and planning code), import-linter.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 # One process (no xdist): the session starts one real vLLM (~3 GB) that every integration test shares.
 # REQUIRE_VLLM=1 / REQUIRE_PROMETHEUS=1 turn a missing install into a failure instead of a skip.

@@ -31,7 +31,8 @@ def plan_modules(stack: str, out: str) -> list[str]:
         "print(json.dumps(sorted(m for m in sys.modules if m != '__main__')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    mods: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return mods
 
 
 def importable(mods: list[str]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra import resolve
+from infra.config.environment import Environment
 
 from .conftest import REPO
 
@@ -250,13 +251,13 @@ def _warm_policy():
     pack = str(REPO / "policies")
     if pack not in sys.path:
         sys.path.insert(0, pack)  # the pack imports its rules as the top-level package ``rules``
-    from rules import serving_keeps_warm_minimum as warm  # type: ignore[import-not-found]
+    from rules import serving_keeps_warm_minimum as warm
 
     return warm
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_the_packs_warm_minimum_per_environment_is_the_programs(env: str):
+def test_the_packs_warm_minimum_per_environment_is_the_programs(env: Environment):
     import json
 
     from infra.config.environment import WARM_MINIMUM
@@ -275,7 +276,7 @@ def test_the_packs_fail_closed_warm_minimum_is_prods():
     from infra.config.environment import WARM_MINIMUM
 
     warm = _warm_policy()
-    from rules._common import Res  # type: ignore[import-not-found]
+    from rules._common import Res
 
     prod = WARM_MINIMUM["prod"]
     schema = warm.POLICY.config_schema.properties

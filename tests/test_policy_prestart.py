@@ -26,6 +26,7 @@ def test_a_prestarted_pack_reports_what_a_fresh_one_reports(pack_dir):  # noqa: 
     inv = inventory(BIG_DISK, UNPROTECTED_BUCKET)
     fresh = run_policy_pack(pack_dir, inv, {})
     with StartedPack(pack_dir, PROJECT, STACK) as started:
+        assert started.pack is not None
         pid = started.pack.proc.pid
         early = run_policy_pack(pack_dir, inv, {}, started=started)
     assert early.pack_pid == pid and _gone(pid)
@@ -37,6 +38,7 @@ def test_a_prestarted_pack_reports_what_a_fresh_one_reports(pack_dir):  # noqa: 
 
 def test_a_pack_started_for_another_stack_is_refused_and_stopped(pack_dir):  # noqa: F811
     with StartedPack(pack_dir, PROJECT, "other") as started:
+        assert started.pack is not None
         pid = started.pack.proc.pid
         with pytest.raises(
             PolicyPackError, match="the pack started for llm-serving/other cannot analyse llm-serving/dev"

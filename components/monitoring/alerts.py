@@ -121,7 +121,10 @@ def no_traffic_spec(role: str, weight: int, sel: str, series: m.VllmSeries, t: T
 def canary_spec(canary_sel: str, stable_sel: str, series: m.VllmSeries, t: Thresholds) -> AlertSpec:
     """The canary's TTFT p95 over stable's, each over all its series."""
     ttft = series.family(m.TTFT)
-    q = lambda sel: m.quantile(ttft, 0.95, CANARY_WINDOW, sel, ())  # noqa: E731
+
+    def q(sel: str) -> str:
+        return m.quantile(ttft, 0.95, CANARY_WINDOW, sel, ())
+
     return AlertSpec(
         "CanaryTtftWorseThanStable",
         "canary",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 from . import metrics as m
 from .alerts import Thresholds
@@ -152,10 +153,10 @@ def legend_template(legend: str, split: tuple[str, ...]) -> str:
     return f"{legend} " + " ".join(f"${{{label}}}" for label in split) if split else legend
 
 
-def _widget(p: Panel) -> dict:
+def _widget(p: Panel) -> dict[str, Any]:
     if p.text is not None:
         return {"title": p.title, "text": {"content": p.text, "format": "MARKDOWN"}}
-    chart: dict = {
+    chart: dict[str, Any] = {
         "dataSets": [
             {
                 "plotType": "LINE",

@@ -28,7 +28,7 @@ from .dashboard import panels
 from .views import PoolView
 
 
-def pod_monitoring_specs(scrape_interval_seconds: int) -> dict[str, dict]:
+def pod_monitoring_specs(scrape_interval_seconds: int) -> dict[str, dict[str, Any]]:
     """PodMonitoring specs by object name, created in every pool namespace: one scraping every vLLM pod there.
 
     The endpoint pickers are not scraped here: the ``inferencepool`` chart (gateway component) renders their

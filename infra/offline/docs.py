@@ -332,8 +332,13 @@ def _rel(path: Path) -> str:
 
 def _render(text: str, sections: list[tuple[Section, str]]) -> str:
     for s, body in sections:
-        text = _pattern(s.name).sub(lambda _, body=body: body, text)
+        text = _pattern(s.name).sub(functools.partial(_replacement, body), text)
     return text
+
+
+def _replacement(body: str, _match: re.Match[str]) -> str:
+    """The section's body as a literal replacement (``re.sub`` would read backslashes in a string replacement)."""
+    return body
 
 
 def _problems() -> list[str]:

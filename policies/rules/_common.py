@@ -238,7 +238,8 @@ def of_type(resources: Iterable[Res], *types: str) -> list[Res]:
 
 
 def config(args: ResourceValidationArgs | StackValidationArgs) -> dict[str, Any]:
-    return plain(args.get_config() or {})
+    cfg: dict[str, Any] = plain(args.get_config() or {})
+    return cfg
 
 
 # ---- Kubernetes workloads -------------------------------------------------------------------------------
@@ -284,7 +285,8 @@ def serving_container(dep: Res) -> dict[str, Any] | None:
     cs = containers(dep, include_init=False)
     for c in cs:
         if get(c, "resources", "limits", GPU_RESOURCE) is not None:
-            return c
+            found: dict[str, Any] = c
+            return found
     return cs[0] if cs else None
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import HELM_CHART, UNKNOWN, Res, get, is_serving_deployment, naming, pod_labels, selector_matches
+from . import _naming as naming
+from ._common import HELM_CHART, UNKNOWN, Res, get, is_serving_deployment, pod_labels, selector_matches
 
 #: KV-cache metric the EPP scrapes when not told otherwise: GAIE <= v1.2.x defaults to the old vLLM name,
 #: v1.3.0+ (and the llm-d-router charts) to the new one.

@@ -25,7 +25,7 @@ REMEDIATION = (
 )
 
 
-def attached_routes(gw: Res, listener: str, routes: list[Res]) -> list[Res]:
+def attached_routes(gw: Res, listener: str | None, routes: list[Res]) -> list[Res]:
     out = []
     for r in routes:
         if (r.namespace or "default") != (gw.namespace or "default"):

@@ -51,17 +51,18 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
                 ),
             )
             continue
-        matched = []
+        matched: list[Res] = []
+        undecided = False  # a selector match unknown at preview: no verdict on this pool
         for dep in deployments:
             if not same_namespace(pool, dep):
                 continue
             verdict = selector_matches({"matchLabels": sel}, pod_labels(dep))
             if verdict is None:
-                matched = None
+                undecided = True
                 break
             if verdict:
                 matched.append(dep)
-        if matched is None:
+        if undecided:
             continue
         if not matched:
             yield pool.urn, f"InferencePool {pool.k8s_name} selects the pods of no serving Deployment"

@@ -65,7 +65,9 @@ def iap_pools(resources: list[Res]) -> set[str]:
         ref = get(p.props, "spec", "targetRef", default={})
         # An IAP switch unknown at preview counts as on: only known values may produce a finding.
         if get(p.props, "spec", "default", "iap", "enabled") in (True, UNKNOWN) and isinstance(ref, dict):
-            out.add(ref.get("name"))
+            name = ref.get("name")
+            if isinstance(name, str):  # a policy without a target name guards no pool
+                out.add(name)
     return out
 
 

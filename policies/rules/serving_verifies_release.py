@@ -7,6 +7,7 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationPolicy, Severity
 
+from . import _naming as naming
 from ._common import (
     DEPLOYMENT,
     UNKNOWN,
@@ -15,7 +16,6 @@ from ._common import (
     flag_value,
     get,
     is_serving_deployment,
-    naming,
     pod_spec,
     resource_validator,
     serving_container,

@@ -19,7 +19,9 @@ ADAPTERS: tuple[Adapter, ...] = (gke.ADAPTER, cloud_run.ADAPTER, vertex.ADAPTER)
 
 
 def reader(adapter: Adapter, kind: FactKind) -> Reader[Any] | StackReader[Any]:
-    return getattr(adapter, kind)
+    found = getattr(adapter, kind)
+    assert isinstance(found, (Reader, StackReader))
+    return found
 
 
 def types_of(*kinds: FactKind) -> tuple[str, ...]:
