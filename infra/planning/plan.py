@@ -40,6 +40,15 @@ class PlanIssue:
     message: str
 
 
+class PoolPlanningError(ValueError):
+    """A pool's configuration a target's planner proves cannot work; ``subject`` is the pool key (relative to
+    ``serving.<role>``) it concerns, so the issue points at the key to change."""
+
+    def __init__(self, subject: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.subject = subject
+
+
 @dataclass(frozen=True)
 class MachineIdentity:
     """The machine one replica runs on, as a measurement record names it (``Measurement.accelerator``)."""

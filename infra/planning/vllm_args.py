@@ -33,6 +33,10 @@ from dataclasses import dataclass
 
 from components import naming
 
+from ..config.pool import PoolCommon
+from ..config.release import ReleaseIdentity
+from .capacity import PoolCapacity
+
 #: Endpoints whose access-log lines are dropped: kubelet probes, the probe script and metric scrapes would
 #: otherwise write several lines per second per replica.
 QUIET_ENDPOINTS = (naming.HEALTH_PATH, naming.METRICS_PATH, naming.MODELS_PATH, naming.LOAD_PATH)
@@ -68,6 +72,41 @@ class VllmInputs:
     max_output_tokens: int
     #: ``--speculative-config`` as a mapping (rendered as canonical JSON); None = off.
     speculative: tuple[tuple[str, object], ...] | None = None
+
+
+def release_vllm_inputs(
+    rel: ReleaseIdentity,
+    pool: PoolCommon,
+    cap: PoolCapacity,
+    *,
+    model: str,
+    port: int,
+    public_model_name: str,
+    shutdown_timeout_seconds: int,
+    max_output_tokens: int,
+    streamer_concurrency: int | None = None,
+    speculative: tuple[tuple[str, object], ...] | None = None,
+) -> VllmInputs:
+    """The renderer's inputs every target fills the same way: served names = release id + public name, the
+    release's parallelism, context and precision, the pool's memory share, the planner's concurrency and batch
+    size. The target passes where the weights are (``model``), its port, the drain timeout and its extras."""
+    return VllmInputs(
+        model=model,
+        streamer_concurrency=streamer_concurrency,
+        served_model_names=(rel.release, public_model_name),
+        port=port,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        max_model_len=rel.max_model_len,
+        gpu_memory_utilization=pool.gpu_memory_utilization,
+        max_num_seqs=cap.max_num_seqs,
+        max_num_batched_tokens=cap.max_num_batched_tokens,
+        dtype=rel.dtype,
+        kv_cache_dtype=rel.kv_cache_dtype,
+        quantization=rel.quantization,
+        shutdown_timeout_seconds=shutdown_timeout_seconds,
+        max_output_tokens=max_output_tokens,
+        speculative=speculative,
+    )
 
 
 def streamer_extra_config(concurrency: int, tensor_parallel_size: int) -> str:

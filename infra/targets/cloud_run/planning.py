@@ -29,6 +29,7 @@ from infra.planning.plan import (
     MachineIdentity,
     PlanIssue,
     PoolPlan,
+    PoolPlanningError,
     TargetPlan,
     demand,
     plan_capacity,
@@ -36,7 +37,7 @@ from infra.planning.plan import (
     release_info,
 )
 from infra.planning.probes import ProbeError
-from infra.planning.vllm_args import VllmInputs, render_vllm_args
+from infra.planning.vllm_args import VllmInputs, release_vllm_inputs, render_vllm_args
 
 from .config import (
     GPU_SHAPES,
@@ -113,14 +114,6 @@ def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float, ma
         liveness_timeout_seconds=CLOUD_RUN_PROBE_TIMEOUT_S,
         liveness_failure_threshold=CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD,
     )
-
-
-class CloudRunPlanningError(ValueError):
-    """A Cloud Run configuration the planner proves cannot work; ``subject`` is the pool key it concerns."""
-
-    def __init__(self, subject: tuple[str, ...], message: str) -> None:
-        super().__init__(message)
-        self.subject = subject
 
 
 @dataclass(frozen=True)
@@ -261,22 +254,15 @@ def vllm_inputs(
 ) -> VllmInputs:
     """The same renderer's inputs as GKE's: served names = release id + public name, the output cap, the planner's
     concurrency; the model is the mounted (or staged) release folder, the port Cloud Run's 8080."""
-    return VllmInputs(
+    return release_vllm_inputs(
+        rel,
+        pool,
+        cap,
         model=model_root(rel, pool),
-        streamer_concurrency=None,
-        served_model_names=(rel.release, public_model_name),
         port=naming.CLOUD_RUN_VLLM_PORT,
-        tensor_parallel_size=rel.tensor_parallel_size,
-        max_model_len=rel.max_model_len,
-        gpu_memory_utilization=pool.gpu_memory_utilization,
-        max_num_seqs=cap.max_num_seqs,
-        max_num_batched_tokens=cap.max_num_batched_tokens,
-        dtype=rel.dtype,
-        kv_cache_dtype=rel.kv_cache_dtype,
-        quantization=rel.quantization,
+        public_model_name=public_model_name,
         shutdown_timeout_seconds=min(math.ceil(stream_bound_seconds), MAX_DRAIN_SECONDS),
         max_output_tokens=max_output_tokens,
-        speculative=None,
     )
 
 
@@ -287,14 +273,14 @@ def plan_cloud_run(
     weights_bytes: float,
     stream_bound_seconds: float,
 ) -> CloudRunPlan:
-    """Everything beside capacity; raises CloudRunPlanningError naming the pool key a refusal concerns.
+    """Everything beside capacity; raises PoolPlanningError naming the pool key a refusal concerns.
     ``weights_bytes``: W = P x b_w of the release (what ``cap`` was sized from)."""
     w = weights_bytes
     staging = pool.loading.staging
     if staging is not None:
         need = math.ceil(cap.weights_gib)
         if staging.size_gib < need:
-            raise CloudRunPlanningError(
+            raise PoolPlanningError(
                 ("loading", "staging", "size_gib"),
                 (
                     f"{staging.size_gib} GiB cannot hold the release's weights ({cap.weights_gib:.1f} GiB = P x b_w, so at "
@@ -303,7 +289,7 @@ def plan_cloud_run(
             )
         budget = staging.size_gib + staging.process_memory_gib + GCSFUSE_MEMORY_GIB
         if budget > pool.memory_gib:
-            raise CloudRunPlanningError(
+            raise PoolPlanningError(
                 ("loading", "staging"),
                 (
                     f"the staged copy does not fit the instance: {staging.size_gib} GiB copy + {staging.process_memory_gib} "
@@ -322,7 +308,7 @@ def plan_cloud_run(
     )
     timeout = request_timeout_seconds(stream_bound_seconds)
     if timeout > MAX_REQUEST_TIMEOUT_SECONDS:
-        raise CloudRunPlanningError(
+        raise PoolPlanningError(
             ("target",),
             (
                 f"the longest allowed stream ({stream_bound_seconds:.0f} s = TTFT objective + max_output_tokens x ITL "
@@ -405,7 +391,7 @@ def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> Tar
             continue
         try:
             run = plan_cloud_run(rel, pool, cap, capacity.weight_bytes(geometry), contract.stream_bound_seconds)
-        except CloudRunPlanningError as exc:
+        except PoolPlanningError as exc:
             issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))
             continue
         except ProbeError as exc:

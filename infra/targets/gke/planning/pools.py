@@ -28,7 +28,7 @@ from infra.planning.plan import (
     release_info,
 )
 from infra.planning.probes import ProbeError, plan_probes
-from infra.planning.vllm_args import VllmInputs, render_vllm_args
+from infra.planning.vllm_args import VllmInputs, release_vllm_inputs, render_vllm_args
 
 from ..config import GkePool
 from .autoscaling import plan_hpa, reservation_replica_cap
@@ -105,19 +105,14 @@ def gke_vllm_inputs(
     way."""
     streaming = pool.loading.path == "gcs_streaming"
     o = pool.model_server
-    return VllmInputs(
+    return release_vllm_inputs(
+        rel,
+        pool,
+        cap,
         model=rel.weights_uri if streaming else naming.weights_mount_path(rel.weights_prefix),
         streamer_concurrency=pool.loading.streamer_concurrency if streaming else None,
-        served_model_names=(rel.release, public_model_name),
         port=naming.VLLM_PORT,
-        tensor_parallel_size=rel.tensor_parallel_size,
-        max_model_len=rel.max_model_len,
-        gpu_memory_utilization=pool.gpu_memory_utilization,
-        max_num_seqs=cap.max_num_seqs,
-        max_num_batched_tokens=cap.max_num_batched_tokens,
-        dtype=rel.dtype,
-        kv_cache_dtype=rel.kv_cache_dtype,
-        quantization=rel.quantization,
+        public_model_name=public_model_name,
         shutdown_timeout_seconds=shutdown_timeout_seconds,
         max_output_tokens=max_output_tokens,
         speculative=(tuple(sorted(o.speculative.model_dump(exclude_none=True).items())) if o.speculative else None),

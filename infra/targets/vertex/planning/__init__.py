@@ -12,13 +12,12 @@ from infra.planning.plan import PlanIssue, StackPlan, TargetPlan
 
 from ..config import TARGET
 from .cohosting import CoHostedGroupPlan, CoHostedModelPlan, plan_groups
-from .pools import VertexPlan, VertexPlanningError, VertexPoolPlan, plan_pools, vertex_pools
+from .pools import VertexPlan, VertexPoolPlan, plan_pools, vertex_pools
 
 __all__ = [
     "CoHostedGroupPlan",
     "CoHostedModelPlan",
     "VertexPlan",
-    "VertexPlanningError",
     "VertexPoolPlan",
     "VertexTargetPlan",
     "plan_vertex_target",

@@ -11,7 +11,7 @@ from components.serving.spec import ReleaseInfo
 from infra.config.stack import StackConfig
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.planning.plan import PlanIssue, layout_inputs, release_geometry, release_info
+from infra.planning.plan import PlanIssue, PoolPlanningError, layout_inputs, release_geometry, release_info
 from infra.planning.vllm_args import render_vllm_args
 
 from ..config import TARGET, CoHostedGroup, VertexPool
@@ -135,7 +135,7 @@ def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, CoHosted
                     cfg.observability.autoscaling.queue_target_per_pod,
                     cap_replicas,
                 )
-            except vx.VertexPlanningError as exc:
+            except PoolPlanningError as exc:
                 issues.append(PlanIssue(("cohosting", key, "loading"), f"{m.model_name}: {exc}"))
                 break
             machine = machine or plan

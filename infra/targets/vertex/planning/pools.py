@@ -38,12 +38,13 @@ from infra.planning.plan import (
     MachineIdentity,
     PlanIssue,
     PoolPlan,
+    PoolPlanningError,
     demand,
     plan_capacity,
     release_geometry,
     release_info,
 )
-from infra.planning.vllm_args import VllmInputs, render_vllm_args
+from infra.planning.vllm_args import VllmInputs, release_vllm_inputs, render_vllm_args
 
 from ..config import TARGET, VertexPool
 
@@ -57,14 +58,6 @@ IMAGE_PULL_ALLOWANCE_S = 600
 #: A Vertex pool's capacity-plan accelerator key: ``vertex:<accelerator key>`` (the machines are Vertex's, not a
 #: GKE node pool's, even where a topology is shared with a GKE pool).
 ACCELERATOR_PREFIX = "vertex:"
-
-
-class VertexPlanningError(ValueError):
-    """A Vertex configuration the planner proves cannot work; ``subject`` is the pool key it concerns."""
-
-    def __init__(self, subject: tuple[str, ...], message: str) -> None:
-        super().__init__(message)
-        self.subject = subject
 
 
 @dataclass(frozen=True)
@@ -194,22 +187,16 @@ def vllm_inputs(
 ) -> VllmInputs:
     """The same renderer's inputs as GKE's gs:// streaming: the Run:ai streamer reads the release folder, served
     names = release id + public name, the output cap, the planner's concurrency, vLLM's port 8000."""
-    return VllmInputs(
+    return release_vllm_inputs(
+        rel,
+        pool,
+        cap,
         model=rel.weights_uri,
         streamer_concurrency=pool.loading.streamer_concurrency,
-        served_model_names=(rel.release, public_model_name),
         port=naming.VLLM_PORT,
-        tensor_parallel_size=rel.tensor_parallel_size,
-        max_model_len=rel.max_model_len,
-        gpu_memory_utilization=pool.gpu_memory_utilization,
-        max_num_seqs=cap.max_num_seqs,
-        max_num_batched_tokens=cap.max_num_batched_tokens,
-        dtype=rel.dtype,
-        kv_cache_dtype=rel.kv_cache_dtype,
-        quantization=rel.quantization,
+        public_model_name=public_model_name,
         shutdown_timeout_seconds=inference_timeout_seconds(stream_bound_seconds),
         max_output_tokens=max_output_tokens,
-        speculative=None,
     )
 
 
@@ -223,13 +210,13 @@ def plan_vertex(
     queue_target_per_pod: int,
     cap_replicas: int | None,
 ) -> VertexPlan:
-    """Everything beside capacity; raises VertexPlanningError naming the pool key a refusal concerns."""
+    """Everything beside capacity; raises PoolPlanningError naming the pool key a refusal concerns."""
     required = cap.cold_load_seconds * (1 + pool.startup_margin)
     threshold = max(1, math.ceil(required / PROBE_PERIOD_S))
     window = threshold * PROBE_PERIOD_S
     deployment_timeout = window + IMAGE_PULL_ALLOWANCE_S
     if deployment_timeout > MAX_DEPLOYMENT_TIMEOUT_S:
-        raise VertexPlanningError(
+        raise PoolPlanningError(
             ("loading",),
             (
                 f"the deployment cannot wait for the cold load: {cap.cold_load_seconds:.0f} s x (1 + margin "
@@ -347,7 +334,7 @@ def plan_pools(
                 cfg.observability.autoscaling.queue_target_per_pod,
                 cap_replicas,
             )
-        except VertexPlanningError as exc:
+        except PoolPlanningError as exc:
             issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))
             continue
         inputs = vllm_inputs(
