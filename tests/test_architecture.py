@@ -295,3 +295,18 @@ def test_the_packs_fail_closed_warm_minimum_is_prods():
     assert list(warm.check(hpa(prod.replicas), {})) == [] and list(warm.check(service(prod.instances), {})) == []
     assert len(list(warm.check(hpa(prod.replicas - 1), {}))) == 1
     assert len(list(warm.check(service(prod.instances - 1), {}))) == 1
+
+
+def test_the_target_contracts_name_every_registered_target():
+    """The independence and per-target layer contracts list the target packages by name: a registered target left
+    out of them would be unchecked, and a listed package that is no target is stale."""
+    import tomllib
+
+    from infra.registry import REGISTRY
+
+    contracts = {
+        c["name"]: c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    }
+    packages = sorted(f"infra.targets.{t.name}" for t in REGISTRY.targets)
+    assert sorted(contracts[INDEPENDENT]["modules"]) == packages
+    assert sorted(contracts[TARGET_LAYERS]["containers"]) == packages
