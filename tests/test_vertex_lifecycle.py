@@ -358,3 +358,74 @@ def test_delete_first_replaces_on_a_full_reservation(vertex: tuple[FakeVertexSer
     traffic.update(split.id, split.outs, tnews)
     assert sim.endpoints[ENDPOINT]["trafficSplit"] == {"1999999999": 90, canary_id: 10}
     assert created.outs["model_name"].endswith("/llm-staging-stable-0000000000aa")
+
+
+# ---- the documented ids are the ones read() takes ---------------------------------------------------------------
+
+
+def _doc_ids() -> dict[str, str]:
+    """type -> id template from docs/vertex.md's refresh/import table."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "vertex.md").read_text()
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].startswith("`") and ":" in cells[1] and cells[2].startswith("`projects/"):
+            out[cells[1].strip("`")] = cells[2].strip("`")
+    return out
+
+
+def test_every_documented_id_is_read_by_its_provider(vertex: tuple[FakeVertexServer, Clock]) -> None:
+    server, clock = vertex
+    server.sim.deploy_seconds = 600
+    ids = _doc_ids()
+    assert set(ids) == {
+        "gcp:vertex/aiEndpoint:AiEndpoint",
+        DEPLOYED,
+        TRAFFIC,
+        "pulumi-python:dynamic/vertex:DeploymentResourcePool",
+    }
+    props = planned("stable")
+    fill = {
+        "<p>": PROJECT,
+        "<r>": REGION,
+        "<endpoint_id>": "llm-staging",
+        "<deployed_model_id>": props["deployed_model_id"],
+    }
+
+    def concrete(template: str) -> str:
+        for k, v in fill.items():
+            template = template.replace(k, v)
+        return template
+
+    assert concrete(ids["gcp:vertex/aiEndpoint:AiEndpoint"]) == ENDPOINT == props["endpoint"]
+    deployer = provider(pv.DeployedModelProvider, server, clock)
+    created = deployer.create(props)
+    assert concrete(ids[DEPLOYED]) == created.id and deployer.read(concrete(ids[DEPLOYED]), {}).id == created.id
+    traffic = provider(pv.EndpointTrafficProvider, server, clock)
+    tprops = {
+        **planned_traffic(),
+        "weights": {"stable": 100.0},
+        "deployed_model_ids": {"stable": props["deployed_model_id"]},
+    }
+    tcreated = traffic.create(tprops)
+    assert concrete(ids[TRAFFIC]) == tcreated.id and traffic.read(concrete(ids[TRAFFIC]), {}).id == tcreated.id
+    pools = provider(pv.DeploymentResourcePoolProvider, server, clock)
+    spec = rq.ResourcePoolSpec(
+        "pair", rq.DedicatedResources(rq.MachineSpec("a3-highgpu-1g", "nvidia-h100-80gb", 1), rq.Scaling(1, 1))
+    )
+    pool_id = spec.pool_id_for(f"llm-staging-vtx@{PROJECT}.iam.gserviceaccount.com")
+    pcreated = pools.create(
+        floats(
+            {
+                "project": PROJECT,
+                "region": REGION,
+                "pool_id": pool_id,
+                "resource_pool": rq.resource_pool(spec, None),
+                "timeouts": asdict(pv.PoolTimeouts()),
+            }
+        )
+    )
+    pool_template = concrete(ids["pulumi-python:dynamic/vertex:DeploymentResourcePool"]).replace("<pool_id>", pool_id)
+    assert pool_template == pcreated.id and pools.read(pool_template, {}).id == pcreated.id

@@ -872,3 +872,19 @@ def test_an_unknown_target_names_all_three() -> None:
     assert issues(v) == [
         "llm-serving:serving.stable.target: unknown serving target 'vertex-ai'; known: gke, cloud_run, vertex"
     ]
+
+
+def test_the_vertex_docs_figures_are_the_plans() -> None:
+    """docs/vertex.md's replica price and docs/deploying.md's serving quota are this stack's plan."""
+    from infra.targets.vertex.report import serving_quota
+
+    stable = vertex_plan("stable").vertex
+    v = values()["llm-serving:vertex"]["pricing"]
+    machine, gpu = v["machine_hour_usd"]["a3-highgpu-2g"], v["accelerator_hour_usd"]["nvidia-h100-80gb"]
+    vertex_md = (ROOT / "docs" / "vertex.md").read_text()
+    assert f"{machine:.2f} + 2 × {gpu:.2f} = {stable.replica_hour_usd:.2f} USD per replica hour" in vertex_md
+    ((at_max, transient),) = serving_quota(plan_run(STACK).resolved.plan).values()
+    deploying = (ROOT / "docs" / "deploying.md").read_text()
+    assert (
+        f"staging-vertex: {at_max} GPUs at max + {transient} during a replacement = {at_max + transient}" in deploying
+    )
