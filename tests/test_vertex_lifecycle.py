@@ -429,3 +429,24 @@ def test_every_documented_id_is_read_by_its_provider(vertex: tuple[FakeVertexSer
     )
     pool_template = concrete(ids["pulumi-python:dynamic/vertex:DeploymentResourcePool"]).replace("<pool_id>", pool_id)
     assert pool_template == pcreated.id and pools.read(pool_template, {}).id == pcreated.id
+
+
+def test_a_refresh_shows_hand_made_drift_but_not_vertexs_normalisation(vertex: tuple[FakeVertexServer, Clock]) -> None:
+    server, clock = vertex
+    server.sim.deploy_seconds = 600
+    p = provider(pv.DeployedModelProvider, server, clock)
+    props = planned("stable")
+    created = p.create(props)
+    (live,) = server.sim.deployed(ENDPOINT)
+    model = server.sim.models[rq.model_name(PROJECT, REGION, props["model_id"])]
+    # What Vertex may add on its own: a default in the container spec, an autoscaling default.
+    model["containerSpec"]["grpcPorts"] = []
+    live["dedicatedResources"]["autoscalingMetricSpecs"].append(
+        {"metricName": "aiplatform.googleapis.com/prediction/online/cpu/utilization", "target": 60}
+    )
+    refreshed = p.read(created.id, floats(created.outs))
+    assert p.diff(created.id, floats(refreshed.outs), props).changes is False
+    # A hand-made change of the replica bounds is drift: an update (mutateDeployedModel), never a replacement.
+    live["dedicatedResources"]["maxReplicaCount"] = 5
+    drifted = p.diff(created.id, floats(p.read(created.id, floats(created.outs)).outs), props)
+    assert (drifted.changes, drifted.replaces) == (True, [])

@@ -758,12 +758,14 @@ class DeployedModelProvider(_VertexProvider):
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Refresh, import and pending-create recovery: everything comes from the id
-        (``projects/<p>/locations/<r>/endpoints/<e>/deployedModels/<id>``) and the live resources; ``props`` (the
-        recorded state, when there is one) only keeps what Vertex does not return: the uploading account, the
-        timeouts, the replacement order, and the recorded autoscaling specs (Vertex may fill in defaults, which would
-        read as drift forever). Gone: the endpoint, the deployment or its model is gone. A hand-made change of the
-        replica bounds shows as drift and the next update undoes it."""
+        """Refresh, import and pending-create recovery. Where the resource is comes from the id alone
+        (``projects/<p>/locations/<r>/endpoints/<e>/deployedModels/<id>``), whether it exists from the live endpoint
+        and model: gone when the endpoint, the deployment or its model is gone. With recorded bodies (a refresh, a
+        pending create's inputs) they stay, only the live replica bounds replacing theirs: a hand-made change of the
+        bounds shows as drift and the next update undoes it, while Vertex's normalisation of a container spec or its
+        autoscaling defaults never reads as drift (which would replace the deployment). By id alone (``props`` empty:
+        an import) the bodies are the live ones; what Vertex does not return (the uploading account, the timeouts,
+        the replacement order) is left out or defaulted."""
         m = _DEPLOYED_ID_RE.match(id_)
         if m is None:
             raise OperationError(
@@ -783,18 +785,26 @@ class DeployedModelProvider(_VertexProvider):
             model = t.call("projects.locations.models.get", {"name": model_name})
         except NotFound:
             return ReadResult("", {})
-        recorded_upload = props.get("upload_model_request") or {}
-        upload: Body = {"model": {k: model[k] for k in _MODEL_FIELDS if k in model}}
-        if "serviceAccount" in recorded_upload:
-            upload["serviceAccount"] = recorded_upload["serviceAccount"]
-        deployed: Body = {k: live[k] for k in _DEPLOYED_FIELDS if k in live}
-        recorded = props.get("deployed_model") or {}
-        if "dedicatedResources" in deployed and "dedicatedResources" in recorded:
-            resources = dict(recorded["dedicatedResources"])
-            for key in ("minReplicaCount", "maxReplicaCount"):
-                if key in deployed["dedicatedResources"]:
-                    resources[key] = int(deployed["dedicatedResources"][key])
-            deployed["dedicatedResources"] = resources
+        recorded_upload = props.get("upload_model_request")
+        recorded = props.get("deployed_model")
+        if recorded_upload and recorded:
+            # A refresh: the recorded bodies stay (Vertex may normalise a container spec or fill in defaults, which
+            # would read as drift and replace the deployment); the live replica bounds replace the recorded ones.
+            upload: Body = dict(recorded_upload)
+            deployed: Body = dict(recorded)
+            live_resources = live.get("dedicatedResources")
+            if live_resources and "dedicatedResources" in recorded:
+                resources = dict(recorded["dedicatedResources"])
+                for key in ("minReplicaCount", "maxReplicaCount"):
+                    if key in live_resources:
+                        resources[key] = int(live_resources[key])
+                deployed["dedicatedResources"] = resources
+        else:
+            # By id alone (import, a pending create): what the live model and deployment say.
+            upload = {"model": {k: model[k] for k in _MODEL_FIELDS if k in model}}
+            deployed = {k: live[k] for k in _DEPLOYED_FIELDS if k in live}
+            if recorded_upload and "serviceAccount" in recorded_upload:
+                upload["serviceAccount"] = recorded_upload["serviceAccount"]
         timeouts = props.get("timeouts") or asdict(DeployTimeouts.for_deployment_timeout(model))
         inputs = {
             "project": project,
