@@ -375,7 +375,9 @@ def test_the_reservation_holds_pools_and_groups() -> None:
     _acc["reservation"] = {"mode": "existing", "name": "h100-dev", "count": 3}  # needs (1 + 1) + (1 + 1) = 4
     assert issues(v) == [
         "llm-serving:accelerators.h100-1g.reservation.count: 3 reserved machine(s) cannot hold the Vertex pools' max "
-        "replicas 2 + a replacement deployment's min replicas 2 = 4 (co-hosted groups pair included)"
+        "replicas 2 + the replacement transient (stable 1 + pair 1) = 4: a create-first replacement would find the "
+        "reservation full (co-hosted groups pair included); reserve more machines, lower max_replicas, or set the "
+        "pool's replacement: delete_first"
     ]
     _acc["reservation"]["count"] = 4
     plan = resolve_stack(v, STACK, ROOT).plan

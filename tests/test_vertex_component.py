@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pickletools
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -69,6 +70,7 @@ def h100(min_r: int = 2, max_r: int = 4) -> rq.DedicatedResources:
 
 def args(**overrides: Any) -> VertexServingArgs:
     base: dict[str, Any] = dict(
+        stack="prod",
         project=PROJECT,
         region=REGION,
         endpoint_id="llm-prod",
@@ -224,21 +226,104 @@ def test_every_body_handed_to_the_providers_validates() -> None:
     for build in (args, cohosted_args):
         run = plan(build)
         for r in run.by_type(DEPLOYED):
+            # As the provider sends them: the upload with its modelId, the deployment with its id.
             assert (
                 ai.validate(
                     "GoogleCloudAiplatformV1UploadModelRequest",
-                    r.inputs["upload_model_request"],
-                    required=("model.displayName", "model.artifactUri", "model.containerSpec.imageUri"),
+                    {**r.inputs["upload_model_request"], "modelId": r.inputs["model_id"]},
+                    required=("modelId", "model.displayName", "model.artifactUri", "model.containerSpec.imageUri"),
                 )
                 == []
             )
             body = rq.deploy_model_request(
-                f"projects/{PROJECT}/locations/{REGION}/models/1", r.inputs["deployed_model"]
+                rq.model_name(PROJECT, REGION, r.inputs["model_id"]),
+                r.inputs["deployed_model"],
+                r.inputs["deployed_model_id"],
             )
-            assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body) == []
+            assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body, required=("deployedModel.id",)) == []
         for r in run.by_type(POOL):
             body = rq.create_resource_pool_request(r.inputs["pool_id"], r.inputs["resource_pool"])
             assert ai.validate("GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest", body) == []
+
+
+def _identity_hex(stack: str, role: str, r: Any) -> str:
+    """The identity digest written out by hand: sha256 of the sorted, compact JSON of the stack, the endpoint, the
+    role, the upload without its labels and uploading account, the deployment without its mutable fields."""
+    upload = json.loads(json.dumps(r.inputs["upload_model_request"]))
+    upload["model"].pop("labels")
+    upload.pop("serviceAccount", None)
+    deployed = json.loads(json.dumps(r.inputs["deployed_model"]))
+    for key in ("minReplicaCount", "maxReplicaCount", "autoscalingMetricSpecs"):
+        deployed["dedicatedResources"].pop(key)
+    deployed.pop("disableContainerLogging")
+    identity = {"deployed": deployed, "endpoint": "llm-prod", "role": role, "stack": stack, "upload": upload}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def test_every_upload_and_deployment_carries_a_deterministic_caller_chosen_id(run: OfflineRun) -> None:
+    ids = {}
+    for role in ("stable", "canary"):
+        r = named(run, DEPLOYED, f"vertex-{role}")
+        digest = _identity_hex("prod", role, r)
+        # modelId: "<endpoint>-<role>-" + 12 hex digits; DeployedModel.id: 1e9 + the next 40 bits mod 9e9.
+        assert r.inputs["model_id"] == f"llm-prod-{role}-{digest[:12]}"
+        assert r.inputs["deployed_model_id"] == str(1_000_000_000 + int(digest[12:22], 16) % 9_000_000_000)
+        assert re.fullmatch(r"[a-z_][a-z0-9_-]{0,62}", r.inputs["model_id"])  # UploadModelRequest.modelId
+        assert re.fullmatch(r"[1-9][0-9]{9}", r.inputs["deployed_model_id"])  # DeployedModel.id: 1-10 digits
+        ids[role] = (r.inputs["model_id"], r.inputs["deployed_model_id"])
+    assert len({i for pair in ids.values() for i in pair}) == 4
+    # The traffic split names the same ids, known in the plan.
+    assert run.one(TRAFFIC).inputs["deployed_model_ids"] == {role: dm for role, (_, dm) in ids.items()}
+
+    def ids_of(**change: Any) -> dict[str, tuple[str, str]]:
+        r = plan(lambda: args(**change))
+        return {
+            role: (
+                named(r, DEPLOYED, f"vertex-{role}").inputs["model_id"],
+                named(r, DEPLOYED, f"vertex-{role}").inputs["deployed_model_id"],
+            )
+            for role in ("stable", "canary")
+        }
+
+    # In-place changes keep the ids (an update finds the same resources): replica bounds, labels.
+    wider = (
+        VertexDeployment("stable", 100, model("a" * 40, "qwen3-32b-fp8-2026-08-23.1"), h100(3, 6)),
+        VertexDeployment("canary", 0, model("b" * 40, "qwen3-32b-fp8-2026-09-01.1"), h100(1, 2)),
+    )
+    assert ids_of(deployments=wider) == ids
+    assert ids_of(labels={"env": "prod", "team": "llm"}) == ids
+    # A new release of the stable pool is a new identity (a replacement never collides); the canary keeps its ids.
+    moved = (
+        VertexDeployment("stable", 100, model("c" * 40, "qwen3-32b-fp8-2026-12-01.1"), h100()),
+        VertexDeployment("canary", 0, model("b" * 40, "qwen3-32b-fp8-2026-09-01.1"), h100(1, 2)),
+    )
+    new = ids_of(deployments=moved)
+    assert (
+        new["canary"] == ids["canary"] and new["stable"][0] != ids["stable"][0] and new["stable"][1] != ids["stable"][1]
+    )
+    # Another stack in the same project finds none of these.
+    other = ids_of(stack="staging")
+    assert not {i for pair in other.values() for i in pair} & {i for pair in ids.values() for i in pair}
+
+
+def test_request_response_logging_is_off_unless_configured(run: OfflineRun) -> None:
+    endpoint = run.one("gcp:vertex/aiEndpoint:AiEndpoint")
+    assert "predictRequestResponseLoggingConfig" not in endpoint.inputs
+    logging_on = rq.RequestResponseLogging("bq://acme-llm-prod.llm_requests", 0.05)
+    logged = plan(lambda: args(request_logging=logging_on)).one("gcp:vertex/aiEndpoint:AiEndpoint")
+    assert logged.inputs["predictRequestResponseLoggingConfig"] == {
+        "enabled": True,
+        "samplingRate": 0.05,
+        "bigqueryDestination": {"outputUri": "bq://acme-llm-prod.llm_requests"},
+    }
+    # The same config as the aiplatform.v1 Endpoint field it becomes.
+    ai = document("aiplatform", "v1")
+    assert ai.validate("GoogleCloudAiplatformV1PredictRequestResponseLoggingConfig", logging_on.body()) == []
+    assert logging_on.body() == logged.inputs["predictRequestResponseLoggingConfig"]
+    with pytest.raises(rq.VertexRequestError, match=r"sampling rate 0 outside \(0, 1\]"):
+        rq.RequestResponseLogging("bq://acme-llm-prod", 0)
+    with pytest.raises(rq.VertexRequestError, match="is not bq://<project>"):
+        rq.RequestResponseLogging("gs://acme-llm-prod/logs", 0.5)
 
 
 def test_private_service_connect() -> None:

@@ -548,11 +548,27 @@ class FakeVertex:
 
     _models_operations_cancel = _endpoints_operations_cancel
 
+    def _list(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
+        return {}  # operations finish after polls_until_done polls and are never found by listing here
+
+    _models_operations_list = _endpoints_operations_list = _deploymentResourcePools_operations_list = _list
+
     # -- models --
     def _models_upload(self, params: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
-        name = f"{params['parent']}/models/{len(self.models) + 1}"
+        from components.vertex.provider import Conflict
+
+        name = f"{params['parent']}/models/{body.get('modelId', len(self.models) + 1)}"
+        if name in self.models:
+            raise Conflict(name)
         self.models[name] = {**body["model"], "name": name}
         return self._op(name, "UploadModelResponse", {"model": name})
+
+    def _models_get(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
+        from components.vertex.provider import NotFound
+
+        if params["name"] not in self.models:
+            raise NotFound(params["name"])
+        return self.models[params["name"]]
 
     def _models_patch(self, params: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
         model = self.models[params["name"]]
@@ -580,7 +596,7 @@ class FakeVertex:
         endpoint = self.endpoints[params["endpoint"]]
         if self.fail_deploy:
             return self._op(params["endpoint"], "DeployModelResponse", {}, error="no capacity in the reservation")
-        deployed = {**body["deployedModel"], "id": str(1000 + len(endpoint["deployedModels"]))}
+        deployed = {"id": str(1000 + len(endpoint["deployedModels"])), **body["deployedModel"]}
         endpoint["deployedModels"].append(deployed)
         return self._op(params["endpoint"], "DeployModelResponse", {"deployedModel": deployed})
 
@@ -671,10 +687,18 @@ def deployed_model_props(min_r: int = 2, max_r: int = 4, **overrides: Any) -> di
             rq.DeployedModelSpec("stable", dedicated(min_r, max_r), service_account=SA)
         ),
         "timeouts": {"upload_seconds": 1800, "deploy_seconds": 4500, "teardown_seconds": 1800},
+        "model_id": MODEL_ID,
+        "deployed_model_id": DEPLOYED_ID,
+        "replacement": "create_first",
         "__provider": "pickle-1",
     }
     props.update(overrides)
     return floats(props)
+
+
+MODEL_ID, DEPLOYED_ID = "llm-prod-stable-0123456789ab", "1234567890"
+MODEL_NAME = f"projects/{PROJECT}/locations/{REGION}/models/{MODEL_ID}"
+DEPLOYED_RESOURCE_ID = f"{ENDPOINT}/deployedModels/{DEPLOYED_ID}"
 
 
 @pytest.fixture
@@ -707,47 +731,70 @@ def test_create_uploads_deploys_and_polls(vertex: FakeVertex) -> None:
     clock = FakeClock()
     result = make(pv.DeployedModelProvider, vertex, clock).create(deployed_model_props())
     assert vertex.methods() == [
+        # find: no model of this id, no upload of it running
+        "projects.locations.models.get",
+        "projects.locations.models.operations.list",
+        "projects.locations.models.get",
         "projects.locations.models.upload",
         "projects.locations.models.operations.get",
         "projects.locations.models.operations.get",
+        # find: no deployment of this id, no deploy running on the endpoint
+        "projects.locations.endpoints.get",
+        "projects.locations.endpoints.operations.list",
+        "projects.locations.endpoints.get",
         "projects.locations.endpoints.deployModel",
         "projects.locations.endpoints.operations.get",
         "projects.locations.endpoints.operations.get",
+        "projects.locations.endpoints.get",
     ]
     assert clock.sleeps == [10.0, 15.0, 10.0, 15.0]  # first interval, then x1.5, per operation
-    model = f"projects/{PROJECT}/locations/{REGION}/models/1"
-    assert vertex.bodies("projects.locations.endpoints.deployModel")[0]["deployedModel"]["model"] == model
-    assert vertex.bodies("projects.locations.models.upload")[0] == EXPECTED_UPLOAD
-    assert result.id == f"{ENDPOINT}/deployedModels/1000"
-    assert result.outs["model_name"] == model and result.outs["deployed_model_id"] == "1000"
+    (deploy,) = vertex.bodies("projects.locations.endpoints.deployModel")
+    assert (deploy["deployedModel"]["model"], deploy["deployedModel"]["id"]) == (MODEL_NAME, DEPLOYED_ID)
+    assert vertex.bodies("projects.locations.models.upload") == [{**EXPECTED_UPLOAD, "modelId": MODEL_ID}]
+    assert result.id == DEPLOYED_RESOURCE_ID
+    assert result.outs["model_name"] == MODEL_NAME and result.outs["deployed_model_id"] == DEPLOYED_ID
+
+
+def test_a_second_create_finds_what_the_first_made(vertex: FakeVertex) -> None:
+    provider = make(pv.DeployedModelProvider, vertex)
+    first = provider.create(deployed_model_props())
+    vertex.calls.clear()
+    assert provider.create(deployed_model_props()).outs == first.outs
+    assert vertex.methods() == ["projects.locations.models.get", "projects.locations.endpoints.get"]
+    assert list(vertex.models) == [MODEL_NAME] and len(vertex.endpoints[ENDPOINT]["deployedModels"]) == 1
 
 
 def test_failed_deploy_removes_the_uploaded_model(vertex: FakeVertex) -> None:
     vertex.fail_deploy = True
-    with pytest.raises(pv.OperationError, match=r"deploy .* failed: .* code 9: no capacity in the reservation"):
+    with pytest.raises(
+        pv.OperationError,
+        match=r"deploy .* failed: .* code 9: no capacity in the reservation; removed what this create made: model "
+        + MODEL_ID,
+    ):
         make(pv.DeployedModelProvider, vertex).create(deployed_model_props())
     assert "projects.locations.models.delete" in vertex.methods()
     assert vertex.models == {}
 
 
-def test_operation_timeout_cancels_and_names_the_operation(vertex: FakeVertex) -> None:
+def test_operation_timeout_leaves_the_operation_running_and_says_how_to_resume(vertex: FakeVertex) -> None:
     vertex.never_done = True
     clock = FakeClock()
     props = deployed_model_props(timeouts={"upload_seconds": 600, "deploy_seconds": 60, "teardown_seconds": 60})
     with pytest.raises(
-        pv.OperationError,
-        match=r"upload model: operation projects/.*/models/1/operations/101 not "
-        r"done after 600 s; cancellation requested",
+        pv.OperationTimeout,
+        match=rf"upload {MODEL_ID}: operation projects/.*/models/{MODEL_ID}/operations/101 not done after 600 s; it "
+        r"keeps running server-side \(not cancelled\)\. Run `pulumi up` again: the create finds model "
+        rf"{MODEL_ID} and deployed model {DEPLOYED_ID} by their ids",
     ):
         make(pv.DeployedModelProvider, vertex, clock).create(props)
     assert clock.sleeps[:6] == [10.0, 15.0, 22.5, 33.75, 50.625, 60.0]  # growing, then capped at 60 s
     assert sum(clock.sleeps) == 600  # bounded by the operation's timeout, to the second
-    assert vertex.methods()[-1] == "projects.locations.models.operations.cancel"
+    assert not any(m.endswith(".cancel") for m in vertex.methods())  # nothing is cancelled
 
 
 def test_diff_update_versus_replace() -> None:
     provider = pv.DeployedModelProvider()
-    olds = {**deployed_model_props(), "model_name": "m", "deployed_model_id": "1000"}
+    olds = {**deployed_model_props(), "model_name": MODEL_NAME}
 
     def diff(news: dict[str, Any]) -> tuple[bool | None, list[str] | None]:
         result = provider.diff("id", olds, news)
@@ -769,6 +816,21 @@ def test_diff_update_versus_replace() -> None:
     new_machine["deployed_model"]["dedicatedResources"]["machineSpec"]["machineType"] = "a3-highgpu-4g"
     assert diff(new_machine) == (True, ["deployed_model"])
     assert diff(deployed_model_props(endpoint=pv.UNKNOWN)) == (True, ["endpoint"])
+    # New ids (a new identity digest) replace; the uploading account and the replacement order are recorded only.
+    assert diff(deployed_model_props(deployed_model_id="1999999999")) == (True, ["deployed_model_id"])
+    assert diff(deployed_model_props(model_id="llm-prod-stable-ffffffffffff")) == (True, ["model_id"])
+    as_account = deployed_model_props()
+    as_account["upload_model_request"]["serviceAccount"] = SA
+    assert diff(as_account) == (True, [])
+    assert diff(deployed_model_props(replacement="delete_first")) == (True, [])
+    # delete_first makes a replacement delete-before-replace (Pulumi's deleteBeforeReplace); an update never is.
+    first = deployed_model_props(replacement="delete_first")
+    first["deployed_model"]["dedicatedResources"]["machineSpec"]["machineType"] = "a3-highgpu-4g"
+    assert provider.diff("id", olds, first).delete_before_replace is True
+    assert provider.diff("id", olds, new_machine).delete_before_replace is False
+    assert (
+        provider.diff("id", olds, deployed_model_props(3, 6, replacement="delete_first")).delete_before_replace is False
+    )
 
 
 def test_update_mutates_replica_bounds_and_patches_labels(vertex: FakeVertex) -> None:
@@ -789,7 +851,7 @@ def test_update_mutates_replica_bounds_and_patches_labels(vertex: FakeVertex) ->
     assert mutate["deployedModel"]["dedicatedResources"]["minReplicaCount"] == 3
     assert vertex.calls[-1][1] == {"name": olds["model_name"], "updateMask": "labels"}
     assert vertex.endpoints[ENDPOINT]["deployedModels"][0]["dedicatedResources"]["maxReplicaCount"] == 6
-    assert outs is not None and outs["deployed_model_id"] == "1000"
+    assert outs is not None and outs["deployed_model_id"] == DEPLOYED_ID
 
 
 def test_delete_undeploys_then_deletes_the_model(vertex: FakeVertex) -> None:
@@ -797,7 +859,7 @@ def test_delete_undeploys_then_deletes_the_model(vertex: FakeVertex) -> None:
     outs = provider.create(deployed_model_props()).outs
     vertex.calls.clear()
     provider.delete("id", outs)
-    assert vertex.bodies("projects.locations.endpoints.undeployModel") == [{"deployedModelId": "1000"}]
+    assert vertex.bodies("projects.locations.endpoints.undeployModel") == [{"deployedModelId": DEPLOYED_ID}]
     assert vertex.models == {} and vertex.endpoints[ENDPOINT]["deployedModels"] == []
     provider.delete("id", outs)  # already gone: nothing left to undeploy or delete, and no error
 
@@ -805,37 +867,65 @@ def test_delete_undeploys_then_deletes_the_model(vertex: FakeVertex) -> None:
 def test_delete_of_the_last_model_holding_traffic_clears_the_split(vertex: FakeVertex) -> None:
     provider = make(pv.DeployedModelProvider, vertex)
     outs = provider.create(deployed_model_props()).outs
-    vertex.endpoints[ENDPOINT]["trafficSplit"] = {"1000": 100}
+    vertex.endpoints[ENDPOINT]["trafficSplit"] = {DEPLOYED_ID: 100}
     provider.delete("id", outs)
     assert vertex.bodies("projects.locations.endpoints.undeployModel") == [
-        {"deployedModelId": "1000", "trafficSplit": {}}
+        {"deployedModelId": DEPLOYED_ID, "trafficSplit": {}}
     ]
 
 
 def test_delete_refuses_to_strand_traffic(vertex: FakeVertex) -> None:
     provider = make(pv.DeployedModelProvider, vertex)
     stable = provider.create(deployed_model_props()).outs
-    provider.create(deployed_model_props())
-    vertex.endpoints[ENDPOINT]["trafficSplit"] = {"1000": 90, "1001": 10}
-    with pytest.raises(pv.OperationError, match=r"deployed model 1000 still serves 90 % of .*move its traffic"):
+    provider.create(deployed_model_props(model_id="llm-prod-canary-0123456789ab", deployed_model_id="2222222222"))
+    vertex.endpoints[ENDPOINT]["trafficSplit"] = {DEPLOYED_ID: 90, "2222222222": 10}
+    with pytest.raises(
+        pv.OperationError, match=rf"deployed model {DEPLOYED_ID} still serves 90 % of .*move its traffic"
+    ):
         provider.delete("id", stable)
+    # A delete-first replacement moves the share to the others instead: 10 of the remaining 10 -> 100.
+    provider.delete("id", {**stable, "replacement": "delete_first"})
+    assert vertex.bodies("projects.locations.endpoints.undeployModel")[-1] == {
+        "deployedModelId": DEPLOYED_ID,
+        "trafficSplit": {"2222222222": 100},
+    }
+
+
+def test_rebalanced_split_keeps_the_others_proportions() -> None:
+    # 50 / 30 / 20 without the 50: 30 / 20 -> 60 / 40; 40 / 33 / 27 without 40: 33 / 27 -> 55 / 45.
+    assert pv.rebalanced({"1": 50, "2": 30, "3": 20}, "1") == {"2": 60, "3": 40}
+    assert pv.rebalanced({"1": 40, "2": 33, "3": 27}, "1") == {"2": 55, "3": 45}
+    # 34 / 33 / 33 without 34: 50 / 50; 10 / 45 / 45 without 10 -> 50 / 50; alone: nothing left to send.
+    assert pv.rebalanced({"1": 34, "2": 33, "3": 33}, "1") == {"2": 50, "3": 50}
+    assert pv.rebalanced({"1": 100}, "1") == {}
+    # 1 / 1 / 1 of 3 without one: 50 / 50 (ties of the remainder broken by id), summing to 100 exactly.
+    assert pv.rebalanced({"1": 98, "2": 1, "3": 1}, "1") == {"2": 50, "3": 50}
 
 
 def test_read_reports_drift_and_disappearance(vertex: FakeVertex) -> None:
     provider = make(pv.DeployedModelProvider, vertex)
     outs = provider.create(deployed_model_props()).outs
     vertex.endpoints[ENDPOINT]["deployedModels"][0]["dedicatedResources"]["minReplicaCount"] = 1
-    read = provider.read("id", floats(outs))
-    assert read.id == "id" and read.outs["deployed_model"]["dedicatedResources"]["minReplicaCount"] == 1
+    read = provider.read(DEPLOYED_RESOURCE_ID, floats(outs))
+    assert read.id == DEPLOYED_RESOURCE_ID
+    assert read.outs["deployed_model"]["dedicatedResources"]["minReplicaCount"] == 1
+    assert read.inputs is None  # a refresh keeps the program's inputs: the drift shows against them
     assert provider.diff("id", read.outs, deployed_model_props()).changes is True
     vertex.endpoints[ENDPOINT]["deployedModels"].clear()
-    assert provider.read("id", outs).id == ""
+    assert provider.read(DEPLOYED_RESOURCE_ID, outs).id == ""
+    with pytest.raises(pv.OperationError, match="not a deployed model id: 'id'"):
+        provider.read("id", outs)
+
+
+TRAFFIC_ID = f"{ENDPOINT}/trafficSplit"
 
 
 def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     deployer = make(pv.DeployedModelProvider, vertex)
     stable = deployer.create(deployed_model_props()).outs["deployed_model_id"]
-    canary = deployer.create(deployed_model_props()).outs["deployed_model_id"]
+    canary = deployer.create(
+        deployed_model_props(model_id="llm-prod-canary-0123456789ab", deployed_model_id="2222222222")
+    ).outs["deployed_model_id"]
     traffic = make(pv.EndpointTrafficProvider, vertex)
     vertex.calls.clear()
     props = floats(
@@ -850,7 +940,7 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     )
     assert traffic.check({}, props).failures == []
     created = traffic.create(props)
-    assert created.id == f"{ENDPOINT}/trafficSplit" and created.outs["traffic_split"] == {stable: 100}
+    assert created.id == TRAFFIC_ID and created.outs["traffic_split"] == {stable: 100}
     assert vertex.calls == [
         (
             "projects.locations.endpoints.patch",
@@ -865,7 +955,7 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     assert vertex.endpoints[ENDPOINT]["trafficSplit"] == {stable: 95, canary: 5} == updated["traffic_split"]
     # drift: someone moved traffic by hand; refresh records it and the next diff wants it back
     vertex.endpoints[ENDPOINT]["trafficSplit"] = {stable: 100}
-    refreshed = traffic.read("id", updated).outs
+    refreshed = traffic.read(TRAFFIC_ID, updated).outs
     assert traffic.diff("id", refreshed, news).changes is True
     traffic.delete("id", updated)
     assert vertex.calls[-1] == (
@@ -901,9 +991,9 @@ def test_resource_pool_create_patch_delete(vertex: FakeVertex) -> None:
     provider.update("id", outs, wider)
     assert vertex.calls[-3][1] == {"name": name, "updateMask": "dedicatedResources.maxReplicaCount"}
     assert vertex.pools[name]["dedicatedResources"]["maxReplicaCount"] == 8
-    assert provider.read("id", outs).outs["resource_pool"]["dedicatedResources"]["maxReplicaCount"] == 8
+    assert provider.read(name, outs).outs["resource_pool"]["dedicatedResources"]["maxReplicaCount"] == 8
     provider.delete("id", outs)
-    assert vertex.pools == {} and provider.read("id", outs).id == ""
+    assert vertex.pools == {} and provider.read(name, outs).id == ""
 
 
 # google.api_core warns on import that it will drop Python 3.11 in 2027: not this project's to fix.

@@ -219,10 +219,12 @@ def test_replica_bounds_within_the_reservation() -> None:
     # rule reports the reservation as too small for max 4 + 1 + replacements 1 + 1 = 7).
     v = values()
     _pool(v)["max_replicas"] = 4
-    assert (
+    assert issues(v) == [
         "llm-serving:accelerators.h100-tp2.reservation.count: 5 reserved machine(s) cannot hold the Vertex pools' "
-        "max replicas 5 + a replacement deployment's min replicas 2 = 7"
-    ) in issues(v)
+        "max replicas 5 + the replacement transient (stable 1 + canary 1) = 7: a create-first replacement would "
+        "find the reservation full; reserve more machines, lower max_replicas, or set the pool's replacement: "
+        "delete_first"
+    ]
     _acc(v)["reservation"]["count"] = 7
     p = vertex_plan(v=v).vertex
     assert (p.reservation_cap, p.max_replicas, p.max_reason) == (
@@ -448,7 +450,10 @@ def test_every_request_body_of_this_stack_validates(ai: DiscoveryDocument) -> No
     } <= methods
     # The bodies that went over the wire are the planned ones: every upload body is this stack's, unchanged.
     uploads = vertex.bodies("projects.locations.models.upload")
-    assert uploads == [deployed("stable")["upload_model_request"], deployed("canary")["upload_model_request"]]
+    assert uploads == [
+        {**deployed(role)["upload_model_request"], "modelId": deployed(role)["model_id"]}
+        for role in ("stable", "canary")
+    ]
     for body in uploads:
         assert (
             ai.validate(
@@ -480,7 +485,7 @@ def test_every_request_body_of_this_stack_validates(ai: DiscoveryDocument) -> No
             RESERVATION
         ]
     assert vertex.bodies("projects.locations.endpoints.patch")[0] == {
-        "trafficSplit": {"1000": 90, "1001": 10},
+        "trafficSplit": {deployed("stable")["deployed_model_id"]: 90, deployed("canary")["deployed_model_id"]: 10},
         "clientConnectionConfig": {"inferenceTimeout": "207s"},
     }
 
@@ -656,9 +661,16 @@ def test_pools_name_known_accelerators() -> None:
     assert issues(v) == ["llm-serving:serving.stable.accelerator: unknown accelerator 'h100-tp4'; known: h100-tp2"]
 
 
+def _price(v: dict[str, Any], machine: str, gpu: str) -> None:
+    pricing = v["llm-serving:vertex"]["pricing"]
+    pricing["machine_hour_usd"][machine] = 1.0
+    pricing["accelerator_hour_usd"][gpu] = 1.0
+
+
 def test_the_gpu_must_be_offered_by_vertex() -> None:
     v = values()
     _acc(v).update(machine_type="a4-highgpu-2g", gpu_type="nvidia-b200", allow_unknown_machine_pair=True)
+    _price(v, "a4-highgpu-2g", "nvidia-b200")
     (msg,) = issues(v)
     assert msg.startswith(
         "llm-serving:accelerators.h100-tp2.gpu_type: nvidia-b200 has no known Vertex AI "
@@ -666,9 +678,59 @@ def test_the_gpu_must_be_offered_by_vertex() -> None:
     )
 
 
+def test_vertex_serves_only_gpus_with_a_serving_quota() -> None:
+    # H100 Mega is a value of the MachineSpec enum, but gcloud knows no custom_model_serving quota for it.
+    v = values()
+    _acc(v).update(machine_type="a3-megagpu-8g", gpu_type="nvidia-h100-mega-80gb", gpus_per_node=2)
+    _acc(v)["allow_unknown_machine_pair"] = True
+    _price(v, "a3-megagpu-8g", "nvidia-h100-mega-80gb")
+    assert [i for i in issues(v) if "serving quota" in i] == [
+        "llm-serving:accelerators.h100-tp2.gpu_type: nvidia-h100-mega-80gb has no Vertex AI serving quota "
+        "(custom_model_serving_*): Vertex inference is not known to offer it; serve it on GKE"
+    ]
+
+
+def test_every_vertex_machine_has_a_vertex_price() -> None:
+    v = values()
+    pricing = v["llm-serving:vertex"]["pricing"]
+    del pricing["machine_hour_usd"]["a3-highgpu-2g"], pricing["accelerator_hour_usd"]["nvidia-h100-80gb"]
+    assert issues(v) == [
+        "llm-serving:vertex.pricing.accelerator_hour_usd: no Vertex AI prediction price for nvidia-h100-80gb "
+        "(accelerators.h100-tp2.gpu_type): add its accelerator-hour price from "
+        "https://cloud.google.com/vertex-ai/pricing (0 if the machine's price includes it)",
+        "llm-serving:vertex.pricing.machine_hour_usd: no Vertex AI prediction price for a3-highgpu-2g "
+        "(accelerators.h100-tp2.machine_type): add its node-hour price from https://cloud.google.com/vertex-ai/pricing",
+    ]
+    v = values()
+    v["llm-serving:vertex"]["pricing"]["as_of"] = "2026-02-30"
+    (msg,) = issues(v)
+    assert msg.startswith("llm-serving:vertex.pricing.as_of: '2026-02-30' is not a calendar date")
+
+
+def test_cost_uses_vertex_prediction_prices_not_compute_engine() -> None:
+    # staging-vertex: a3-highgpu-2g node hour 3.40 + 2 H100 hours x 11.35 = 26.10 USD per replica, not the
+    # topology's Compute Engine node_hourly_usd 22.06.
+    stable = vertex_plan("stable")
+    assert stable.vertex.replica_hour_usd == 26.10 == stable.capacity.replica_hourly_usd
+    v = values()
+    v["llm-serving:vertex"]["pricing"]["accelerator_hour_usd"]["nvidia-h100-80gb"] = 10.0
+    assert vertex_plan("stable", v).capacity.replica_hourly_usd == 3.40 + 2 * 10.0
+    # The Vertex serving quota the stack needs: max replicas (2 + 1) x 2 GPUs = 6, and a create-first replacement's
+    # min replicas (1 + 1) x 2 = 4 beside them.
+    from infra.targets.vertex.report import report_lines, serving_quota
+
+    plan = plan_run(STACK).resolved.plan
+    assert serving_quota(plan) == {"aiplatform.googleapis.com/custom_model_serving_nvidia_h100_gpus": (6, 4)}
+    assert report_lines(plan)[0] == (
+        "Vertex serving quota aiplatform.googleapis.com/custom_model_serving_nvidia_h100_gpus (per project and "
+        "region): 6 GPUs at max replicas + 4 during a create-first replacement = 10"
+    )
+
+
 def test_the_release_fills_the_machine() -> None:
     v = values()
     _acc(v).update(machine_type="a3-highgpu-4g", gpus_per_node=4)
+    _price(v, "a3-highgpu-4g", "nvidia-h100-80gb")
     assert issues(v) == [
         f"llm-serving:serving.{role}.accelerator: release {rel!r} runs on tensor_parallel_size 2 GPU(s), a h100-tp2 "
         "replica (a3-highgpu-4g) has 4: one Vertex replica is one machine, so pick the topology whose GPU count "
@@ -700,8 +762,38 @@ def test_the_reservation_holds_max_plus_replacement() -> None:
     _acc(v)["reservation"]["count"] = 4  # needs (2 + 1) + (1 + 1) = 5
     assert issues(v) == [
         "llm-serving:accelerators.h100-tp2.reservation.count: 4 reserved machine(s) cannot hold the Vertex pools' max "
-        "replicas 3 + a replacement deployment's min replicas 2 = 5"
+        "replicas 3 + the replacement transient (stable 1 + canary 1) = 5: a create-first replacement would find the "
+        "reservation full; reserve more machines, lower max_replicas, or set the pool's replacement: delete_first"
     ]
+    # A delete-first canary needs no room beside it: 3 + stable 1 = 4 machines hold the stack, and the planner gives
+    # the canary 4 - stable (2 + 1) - 0 = 1 replica, the stable 4 - canary (1 + 0) - 1 = 2.
+    _pool(v, "canary")["replacement"] = "delete_first"
+    resolve_stack(v, STACK, ROOT)  # no issue
+    stable, canary = vertex_plan("stable", v).vertex, vertex_plan("canary", v).vertex
+    assert (stable.reservation_cap, canary.reservation_cap) == (4 - 1 - 1, 4 - 3 - 0)
+    assert (canary.replacement, deployed("canary", plan_values(v))["replacement"]) == ("delete_first",) * 2
+    # Both delete-first: 3 machines are enough (max 2 + 1, no transient).
+    _pool(v, "stable")["replacement"] = "delete_first"
+    _acc(v)["reservation"]["count"] = 3
+    resolve_stack(v, STACK, ROOT)
+    _acc(v)["reservation"]["count"] = 2
+    assert issues(v) == [
+        "llm-serving:accelerators.h100-tp2.reservation.count: 2 reserved machine(s) cannot hold the Vertex pools' max "
+        "replicas 3 + the replacement transient (0) = 3: a create-first replacement would find the reservation full; "
+        "stable, canary replace(s) delete-first; reserve more machines, lower max_replicas, or set the pool's "
+        "replacement: delete_first"
+    ]
+
+
+def test_delete_first_is_refused_for_a_serving_prod_pool() -> None:
+    v = prod_values()
+    _pool(v, "stable")["replacement"] = "delete_first"
+    assert [i for i in issues(v) if "replacement:" in i] == [
+        "llm-serving:serving.stable.replacement: delete_first would leave pool stable (90 % of traffic) without a "
+        "deployment during every replacement; prod replaces create-first (reserve the min replicas once more)"
+    ]
+    v["llm-serving:environment"] = "staging"  # outside prod a pool may accept the gap
+    assert vertex_plan("stable", v).vertex.replacement == "delete_first"
 
 
 def test_the_releases_share_one_weights_bucket() -> None:
@@ -780,3 +872,19 @@ def test_an_unknown_target_names_all_three() -> None:
     assert issues(v) == [
         "llm-serving:serving.stable.target: unknown serving target 'vertex-ai'; known: gke, cloud_run, vertex"
     ]
+
+
+def test_the_vertex_docs_figures_are_the_plans() -> None:
+    """docs/vertex.md's replica price and docs/deploying.md's serving quota are this stack's plan."""
+    from infra.targets.vertex.report import serving_quota
+
+    stable = vertex_plan("stable").vertex
+    v = values()["llm-serving:vertex"]["pricing"]
+    machine, gpu = v["machine_hour_usd"]["a3-highgpu-2g"], v["accelerator_hour_usd"]["nvidia-h100-80gb"]
+    vertex_md = (ROOT / "docs" / "vertex.md").read_text()
+    assert f"{machine:.2f} + 2 × {gpu:.2f} = {stable.replica_hour_usd:.2f} USD per replica hour" in vertex_md
+    ((at_max, transient),) = serving_quota(plan_run(STACK).resolved.plan).values()
+    deploying = (ROOT / "docs" / "deploying.md").read_text()
+    assert (
+        f"staging-vertex: {at_max} GPUs at max + {transient} during a replacement = {at_max + transient}" in deploying
+    )

@@ -43,7 +43,6 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from .. import naming
 from ..base import Component
 from ..traffic import split_problem
 from . import provider as pv
@@ -72,8 +71,8 @@ LIST_PREFIX_ATTRIBUTE = "storage.googleapis.com/objectListPrefix"
 _ENDPOINT_ID_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 #: Service account ids: 6-30 characters, lowercase letter first (IAM naming rules).
 _ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
-#: Vertex label keys allow no '.' or '/', so the Kubernetes pool label (naming.POOL_LABEL) is spelled with dashes.
-POOL_LABEL = naming.POOL_LABEL.replace(".", "-").replace("/", "-")
+#: The Model label carrying the pool's role (requests.POOL_LABEL_KEY: Vertex label keys allow no '.' or '/').
+POOL_LABEL = rq.POOL_LABEL_KEY
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ class CoHosted:
     ``VertexServingArgs.resource_pool``) or another's, by full resource name
     (``VertexServing.resource_pool_name`` of the component that owns it)."""
 
-    resource_pool: pulumi.Input[str] | None = None
+    resource_pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,8 @@ class VertexDeployment:
     weight: int
     model: rq.ModelSpec
     placement: rq.DedicatedResources | CoHosted
+    #: How a replacement of this deployment makes way (provider CREATE_FIRST / DELETE_FIRST).
+    replacement: str = pv.CREATE_FIRST
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class ImageRepository:
 
 @dataclass(frozen=True)
 class VertexServingArgs:
+    #: The Pulumi stack: part of every caller-chosen id (requests.creation_ids), so two stacks in one project and
+    #: region never find each other's models.
+    stack: str
     project: str
     region: str
     #: The endpoint's id (final component of its resource name).
@@ -135,6 +139,8 @@ class VertexServingArgs:
     inference_timeout_seconds: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
+    #: Request-response logging to BigQuery; None (the default): off, no prompt or completion is stored.
+    request_logging: rq.RequestResponseLogging | None = None
     #: Release folders (``<model>/<revision>``) the serving account may read; empty: the whole bucket.
     weights_prefixes: tuple[str, ...] = ()
 
@@ -160,6 +166,8 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
         )
     if not _ACCOUNT_ID_RE.match(args.service_account_id):
         problems.append(f"service_account_id {args.service_account_id!r}: 6-30 of [a-z0-9-], letter first")
+    if not args.stack:
+        problems.append("stack: the Pulumi stack name (part of every caller-chosen id)")
     if not args.deployments:
         problems.append("deployments: at least one")
     roles = [d.role for d in args.deployments]
@@ -170,6 +178,8 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
             problems.append(f"deployments[{d.role}].role: lowercase letter first, up to 20 of [a-z0-9-]")
         if isinstance(d.placement, CoHosted) and d.placement.resource_pool is None and args.resource_pool is None:
             problems.append(f"deployments[{d.role}]: co-hosted on this component's pool, but resource_pool is unset")
+        if d.replacement not in pv.REPLACEMENT_ORDERS:
+            problems.append(f"deployments[{d.role}].replacement: one of {', '.join(pv.REPLACEMENT_ORDERS)}")
     split = split_problem({d.role: d.weight for d in args.deployments}) if args.deployments else None
     if split is not None:
         problems.append(f"deployments: {split}")
@@ -294,6 +304,15 @@ class VertexServing(Component):
             description="vLLM (OpenAI protocol via rawPredict/streamRawPredict)",
             labels=dict(sorted(args.labels.items())),
             dedicated_endpoint_enabled=True if psc is None else None,
+            predict_request_response_logging_config=None
+            if args.request_logging is None
+            else gcp.vertex.AiEndpointPredictRequestResponseLoggingConfigArgs(
+                enabled=True,
+                sampling_rate=args.request_logging.sampling_rate,
+                bigquery_destination=gcp.vertex.AiEndpointPredictRequestResponseLoggingConfigBigqueryDestinationArgs(
+                    output_uri=args.request_logging.bigquery_uri
+                ),
+            ),
             private_service_connect_config=None
             if psc is None
             else (
@@ -330,17 +349,31 @@ class VertexServing(Component):
         # ---- deployments, one after the other ------------------------------------------------------------
         self.deployments: dict[str, pv.DeployedModel] = {}
         previous: list[pulumi.Resource] = []
+        email = service_account_email(p, args.service_account_id)
+        self.creation_ids: dict[str, rq.CreationIds] = {}
         for d in args.deployments:
             model = replace(d.model, labels={**args.labels, **d.model.labels, POOL_LABEL: d.role})
+            as_sa = args.image_repository is not None
+            # The ids from the same bodies the provider sends (the account e-mail is fixed by its id).
+            ids = self.creation_ids[d.role] = rq.creation_ids(
+                args.stack,
+                args.endpoint_id,
+                d.role,
+                rq.upload_model_request(model, service_account=email if as_sa else None),
+                self._deployed_body(d, email),
+            )
             deployed = self.deployments[d.role] = pv.DeployedModel(
                 f"{name}-{d.role}",
                 pv.DeployedModelInputs(
                     project=p,
                     region=r,
                     endpoint=self.endpoint_name,
-                    upload_model_request=self._upload_request(model, args.image_repository is not None),
+                    model_id=ids.model_id,
+                    deployed_model_id=ids.deployed_model_id,
+                    upload_model_request=self._upload_request(model, as_sa),
                     deployed_model=self._deployed_model(d),
                     timeouts=pv.DeployTimeouts.for_container(d.model.container),
+                    replacement=d.replacement,
                 ),
                 opts=self._child(depends_on=[*grants, *previous, *self._pool_dependency(d)]),
             )
@@ -399,6 +432,17 @@ class VertexServing(Component):
         if not as_serving_account:
             return rq.upload_model_request(model)
         return self.service_account.email.apply(lambda e: rq.upload_model_request(model, service_account=e))
+
+    def _deployed_body(self, d: VertexDeployment, email: str) -> Mapping[str, Any]:
+        """The DeployedModel body as plain data (what :meth:`_deployed_model` resolves to)."""
+        display = rq.deployed_model_display_name(d.role, d.model.display_name)
+        if isinstance(d.placement, rq.DedicatedResources):
+            return rq.deployed_model(
+                rq.DeployedModelSpec(display_name=display, resources=d.placement, service_account=email)
+            )
+        pool = d.placement.resource_pool if d.placement.resource_pool is not None else self.resource_pool_name
+        assert pool is not None  # serving_problems refuses co-hosting on this component's pool when it has none
+        return rq.deployed_model(rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(pool)))
 
     def _deployed_model(self, d: VertexDeployment) -> pulumi.Output[Mapping[str, Any]]:
         display = rq.deployed_model_display_name(d.role, d.model.display_name)

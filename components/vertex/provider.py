@@ -31,6 +31,7 @@ the pickle holds no credential (ADC is read in the provider process at call time
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -81,11 +82,17 @@ class NotFound(Exception):
     """The addressed resource does not exist (HTTP 404)."""
 
 
+class Conflict(Exception):
+    """The caller-chosen id is taken (HTTP 409 ALREADY_EXISTS): by this resource's own earlier request whose response
+    was lost (the client library retried the POST), or by a create still running."""
+
+
 class VertexTransport(Protocol):
     """The only network interface of the providers: one discovery method call, returning the JSON response.
 
     ``method`` is the dotted discovery path (``projects.locations.models.upload``), ``params`` its path/query
-    parameters, ``body`` the request body (None for methods without one). Raises :class:`NotFound` on 404."""
+    parameters, ``body`` the request body (None for methods without one). Raises :class:`NotFound` on 404 and
+    :class:`Conflict` on 409."""
 
     def call(self, method: str, params: Mapping[str, Any], body: Mapping[str, Any] | None = None) -> Body: ...
 
@@ -93,16 +100,31 @@ class VertexTransport(Protocol):
 TransportFactory = Callable[[str], VertexTransport]
 
 
+def regional_endpoint(region: str) -> str:
+    """Vertex resources live in a region and the global host does not serve them (Vertex AI locations page:
+    "You specify the location for a Vertex AI API request by using the appropriate regional endpoint")."""
+    return f"https://{region}-aiplatform.googleapis.com"
+
+
 class DiscoveryTransport:
     """google-api-python-client over the aiplatform v1 discovery document shipped with the library.
 
     ``static_discovery=True`` uses the packaged document, the one the tests validate against, so no discovery
-    fetch happens at runtime and the client's request shapes cannot drift from the validated ones. The
-    regional host (``https://<region>-aiplatform.googleapis.com``) is required: Vertex resources live in a
-    region and the global host does not serve them. One instance per provider call: httplib2 connections are
-    not thread-safe and the dynamic-provider server runs calls on a thread pool."""
+    fetch happens at runtime and the client's request shapes cannot drift from the validated ones. One instance
+    per provider call: httplib2 connections are not thread-safe and the dynamic-provider server runs calls on a
+    thread pool.
 
-    def __init__(self, region: str, credentials: Any = None):
+    ``api_endpoint`` (default: the regional host) and ``retry_sleep`` exist for the tests' local Vertex server:
+    the client's own retry of 429/5xx/connection errors (``HttpRequest.execute(num_retries=...)``) then sleeps
+    on the test's clock instead of real seconds."""
+
+    def __init__(
+        self,
+        region: str,
+        credentials: Any = None,
+        api_endpoint: str | None = None,
+        retry_sleep: Callable[[float], None] | None = None,
+    ):
         from googleapiclient import discovery  # imported lazily: the offline plan never needs it
 
         if credentials is None:
@@ -110,13 +132,14 @@ class DiscoveryTransport:
 
             credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         self.region = region
+        self._retry_sleep = retry_sleep
         self._service = discovery.build(
             "aiplatform",
             "v1",
             credentials=credentials,
             static_discovery=True,
             cache_discovery=False,
-            client_options={"api_endpoint": f"https://{region}-aiplatform.googleapis.com"},
+            client_options={"api_endpoint": api_endpoint or regional_endpoint(region)},
         )
 
     def request(self, method: str, params: Mapping[str, Any], body: Mapping[str, Any] | None = None) -> Any:
@@ -128,7 +151,10 @@ class DiscoveryTransport:
         kwargs = dict(params)
         if body is not None:
             kwargs["body"] = dict(body)
-        return getattr(node, verb)(**kwargs)
+        req = getattr(node, verb)(**kwargs)
+        if self._retry_sleep is not None:
+            req._sleep = self._retry_sleep  # HttpRequest's own backoff sleep (googleapiclient/http.py)
+        return req
 
     def call(self, method: str, params: Mapping[str, Any], body: Mapping[str, Any] | None = None) -> Body:
         from googleapiclient.errors import HttpError
@@ -138,6 +164,8 @@ class DiscoveryTransport:
         except HttpError as err:
             if err.resp.status == 404:
                 raise NotFound(f"{method} {dict(params)}: {err}") from err
+            if err.resp.status == 409:
+                raise Conflict(f"{method} {dict(params)}: {err}") from err
             raise
 
 
@@ -160,6 +188,11 @@ class OperationError(RuntimeError):
     """A long-running operation finished with an error, or did not finish within its bound."""
 
 
+class OperationTimeout(OperationError):
+    """An operation still running when the provider's wait ended. It is left running (never cancelled): the
+    next ``pulumi up`` finds it by the resource's caller-chosen ids and waits on it instead of starting another."""
+
+
 def operation_method(operation_name: str, verb: str = "get") -> str:
     """The discovery method of an operation name: ``projects/p/locations/l/models/m/operations/o`` ->
     ``projects.locations.models.operations.get`` (each resource collection has its own operations methods, and
@@ -177,36 +210,81 @@ def _operation_result(op: Mapping[str, Any], what: str) -> Body:
     return dict(op.get("response") or {})
 
 
+#: Pages of an operations listing read at most: a parent's operations are its few creates, deploys and patches;
+#: 20 pages bound a runaway listing instead of looping on a server that always returns a token.
+MAX_OPERATION_PAGES = 20
+
+
+def pending_operations(t: VertexTransport, parent: str, metadata_type: str) -> list[Body]:
+    """The not-done operations of ``parent`` (a model, an endpoint, a resource pool) whose metadata is
+    ``metadata_type`` (``DeployModelOperationMetadata``...): ``<collection>.operations.list``, the documented way to
+    find an operation without its name ("Lists operations that match the specified filter", aiplatform.v1). The
+    filter is applied here (``done`` and the metadata's ``@type``), not server-side: aiplatform.v1 does not state
+    which fields its "standard list filter" accepts. A parent that does not exist (yet) has none."""
+    method = ".".join(parent.split("/")[::2]) + ".operations.list"
+    out: list[Body] = []
+    token = None
+    for _ in range(MAX_OPERATION_PAGES):
+        params: dict[str, Any] = {"name": parent}
+        if token:
+            params["pageToken"] = token
+        try:
+            page = t.call(method, params)
+        except NotFound:
+            return out
+        out += [
+            op
+            for op in page.get("operations", [])
+            if not op.get("done") and str(op.get("metadata", {}).get("@type", "")).endswith("." + metadata_type)
+        ]
+        token = page.get("nextPageToken")
+        if not token:
+            break
+    return sorted(out, key=lambda op: str(op.get("name")))
+
+
 class Waiter:
     def __init__(
         self, transport: VertexTransport, policy: PollPolicy, sleep: Callable[[float], None], clock: Callable[[], float]
     ):
         self.transport, self.policy, self.sleep, self.clock = transport, policy, sleep, clock
 
-    def wait(self, op: Mapping[str, Any], timeout_s: float, what: str) -> Body:
-        """The operation's response once done; on timeout a best-effort cancel, then :class:`OperationError`."""
+    def wait(self, op: Mapping[str, Any], timeout_s: float, what: str, resume_hint: str = "") -> Body:
+        """The operation's response once done. On timeout :class:`OperationTimeout`: the operation keeps running
+        server-side (nothing is cancelled), and ``resume_hint`` says how the next ``pulumi up`` picks it up."""
         name = op.get("name", "")
         deadline = self.clock() + timeout_s
         interval = self.policy.first_interval_s
         while not op.get("done"):
             remaining = deadline - self.clock()
             if remaining <= 0:
-                self._cancel(name)
-                raise OperationError(
-                    f"{what}: operation {name} not done after {timeout_s:.0f} s; cancellation requested. It may "
-                    f"still finish server-side: check it with `gcloud ai operations describe {name}` before "
-                    "retrying, and remove what it created if it did."
+                raise OperationTimeout(
+                    f"{what}: operation {name} not done after {timeout_s:.0f} s; it keeps running server-side "
+                    f"(not cancelled). {resume_hint or 'Run `pulumi up` again: it waits on this operation.'} "
+                    f"Its state: `gcloud ai operations describe {name.rsplit('/', 1)[-1]} --region "
+                    f"{_region_of(name)}`."
                 )
             self.sleep(min(interval, remaining))
             interval = min(interval * self.policy.growth, self.policy.max_interval_s)
             op = self.transport.call(operation_method(name), {"name": name})
         return _operation_result(op, what)
 
-    def _cancel(self, name: str) -> None:
-        try:
-            self.transport.call(operation_method(name, "cancel"), {"name": name})
-        except Exception as err:  # best effort: the timeout error below is what the operator must see
-            log.warning("cancelling %s failed: %s", name, err)
+    def until(self, probe: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Poll ``probe`` with the same growing intervals until it holds; :class:`OperationTimeout` after
+        ``timeout_s`` (for a create whose operation cannot be listed: its resource appears when it is done)."""
+        deadline = self.clock() + timeout_s
+        interval = self.policy.first_interval_s
+        while not probe():
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise OperationTimeout(f"{what}: still not there after {timeout_s:.0f} s; run `pulumi up` again")
+            self.sleep(min(interval, remaining))
+            interval = min(interval * self.policy.growth, self.policy.max_interval_s)
+
+
+def _region_of(name: str) -> str:
+    parts = name.split("/")
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else "<region>"
 
 
 # ---- diff helpers ---------------------------------------------------------------------------------------
@@ -272,13 +350,16 @@ def _diff(
     keys: Sequence[str],
     updatable: Sequence[str],
     extra_change: bool = False,
+    delete_before_replace: bool = False,
 ) -> DiffResult:
     paths = changed_paths(olds, news, keys)
     replaces = sorted({p.split(".", 1)[0] for p in paths if not _matches(p, updatable)})
     provider_changed = olds.get(PROVIDER_KEY) != news.get(PROVIDER_KEY)
     # A provider-only change is an update that calls nothing: the state then carries the new pickle.
     return DiffResult(
-        changes=bool(paths) or provider_changed or extra_change, replaces=replaces, delete_before_replace=False
+        changes=bool(paths) or provider_changed or extra_change,
+        replaces=replaces,
+        delete_before_replace=delete_before_replace and bool(replaces),
     )
 
 
@@ -336,15 +417,87 @@ class DeployTimeouts:
         limit = container.deployment_timeout_seconds or rq.MAX_DEPLOYMENT_TIMEOUT_S
         return cls(deploy_seconds=limit + PROVISIONING_MARGIN_S)
 
+    @classmethod
+    def for_deployment_timeout(cls, model: Mapping[str, Any]) -> DeployTimeouts:
+        """The same bounds from a live Model (``containerSpec.deploymentTimeout``, ``"<n>s"``): for a read by id."""
+        raw = str(model.get("containerSpec", {}).get("deploymentTimeout", "")).removesuffix("s")
+        limit = int(float(raw)) if raw else rq.MAX_DEPLOYMENT_TIMEOUT_S
+        return cls(deploy_seconds=limit + PROVISIONING_MARGIN_S)
+
+
+#: How a replaced deployed model makes way for its successor. ``create_first`` (Pulumi's default): the new one is
+#: deployed beside the old, so its machines must fit the reservation meanwhile (the planner and the rule
+#: ``vertex.reservation_holds_max_plus_replacement`` count them). ``delete_first``: the old one is undeployed
+#: first (Pulumi's deleteBeforeReplace) and its traffic share moves to the other pools; the pool serves nothing
+#: until its successor is up.
+CREATE_FIRST, DELETE_FIRST = "create_first", "delete_first"
+REPLACEMENT_ORDERS = (CREATE_FIRST, DELETE_FIRST)
+
+_DEPLOYED_ID_RE = re.compile(r"^(projects/([^/]+)/locations/([^/]+)/endpoints/[^/]+)/deployedModels/([0-9]{1,10})\Z")
+_TRAFFIC_ID_RE = re.compile(r"^(projects/([^/]+)/locations/([^/]+)/endpoints/[^/]+)/trafficSplit\Z")
+_POOL_ID_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/deploymentResourcePools/([^/]+)\Z")
+
+#: The Model fields the upload request sets (requests.upload_model_request), read back for refresh and import.
+_MODEL_FIELDS = ("displayName", "labels", "artifactUri", "containerSpec", "description")
+#: The DeployedModel fields requests.deployed_model() sets, read back likewise (``model`` and ``id`` are inputs
+#: of their own).
+_DEPLOYED_FIELDS = (
+    "displayName",
+    "enableAccessLogging",
+    "dedicatedResources",
+    "disableContainerLogging",
+    "serviceAccount",
+    "sharedResources",
+)
+
+
+def _last(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+def rebalanced(split: Mapping[str, int], removed: str) -> dict[str, int]:
+    """The split without ``removed``, the others scaled to 100 (largest remainder, ties by id): what a
+    ``delete_first`` replacement sends when it undeploys a model that still holds traffic. Empty when no other
+    deployment holds any."""
+    rest = {k: v for k, v in split.items() if k != removed and v > 0}
+    total = sum(rest.values())
+    if not total:
+        return {}
+    exact = {k: v * 100 / total for k, v in rest.items()}
+    out = {k: int(x) for k, x in exact.items()}
+    for k in sorted(rest, key=lambda k: (-(exact[k] - out[k]), k))[: 100 - sum(out.values())]:
+        out[k] += 1
+    return dict(sorted(out.items()))
+
 
 class DeployedModelProvider(_VertexProvider):
-    """Upload one Model and deploy it to an existing endpoint (without traffic: see EndpointTraffic)."""
+    """Upload one Model and deploy it to an existing endpoint (without traffic: see EndpointTraffic), both under
+    caller-chosen ids (``model_id``, ``deployed_model_id``: requests.creation_ids).
 
-    INPUTS = ("project", "region", "endpoint", "upload_model_request", "deployed_model", "timeouts")
+    Every create is *find or create*, so an interrupted, retried or resumed create never makes a second copy:
+    the model is looked up by its id (``models.get``), an upload still running under that id is waited on
+    (``models.operations.list``), and only then uploaded; the deployment likewise (the endpoint's
+    ``deployedModels`` by id, its running ``DeployModel`` operations, then ``deployModel``). A POST whose response
+    was lost after Vertex applied it comes back from the client library's retry as 409 ALREADY_EXISTS, which is
+    answered the same way. A deployment that outlives the wait is left running: the next ``pulumi up`` creates
+    again, finds the model, waits on the running deployment and records it."""
+
+    INPUTS = (
+        "project",
+        "region",
+        "endpoint",
+        "model_id",
+        "deployed_model_id",
+        "upload_model_request",
+        "deployed_model",
+        "timeouts",
+        "replacement",
+    )
     UPDATABLE = (
         *(f"deployed_model.{p}" for p in rq.MUTABLE_DEPLOYED_MODEL_PATHS),
-        "upload_model_request.model.labels",
+        *(f"upload_model_request.{p}" for p in rq.UPLOAD_IN_PLACE_PATHS),
         "timeouts",
+        "replacement",
     )
 
     @_normalize_props
@@ -357,43 +510,195 @@ class DeployedModelProvider(_VertexProvider):
                 failures.append(
                     CheckFailure("deployed_model", f"exactly one of dedicatedResources or sharedResources, got {kinds}")
                 )
-            if "model" in dm:
-                failures.append(CheckFailure("deployed_model", "'model' is set by the provider from the upload"))
-        for key in ("project", "region", "endpoint", "upload_model_request", "deployed_model"):
+            for key in ("model", "id"):
+                if key in dm:
+                    failures.append(CheckFailure("deployed_model", f"{key!r} is set by the provider"))
+        upload = news.get("upload_model_request")
+        if isinstance(upload, Mapping) and "modelId" in upload:
+            failures.append(CheckFailure("upload_model_request", "'modelId' is set by the provider from model_id"))
+        for key in (
+            "project",
+            "region",
+            "endpoint",
+            "model_id",
+            "deployed_model_id",
+            "upload_model_request",
+            "deployed_model",
+        ):
             if news.get(key) in (None, ""):
                 failures.append(CheckFailure(key, "required"))
+        for key, checker in (("model_id", rq.check_model_id), ("deployed_model_id", rq.check_deployed_model_id)):
+            value = news.get(key)
+            if isinstance(value, str) and value and value != UNKNOWN:
+                try:
+                    checker(value)
+                except rq.VertexRequestError as err:
+                    failures.append(CheckFailure(key, str(err)))
+        if news.get("replacement", CREATE_FIRST) not in REPLACEMENT_ORDERS:
+            failures.append(CheckFailure("replacement", f"one of {', '.join(REPLACEMENT_ORDERS)}"))
         return CheckResult(news, failures)
 
     @_normalize_props
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _diff(olds, news, self.INPUTS, self.UPDATABLE)
+        return _diff(
+            olds,
+            news,
+            self.INPUTS,
+            self.UPDATABLE,
+            delete_before_replace=news.get("replacement", CREATE_FIRST) == DELETE_FIRST,
+        )
 
     @_normalize_props
     def create(self, props: dict[str, Any]) -> CreateResult:
         t = self._transport(props["region"])
         w = self._waiter(t)
-        timeouts = props["timeouts"]
-        op = t.call(
-            "projects.locations.models.upload",
-            {"parent": rq.location_name(props["project"], props["region"])},
-            props["upload_model_request"],
+        model_name = rq.model_name(props["project"], props["region"], props["model_id"])
+        deployed_id = props["deployed_model_id"]
+        resume = (
+            f"Run `pulumi up` again: the create finds model {props['model_id']} and deployed model {deployed_id} by "
+            "their ids and waits on this operation instead of starting another."
         )
-        model_name = w.wait(op, timeouts["upload_seconds"], "upload model")["model"]
+        self._ensure_model(t, w, props, model_name, resume)
+        try:
+            self._ensure_deployed(t, w, props, model_name, resume)
+        except OperationTimeout:
+            raise  # still running: nothing to clean up, the next create resumes it
+        except Exception as err:
+            raise OperationError(f"{err}; {self._clean_up(t, w, props, model_name)}") from err
+        outs = {**props, "model_name": model_name}
+        return CreateResult(rq.deployed_model_resource_id(props["endpoint"], deployed_id), outs)
+
+    # -- create, step by step --
+
+    def _find_model(self, t: VertexTransport, model_name: str, props: Mapping[str, Any]) -> bool:
+        try:
+            live = t.call("projects.locations.models.get", {"name": model_name})
+        except NotFound:
+            return False
+        want = props["upload_model_request"]["model"]
+        for field in ("artifactUri",):
+            if live.get(field) != want.get(field):
+                raise OperationError(
+                    f"model {model_name} exists but its {field} is {live.get(field)!r}, not {want.get(field)!r}: it "
+                    "is not this pool's model (ids are derived from the stack, pool and release; was it made by "
+                    "hand?)"
+                )
+        if live.get("containerSpec", {}).get("imageUri") != want["containerSpec"]["imageUri"]:
+            raise OperationError(
+                f"model {model_name} exists with image {live.get('containerSpec', {}).get('imageUri')!r}, not "
+                f"{want['containerSpec']['imageUri']!r}: it is not this pool's model"
+            )
+        return True
+
+    def _ensure_model(
+        self, t: VertexTransport, w: Waiter, props: Mapping[str, Any], model_name: str, resume: str
+    ) -> None:
+        timeout = props["timeouts"]["upload_seconds"]
+        if self._find_model(t, model_name, props):
+            return
+        for op in pending_operations(t, model_name, "UploadModelOperationMetadata"):
+            w.wait(op, timeout, f"upload {props['model_id']} (already running)", resume)
+        if self._find_model(t, model_name, props):
+            return
+        body = {**props["upload_model_request"], "modelId": props["model_id"]}
         try:
             op = t.call(
-                "projects.locations.endpoints.deployModel",
-                {"endpoint": props["endpoint"]},
-                rq.deploy_model_request(model_name, props["deployed_model"]),
+                "projects.locations.models.upload",
+                {"parent": rq.location_name(props["project"], props["region"])},
+                body,
             )
-            deployed_id = w.wait(op, timeouts["deploy_seconds"], f"deploy {model_name}")["deployedModel"]["id"]
-        except Exception:
-            # Create must be transactional for Pulumi: a failed create records nothing, so the uploaded model
-            # would be orphaned. If the deployment is still running server-side, this delete fails and the log
-            # names the model to remove by hand.
-            self._delete_model(t, w, model_name, timeouts["teardown_seconds"])
-            raise
-        outs = {**props, "model_name": model_name, "deployed_model_id": deployed_id}
-        return CreateResult(f"{props['endpoint']}/deployedModels/{deployed_id}", outs)
+        except Conflict:
+            # The id is taken: our own upload, applied although its response was lost (the client retried the
+            # POST), or one still running. Wait on its operation when it can be listed, else for the model.
+            for pending in pending_operations(t, model_name, "UploadModelOperationMetadata"):
+                w.wait(pending, timeout, f"upload {props['model_id']} (already running)", resume)
+            w.until(lambda: self._find_model(t, model_name, props), timeout, f"upload {props['model_id']}")
+            return
+        w.wait(op, timeout, f"upload {props['model_id']}", resume)
+
+    @staticmethod
+    def _live_deployment(t: VertexTransport, endpoint: str, deployed_id: str) -> Body | None:
+        live = t.call("projects.locations.endpoints.get", {"name": endpoint})
+        return next((d for d in live.get("deployedModels", []) if d.get("id") == deployed_id), None)
+
+    def _ensure_deployed(
+        self, t: VertexTransport, w: Waiter, props: Mapping[str, Any], model_name: str, resume: str
+    ) -> None:
+        endpoint, deployed_id = props["endpoint"], props["deployed_model_id"]
+        timeout = props["timeouts"]["deploy_seconds"]
+
+        def found() -> bool:
+            live = self._live_deployment(t, endpoint, deployed_id)
+            if live is not None and _last(str(live.get("model", ""))) != props["model_id"]:
+                raise OperationError(
+                    f"deployed model {deployed_id} of {endpoint} serves {live.get('model')}, not {model_name}: "
+                    "another deployment holds this pool's id"
+                )
+            return live is not None
+
+        def wait_running() -> None:
+            # Deploy operations carry no deployed-model id in their metadata (DeployModelOperationMetadata), and
+            # this component deploys to one endpoint one model at a time: a running deploy is waited on whoever
+            # started it, and its outcome read from the endpoint, never from the operation.
+            for op in pending_operations(t, endpoint, "DeployModelOperationMetadata"):
+                try:
+                    w.wait(op, timeout, f"deploy on {endpoint} (already running)", resume)
+                except OperationTimeout:
+                    raise
+                except OperationError as err:
+                    log.warning("a running deployment on %s failed: %s", endpoint, err)
+
+        if found():
+            return
+        wait_running()
+        if found():
+            return
+        body = rq.deploy_model_request(model_name, props["deployed_model"], deployed_id)
+        try:
+            op = t.call("projects.locations.endpoints.deployModel", {"endpoint": endpoint}, body)
+        except Conflict:
+            wait_running()
+        else:
+            w.wait(op, timeout, f"deploy {deployed_id} ({props['model_id']})", resume)
+        if not found():
+            raise OperationError(f"deploy {deployed_id}: done, but {endpoint} has no deployed model {deployed_id}")
+
+    def _clean_up(self, t: VertexTransport, w: Waiter, props: Mapping[str, Any], model_name: str) -> str:
+        """After a failed deployment: remove exactly what this resource's ids name (its deployment if Vertex left
+        one, then its model), and say what is left if that fails."""
+        timeout = props["timeouts"]["teardown_seconds"]
+        left: list[str] = []
+        removed: list[str] = []
+        try:
+            if self._live_deployment(t, props["endpoint"], props["deployed_model_id"]) is not None:
+                op = t.call(
+                    "projects.locations.endpoints.undeployModel",
+                    {"endpoint": props["endpoint"]},
+                    rq.undeploy_model_request(props["deployed_model_id"], None),
+                )
+                w.wait(op, timeout, f"undeploy {props['deployed_model_id']}")
+                removed.append(f"deployed model {props['deployed_model_id']}")
+        except NotFound:
+            pass
+        except Exception as err:
+            left.append(
+                f"deployed model {props['deployed_model_id']} on {props['endpoint']} ({err}): `gcloud ai endpoints "
+                f"undeploy-model {_last(props['endpoint'])} --deployed-model-id {props['deployed_model_id']} "
+                f"--region {props['region']}`"
+            )
+        try:
+            op = t.call("projects.locations.models.delete", {"name": model_name})
+            w.wait(op, timeout, f"delete {model_name}")
+            removed.append(f"model {props['model_id']}")
+        except NotFound:
+            pass
+        except Exception as err:
+            left.append(
+                f"model {model_name} ({err}): `gcloud ai models delete {props['model_id']} --region {props['region']}`"
+            )
+        if left:
+            return "left behind: " + "; ".join(left) + (f" (removed {', '.join(removed)})" if removed else "")
+        return f"removed what this create made: {', '.join(removed) or 'nothing was left'}"
 
     @_normalize_props
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -407,8 +712,13 @@ class DeployedModelProvider(_VertexProvider):
             w.wait(op, news["timeouts"]["deploy_seconds"], f"mutate deployed model {olds['deployed_model_id']}")
         if any(_matches(p, ("upload_model_request.model.labels",)) for p in paths):
             body, update_mask = rq.model_labels_patch(news["upload_model_request"]["model"].get("labels", {}))
-            t.call("projects.locations.models.patch", {"name": olds["model_name"], "updateMask": update_mask}, body)
-        return UpdateResult({**news, "model_name": olds["model_name"], "deployed_model_id": olds["deployed_model_id"]})
+            t.call("projects.locations.models.patch", {"name": self._model_name(olds), "updateMask": update_mask}, body)
+        # upload_model_request.serviceAccount, timeouts, replacement: recorded only (nothing live to change).
+        return UpdateResult({**news, "model_name": self._model_name(olds)})
+
+    @staticmethod
+    def _model_name(props: Mapping[str, Any]) -> str:
+        return props.get("model_name") or rq.model_name(props["project"], props["region"], props["model_id"])
 
     @_normalize_props
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -425,7 +735,11 @@ class DeployedModelProvider(_VertexProvider):
             remaining = None
             if split.get(deployed_id, 0) > 0:
                 remaining = {k: v for k, v in split.items() if k != deployed_id}
-                if remaining and sum(remaining.values()) != 100:
+                if props.get("replacement") == DELETE_FIRST:
+                    # Delete-first replacement: its share moves to the others until EndpointTraffic sets the split
+                    # with the successor's id.
+                    remaining = rebalanced(split, deployed_id)
+                elif remaining and sum(remaining.values()) != 100:
                     raise OperationError(
                         f"deployed model {deployed_id} still serves {split[deployed_id]} % of {props['endpoint']}; "
                         "move its traffic to the other deployments first (set its pool weight to 0 and apply)"
@@ -436,44 +750,77 @@ class DeployedModelProvider(_VertexProvider):
                 rq.undeploy_model_request(deployed_id, remaining),
             )
             w.wait(op, timeout, f"undeploy {deployed_id}")
-        self._delete_model(t, w, props["model_name"], timeout, raise_errors=True)
+        try:
+            op = t.call("projects.locations.models.delete", {"name": self._model_name(props)})
+            w.wait(op, timeout, f"delete {self._model_name(props)}")
+        except NotFound:
+            pass
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Refresh: gone if the endpoint or the deployment is gone; live replica bounds of a dedicated
-        deployment replace the recorded ones, so a hand-made change shows as drift and the next update undoes
-        it. Autoscaling specs are not refreshed: Vertex may fill in defaults, which would read as drift forever."""
-        t = self._transport(props["region"])
+        """Refresh, import and pending-create recovery. Where the resource is comes from the id alone
+        (``projects/<p>/locations/<r>/endpoints/<e>/deployedModels/<id>``), whether it exists from the live endpoint
+        and model: gone when the endpoint, the deployment or its model is gone. With recorded bodies (a refresh, a
+        pending create's inputs) they stay, only the live replica bounds replacing theirs: a hand-made change of the
+        bounds shows as drift and the next update undoes it, while Vertex's normalisation of a container spec or its
+        autoscaling defaults never reads as drift (which would replace the deployment). By id alone (``props`` empty:
+        an import) the bodies are the live ones; what Vertex does not return (the uploading account, the timeouts,
+        the replacement order) is left out or defaulted."""
+        m = _DEPLOYED_ID_RE.match(id_)
+        if m is None:
+            raise OperationError(
+                f"not a deployed model id: {id_!r} (projects/<p>/locations/<r>/endpoints/<e>/deployedModels/<id>)"
+            )
+        endpoint, project, region, deployed_id = m.group(1), m.group(2), m.group(3), m.group(4)
+        t = self._transport(region)
         try:
-            endpoint = t.call("projects.locations.endpoints.get", {"name": props["endpoint"]})
+            live = self._live_deployment(t, endpoint, deployed_id)
         except NotFound:
             return ReadResult("", {})
-        live = next((d for d in endpoint.get("deployedModels", []) if d.get("id") == props["deployed_model_id"]), None)
         if live is None:
             return ReadResult("", {})
-        outs = {**props}
-        dedicated = live.get("dedicatedResources")
-        if dedicated and "dedicatedResources" in props["deployed_model"]:
-            recorded = dict(props["deployed_model"]["dedicatedResources"])
-            for key in ("minReplicaCount", "maxReplicaCount"):
-                if key in dedicated:
-                    recorded[key] = int(dedicated[key])
-            outs["deployed_model"] = {**props["deployed_model"], "dedicatedResources": recorded}
-        return ReadResult(id_, outs)
-
-    @staticmethod
-    def _delete_model(
-        t: VertexTransport, w: Waiter, model_name: str, timeout: float, raise_errors: bool = False
-    ) -> None:
+        model_id = _last(str(live.get("model", "")))
+        model_name = rq.model_name(project, region, model_id)
         try:
-            op = t.call("projects.locations.models.delete", {"name": model_name})
-            w.wait(op, timeout, f"delete {model_name}")
+            model = t.call("projects.locations.models.get", {"name": model_name})
         except NotFound:
-            pass
-        except Exception as err:
-            if raise_errors:
-                raise
-            log.error("could not delete model %s after a failed deployment: %s; delete it by hand", model_name, err)
+            return ReadResult("", {})
+        recorded_upload = props.get("upload_model_request")
+        recorded = props.get("deployed_model")
+        if recorded_upload and recorded:
+            # A refresh: the recorded bodies stay (Vertex may normalise a container spec or fill in defaults, which
+            # would read as drift and replace the deployment); the live replica bounds replace the recorded ones.
+            upload: Body = dict(recorded_upload)
+            deployed: Body = dict(recorded)
+            live_resources = live.get("dedicatedResources")
+            if live_resources and "dedicatedResources" in recorded:
+                resources = dict(recorded["dedicatedResources"])
+                for key in ("minReplicaCount", "maxReplicaCount"):
+                    if key in live_resources:
+                        resources[key] = int(live_resources[key])
+                deployed["dedicatedResources"] = resources
+        else:
+            # By id alone (import, a pending create): what the live model and deployment say.
+            upload = {"model": {k: model[k] for k in _MODEL_FIELDS if k in model}}
+            deployed = {k: live[k] for k in _DEPLOYED_FIELDS if k in live}
+            if recorded_upload and "serviceAccount" in recorded_upload:
+                upload["serviceAccount"] = recorded_upload["serviceAccount"]
+        timeouts = props.get("timeouts") or asdict(DeployTimeouts.for_deployment_timeout(model))
+        inputs = {
+            "project": project,
+            "region": region,
+            "endpoint": endpoint,
+            "model_id": model_id,
+            "deployed_model_id": deployed_id,
+            "upload_model_request": normalized(upload),
+            "deployed_model": normalized(deployed),
+            "timeouts": timeouts,
+            "replacement": props.get("replacement", CREATE_FIRST),
+        }
+        outs = {**inputs, "model_name": model_name}
+        # With a recorded state the inputs stay the program's (a refresh shows drift against them); with none
+        # (import, a pending create) the live ones become the inputs.
+        return ReadResult(id_, outs, None if props.get("upload_model_request") else inputs)
 
 
 class EndpointTrafficProvider(_VertexProvider):
@@ -526,14 +873,44 @@ class EndpointTrafficProvider(_VertexProvider):
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """The live split (drift shows against the recorded ``traffic_split``). By id alone
+        (``<endpoint>/trafficSplit``: import, a pending create) the pools come from the live deployments: each
+        deployment's model carries its pool's role in the ``POOL_LABEL_KEY`` label (components/vertex/endpoint.py),
+        its weight is its share of the split, the inference timeout the endpoint's ``clientConnectionConfig``."""
+        m = _TRAFFIC_ID_RE.match(id_)
+        if m is None:
+            raise OperationError(f"not an endpoint traffic id: {id_!r} (<endpoint name>/trafficSplit)")
+        endpoint_name, project, region = m.group(1), m.group(2), m.group(3)
+        t = self._transport(region)
         try:
-            endpoint = self._transport(props["region"]).call(
-                "projects.locations.endpoints.get", {"name": props["endpoint"]}
-            )
+            endpoint = t.call("projects.locations.endpoints.get", {"name": endpoint_name})
         except NotFound:
             return ReadResult("", {})
         live = {k: int(v) for k, v in sorted(endpoint.get("trafficSplit", {}).items())}
-        return ReadResult(id_, {**props, "traffic_split": live})
+        if props.get("weights"):
+            return ReadResult(id_, {**props, "traffic_split": live})
+        ids: dict[str, str] = {}
+        for d in endpoint.get("deployedModels", []):
+            model = t.call(
+                "projects.locations.models.get", {"name": rq.model_name(project, region, _last(str(d["model"])))}
+            )
+            role = model.get("labels", {}).get(rq.POOL_LABEL_KEY)
+            if role is None:
+                raise OperationError(
+                    f"deployed model {d['id']} of {endpoint_name}: its model has no {rq.POOL_LABEL_KEY} label, so "
+                    "its pool is unknown (not deployed by this program)"
+                )
+            ids[role] = str(d["id"])
+        timeout = endpoint.get("clientConnectionConfig", {}).get("inferenceTimeout")
+        inputs = {
+            "project": project,
+            "region": region,
+            "endpoint": endpoint_name,
+            "weights": {role: live.get(i, 0) for role, i in sorted(ids.items())},
+            "deployed_model_ids": dict(sorted(ids.items())),
+            "inference_timeout_seconds": int(float(timeout.removesuffix("s"))) if timeout else None,
+        }
+        return ReadResult(id_, {**inputs, "traffic_split": live}, inputs)
 
     @staticmethod
     def _split(props: Mapping[str, Any]) -> dict[str, int]:
@@ -569,13 +946,22 @@ class DeploymentResourcePoolProvider(_VertexProvider):
     @_normalize_props
     def create(self, props: dict[str, Any]) -> CreateResult:
         t = self._transport(props["region"])
-        op = t.call(
-            "projects.locations.deploymentResourcePools.create",
-            {"parent": rq.location_name(props["project"], props["region"])},
-            rq.create_resource_pool_request(props["pool_id"], props["resource_pool"]),
-        )
-        self._waiter(t).wait(op, props["timeouts"]["create_seconds"], f"create resource pool {props['pool_id']}")
+        w = self._waiter(t)
         name = rq.resource_pool_name(props["project"], props["region"], props["pool_id"])
+        what = f"create resource pool {props['pool_id']}"
+        try:
+            op = t.call(
+                "projects.locations.deploymentResourcePools.create",
+                {"parent": rq.location_name(props["project"], props["region"])},
+                rq.create_resource_pool_request(props["pool_id"], props["resource_pool"]),
+            )
+        except Conflict:
+            # The pool id is deterministic (requests.ResourcePoolSpec.pool_id_for): a retried or resumed create
+            # finds its pool, after any create of it still running.
+            for pending in pending_operations(t, name, "CreateDeploymentResourcePoolOperationMetadata"):
+                w.wait(pending, props["timeouts"]["create_seconds"], what)
+        else:
+            w.wait(op, props["timeouts"]["create_seconds"], what)
         return CreateResult(name, {**props, "name": name})
 
     @_normalize_props
@@ -601,17 +987,34 @@ class DeploymentResourcePoolProvider(_VertexProvider):
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        try:
-            live = self._transport(props["region"]).call(
-                "projects.locations.deploymentResourcePools.get", {"name": props["name"]}
+        """Live replica bounds over the recorded shape (a refresh); by id alone (the pool's resource name: import,
+        a pending create) the live pool's fields this provider sets."""
+        m = _POOL_ID_RE.match(id_)
+        if m is None:
+            raise OperationError(
+                f"not a deployment resource pool name: {id_!r} (projects/<p>/locations/<r>/deploymentResourcePools/<id>)"
             )
+        project, region, pool_id = m.group(1), m.group(2), m.group(3)
+        try:
+            live = self._transport(region).call("projects.locations.deploymentResourcePools.get", {"name": id_})
         except NotFound:
             return ReadResult("", {})
-        recorded = dict(props["resource_pool"]["dedicatedResources"])
-        for key in ("minReplicaCount", "maxReplicaCount"):
-            if key in live.get("dedicatedResources", {}):
-                recorded[key] = int(live["dedicatedResources"][key])
-        return ReadResult(id_, {**props, "resource_pool": {**props["resource_pool"], "dedicatedResources": recorded}})
+        if props.get("resource_pool"):
+            recorded = dict(props["resource_pool"]["dedicatedResources"])
+            for key in ("minReplicaCount", "maxReplicaCount"):
+                if key in live.get("dedicatedResources", {}):
+                    recorded[key] = int(live["dedicatedResources"][key])
+            pool = {**props["resource_pool"], "dedicatedResources": recorded}
+            return ReadResult(id_, {**props, "resource_pool": pool})
+        pool = {k: live[k] for k in ("dedicatedResources", "disableContainerLogging", "serviceAccount") if k in live}
+        inputs = {
+            "project": project,
+            "region": region,
+            "pool_id": pool_id,
+            "resource_pool": normalized(pool),
+            "timeouts": asdict(PoolTimeouts()),
+        }
+        return ReadResult(id_, {**inputs, "name": id_}, inputs)
 
 
 # ---- resources ---------------------------------------------------------------------------------------------
@@ -623,18 +1026,25 @@ class DeployedModelInputs:
     region: str
     #: ``projects/<p>/locations/<r>/endpoints/<id>``.
     endpoint: pulumi.Input[str]
+    #: Caller-chosen ids (requests.creation_ids): the upload's ``modelId`` and ``DeployedModel.id``.
+    model_id: str
+    deployed_model_id: str
+    #: The UploadModelRequest without ``modelId`` (requests.upload_model_request()).
     upload_model_request: pulumi.Input[Mapping[str, Any]]
-    #: The DeployedModel body without ``model`` (requests.deployed_model()).
+    #: The DeployedModel body without ``model`` and ``id`` (requests.deployed_model()).
     deployed_model: pulumi.Input[Mapping[str, Any]]
     timeouts: DeployTimeouts = DeployTimeouts()
+    #: CREATE_FIRST or DELETE_FIRST (how a replacement makes way).
+    replacement: str = CREATE_FIRST
 
 
 class DeployedModel(pulumi.dynamic.Resource, module="vertex", name="DeployedModel"):
     """A custom-container Model uploaded from Cloud Storage and deployed to an existing endpoint.
 
-    A replacement (new release, machine shape, ...) follows Pulumi's create-before-delete: the new model is
-    deployed, EndpointTraffic moves the pool's share to it, then the old one is undeployed. Like the GKE side's
-    surge replica, the reservation must have room for the new deployment's minimum replicas meanwhile."""
+    A replacement (new release, machine shape, ...) follows Pulumi's create-before-delete by default: the new model
+    is deployed under new ids, EndpointTraffic moves the pool's share to it, then the old one is undeployed. Like
+    the GKE side's surge replica, the reservation must have room for the new deployment's minimum replicas
+    meanwhile; with ``replacement=DELETE_FIRST`` the old one is undeployed first instead."""
 
     model_name: pulumi.Output[str]
     deployed_model_id: pulumi.Output[str]
@@ -650,11 +1060,13 @@ class DeployedModel(pulumi.dynamic.Resource, module="vertex", name="DeployedMode
             "project": args.project,
             "region": args.region,
             "endpoint": args.endpoint,
+            "model_id": args.model_id,
+            "deployed_model_id": args.deployed_model_id,
             "upload_model_request": args.upload_model_request,
             "deployed_model": args.deployed_model,
             "timeouts": asdict(args.timeouts),
+            "replacement": args.replacement,
             "model_name": None,
-            "deployed_model_id": None,
         }
         super().__init__(provider or DeployedModelProvider(), resource_name, props, opts)
 

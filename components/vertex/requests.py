@@ -54,6 +54,37 @@ GKE_TO_VERTEX_ACCELERATOR: Mapping[str, str] = {
     "nvidia-h200-141gb": "NVIDIA_H200_141GB",
 }
 
+#: Vertex AI's serving quota per accelerator type: the quota metric (``aiplatform.googleapis.com/<metric>``) every
+#: deployed model's GPUs draw on, per project and region, as the Google Cloud SDK names them
+#: (googlecloudsdk/command_lib/ai/model_garden_utils.py ``_ACCELERATOR_TYPE_TP_QUOTA_METRIC_MAP``, whose quota ids
+#: read ``CustomModelServing<GPU>GPUsPerProjectPerRegion``). A deployment may scale to its maxReplicaCount, so the
+#: quota must hold maxReplicaCount x acceleratorCount (and a create-first replacement's minReplicaCount beside it).
+#: Spot deployments draw on the ``custom_model_serving_preemptible_*`` metrics instead (named for H100 in Vertex's
+#: own samples; not listed for the other GPUs here). A GPU absent here has no serving quota gcloud knows of: Vertex
+#: inference is not known to offer it.
+SERVING_QUOTA_METRIC: Mapping[str, str] = {
+    "NVIDIA_TESLA_P4": "custom_model_serving_nvidia_p4_gpus",
+    "NVIDIA_TESLA_T4": "custom_model_serving_nvidia_t4_gpus",
+    "NVIDIA_L4": "custom_model_serving_nvidia_l4_gpus",
+    "NVIDIA_TESLA_V100": "custom_model_serving_nvidia_v100_gpus",
+    "NVIDIA_TESLA_P100": "custom_model_serving_nvidia_p100_gpus",
+    "NVIDIA_TESLA_A100": "custom_model_serving_nvidia_a100_gpus",
+    "NVIDIA_A100_80GB": "custom_model_serving_nvidia_a100_80gb_gpus",
+    "NVIDIA_H100_80GB": "custom_model_serving_nvidia_h100_gpus",
+}
+
+
+def serving_quota_metric(gke_accelerator: str) -> str | None:
+    """``aiplatform.googleapis.com/custom_model_serving_<gpu>_gpus`` for a GKE accelerator name, or None."""
+    vertex = GKE_TO_VERTEX_ACCELERATOR.get(gke_accelerator)
+    metric = SERVING_QUOTA_METRIC.get(vertex) if vertex else None
+    return f"aiplatform.googleapis.com/{metric}" if metric else None
+
+
+#: The Model label carrying its pool's role. Vertex label keys allow no '.' or '/', so the Kubernetes pool label
+#: (naming.POOL_LABEL) is spelled with dashes; a read by id finds a deployment's pool through it.
+POOL_LABEL_KEY = naming.POOL_LABEL.replace(".", "-").replace("/", "-")
+
 #: ``ReservationAffinity.key`` for a reservation targeted by name (aiplatform.v1 ReservationAffinity.key): the
 #: same key as a GKE node pool's.
 RESERVATION_NAME_KEY = naming.RESERVATION_NAME_KEY
@@ -115,7 +146,11 @@ _PATH_SEGMENT_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 _LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
 _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,64}\Z")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+#: ``DeployedModel.id``: "This value should be 1-10 characters, and valid characters are `/[0-9]/`" (aiplatform.v1).
 _DEPLOYED_MODEL_ID_RE = re.compile(r"^[0-9]{1,10}\Z")
+#: ``UploadModelRequest.modelId``: "up to 63 characters, and valid characters are `[a-z0-9_-]`. The first character
+#: cannot be a number or hyphen" (aiplatform.v1).
+_MODEL_ID_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,62}\Z")
 _RESOURCE_POOL_ID_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _SERVICE_ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.iam\.gserviceaccount\.com\Z")
 
@@ -326,11 +361,13 @@ class ModelSpec:
         check_labels(self.labels)
 
 
-def upload_model_request(spec: ModelSpec, *, service_account: str | None = None) -> Body:
+def upload_model_request(spec: ModelSpec, *, service_account: str | None = None, model_id: str | None = None) -> Body:
     """``UploadModelRequest`` for ``projects.locations.models.upload``.
 
     ``service_account``: the account Vertex uses "to do the model upload" (reads the artifact and the image);
-    None lets the Vertex AI Service Agent do it (UploadModelRequest.serviceAccount)."""
+    None lets the Vertex AI Service Agent do it (UploadModelRequest.serviceAccount). ``model_id``: the caller-chosen
+    id, "the final component of the model resource name" (:func:`creation_ids`); the provider sets it, so the
+    component's input stays the model's own content."""
     model: Body = {
         "displayName": spec.display_name,
         "labels": dict(sorted(spec.labels.items())),
@@ -345,6 +382,9 @@ def upload_model_request(spec: ModelSpec, *, service_account: str | None = None)
             bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service account e-mail"
         )
         request["serviceAccount"] = service_account
+    if model_id is not None:
+        _require(bool(_MODEL_ID_RE.match(model_id)), f"model id {model_id!r}: {MODEL_ID_RULE}")
+        request["modelId"] = model_id
     return request
 
 
@@ -521,15 +561,21 @@ def deployed_model(spec: DeployedModelSpec) -> Body:
     return body
 
 
-def deploy_model_request(model_name: str, deployed: Mapping[str, Any]) -> Body:
+def deploy_model_request(model_name: str, deployed: Mapping[str, Any], deployed_model_id: str | None = None) -> Body:
     """``DeployModelRequest``: no ``trafficSplit``, so the endpoint's split is left alone ("If this field is
     empty, then the Endpoint's traffic_split is not updated"); traffic is set as a whole by the
-    EndpointTraffic resource, never by one deployment overwriting the other's share."""
+    EndpointTraffic resource, never by one deployment overwriting the other's share. ``deployed_model_id``: the
+    caller-chosen ``DeployedModel.id`` ("If not provided upon deployment, Vertex AI will generate a value"), so a
+    retried or resumed deploy finds its own deployment (:func:`creation_ids`)."""
     _require(
         bool(re.match(r"^projects/[^/]+/locations/[^/]+/models/[^/]+\Z", model_name)),
         f"{model_name!r} is not a model resource name",
     )
-    return {"deployedModel": {**deployed, "model": model_name}}
+    body: Body = {**deployed, "model": model_name}
+    if deployed_model_id is not None:
+        _require(bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_id)), f"deployed model id {deployed_model_id!r}")
+        body["id"] = deployed_model_id
+    return {"deployedModel": body}
 
 
 #: DeployedModel fields ``mutateDeployedModel`` accepts in v1 ("Only the following fields can be mutated" in
@@ -571,6 +617,128 @@ def undeploy_model_request(deployed_model_id: str, remaining_split: Mapping[str,
     if remaining_split is not None:
         body["trafficSplit"] = dict(sorted(remaining_split.items()))
     return body
+
+
+# ---- caller-chosen ids (find-or-create) -------------------------------------------------------------------------
+
+MODEL_ID_RULE = "up to 63 of [a-z0-9_-], not starting with a digit or '-' (aiplatform.v1 UploadModelRequest.modelId)"
+#: Hex digits of the identity digest in a model id: 12 (48 bits) keep two identities of one pool apart with
+#: certainty in practice and leave 50 of the 63 characters to the readable ``<endpoint>-<role>`` base.
+ID_DIGEST_HEX = 12
+#: ``DeployedModel.id`` is 1-10 digits. Ten digits with a non-zero first one: 9 x 10^9 values, so two identities
+#: of one endpoint collide with probability ~1e-10 per pair; the first digit is never 0, so the id never reads
+#: as a different number with its leading zeros stripped.
+_DEPLOYED_ID_SPACE = 9_000_000_000
+_DEPLOYED_ID_BASE = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class CreationIds:
+    """The caller-chosen ids of one pool's model and deployed model."""
+
+    model_id: str
+    deployed_model_id: str
+
+
+def _without(body: Mapping[str, Any], paths: Sequence[str]) -> Body:
+    """``body`` without the dotted ``paths`` (the fields an update changes in place)."""
+    out: Body = json.loads(json.dumps(body))
+    for path in paths:
+        *heads, leaf = path.split(".")
+        node: Any = out
+        for head in heads:
+            node = node.get(head) if isinstance(node, Mapping) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
+
+
+#: Fields of an upload request that do not make a new model: labels are patched in place (models.patch), and the
+#: uploading account only matters while Vertex copies the image and the artifact.
+UPLOAD_IN_PLACE_PATHS: tuple[str, ...] = ("model.labels", "serviceAccount")
+
+
+def identity_digest(
+    stack: str, endpoint_id: str, role: str, upload: Mapping[str, Any], deployed: Mapping[str, Any]
+) -> str:
+    """sha256 over what makes a deployment *this* deployment: the stack, the endpoint, the pool's role and every
+    field of its model and deployed model a replacement changes (labels, the uploading account and the fields
+    ``mutateDeployedModel`` changes in place are left out, so an update keeps its ids)."""
+    identity = {
+        "stack": stack,
+        "endpoint": endpoint_id,
+        "role": role,
+        "upload": _without(upload, UPLOAD_IN_PLACE_PATHS),
+        "deployed": _without(deployed, MUTABLE_DEPLOYED_MODEL_PATHS),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def creation_ids(
+    stack: str, endpoint_id: str, role: str, upload: Mapping[str, Any], deployed: Mapping[str, Any]
+) -> CreationIds:
+    """Deterministic ids for one pool's upload and deployment, within the API's rules:
+
+    * ``modelId`` = ``<endpoint>-<role>`` (cut to 50 characters) + ``-`` + 12 hex digits of
+      :func:`identity_digest`: readable, letter first (endpoint ids start with a letter), at most 63 characters;
+    * ``DeployedModel.id`` = ten digits from the next 40 bits of the same digest.
+
+    The same stack, pool and release content always give the same ids, so a retried or resumed create finds its own
+    resources (models.get, the endpoint's deployedModels) instead of making a second copy; a replacement (new
+    release, machine, arguments) gets new ids, so the new deployment never collides with the one it replaces."""
+    digest = identity_digest(stack, endpoint_id, role, upload, deployed)
+    base = f"{endpoint_id}-{role}"[: 63 - 1 - ID_DIGEST_HEX].rstrip("-_")
+    model_id = f"{base}-{digest[:ID_DIGEST_HEX]}"
+    deployed_id = str(_DEPLOYED_ID_BASE + int(digest[ID_DIGEST_HEX : ID_DIGEST_HEX + 10], 16) % _DEPLOYED_ID_SPACE)
+    _require(bool(_MODEL_ID_RE.match(model_id)), f"model id {model_id!r}: {MODEL_ID_RULE}")
+    _require(bool(_DEPLOYED_MODEL_ID_RE.match(deployed_id)), f"deployed model id {deployed_id!r}")
+    return CreationIds(model_id, deployed_id)
+
+
+def check_model_id(model_id: str) -> None:
+    _require(bool(_MODEL_ID_RE.match(model_id)), f"model id {model_id!r}: {MODEL_ID_RULE}")
+
+
+def check_deployed_model_id(deployed_model_id: str) -> None:
+    _require(
+        bool(_DEPLOYED_MODEL_ID_RE.match(deployed_model_id)),
+        f"deployed model id {deployed_model_id!r}: 1-10 digits (aiplatform.v1 DeployedModel.id)",
+    )
+
+
+# ---- request-response logging (Endpoint.predictRequestResponseLoggingConfig) -----------------------------------
+
+#: ``BigQueryDestination.outputUri``: "bq://projectId or bq://projectId.bqDatasetId or
+#: bq://projectId.bqDatasetId.bqTableId", "up to 2000 characters long" (aiplatform.v1). Project ids are the
+#: IAM-documented 6-30 characters; dataset ids letters, digits and underscores (BigQuery dataset naming).
+_BQ_URI_RE = re.compile(r"^bq://[a-z][a-z0-9-]{4,28}[a-z0-9](\.[A-Za-z0-9_]{1,1024}(\.[A-Za-z0-9_-]{1,1024})?)?\Z")
+
+
+@dataclass(frozen=True)
+class RequestResponseLogging:
+    """Prompts and completions of a sample of requests, written to BigQuery by Vertex ("Request-response logging
+    is done at the endpoint level"; Vertex AI "Online inference logging" page). Off unless configured: the rows
+    hold users' prompts and the model's answers."""
+
+    bigquery_uri: str
+    #: "a number that is greater than 0 and less than or equal to 1" (the same page; aiplatform.v1
+    #: PredictRequestResponseLoggingConfig.samplingRate "in range(0,1]").
+    sampling_rate: float
+
+    def __post_init__(self) -> None:
+        _require(
+            len(self.bigquery_uri) <= 2000 and bool(_BQ_URI_RE.match(self.bigquery_uri)),
+            f"{self.bigquery_uri!r} is not bq://<project>[.<dataset>[.<table>]]",
+        )
+        _require(0 < self.sampling_rate <= 1, f"sampling rate {self.sampling_rate} outside (0, 1]")
+
+    def body(self) -> Body:
+        """The ``PredictRequestResponseLoggingConfig`` body."""
+        return {
+            "enabled": True,
+            "samplingRate": self.sampling_rate,
+            "bigqueryDestination": {"outputUri": self.bigquery_uri},
+        }
 
 
 # ---- Endpoint traffic (projects.locations.endpoints.patch) ----------------------------------------------------
@@ -709,3 +877,12 @@ def endpoint_name(project: str, region: str, endpoint_id: str) -> str:
 
 def resource_pool_name(project: str, region: str, pool_id: str) -> str:
     return f"{location_name(project, region)}/deploymentResourcePools/{pool_id}"
+
+
+def model_name(project: str, region: str, model_id: str) -> str:
+    return f"{location_name(project, region)}/models/{model_id}"
+
+
+def deployed_model_resource_id(endpoint: str, deployed_model_id: str) -> str:
+    """The Pulumi id of a DeployedModel resource: ``<endpoint name>/deployedModels/<id>`` (what ``read`` parses)."""
+    return f"{endpoint}/deployedModels/{deployed_model_id}"

@@ -101,13 +101,14 @@ def dedicated_resources(v: VertexPlan) -> rq.DedicatedResources:
     )
 
 
-def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
+def serving_args(stack: str, cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
     c = vertex_section(cfg)
     assert c is not None  # the vertex rules require the section for a vertex pool
     planned = vertex_part(plan).vertex_pools()
     roles = [role for role, _ in vertex_pools(cfg)]
     first = planned[roles[0]].release
     return VertexServingArgs(
+        stack=stack,
         project=cfg.project,
         region=cfg.region,
         endpoint_id=c.endpoint_id,
@@ -117,7 +118,11 @@ def serving_args(cfg: StackConfig, plan: StackPlan) -> VertexServingArgs:
         service_account_id=service_account_id(c.endpoint_id),
         deployments=tuple(
             VertexDeployment(
-                role, planned[role].weight, model_spec(planned[role]), dedicated_resources(planned[role].vertex)
+                role,
+                planned[role].weight,
+                model_spec(planned[role]),
+                dedicated_resources(planned[role].vertex),
+                replacement=planned[role].vertex.replacement,
             )
             for role in roles
         ),
@@ -137,6 +142,7 @@ class _Access(TypedDict):
     image_repository: ImageRepository | None
     labels: dict[str, str]
     protect: bool
+    request_logging: rq.RequestResponseLogging | None
 
 
 def _access(cfg: StackConfig, c: VertexConfig) -> _Access:
@@ -152,10 +158,14 @@ def _access(cfg: StackConfig, c: VertexConfig) -> _Access:
         image_repository=ImageRepository(cfg.project, cfg.region, c.repository) if c.repository else None,
         labels=platform_labels(cfg),
         protect=c.protect,
+        # Off unless configured: the rows would hold users' prompts and the model's answers.
+        request_logging=None
+        if c.request_response_logging is None
+        else rq.RequestResponseLogging(c.request_response_logging.bigquery, c.request_response_logging.sampling_rate),
     )
 
 
-def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None) -> list[VertexServingArgs]:
+def cohosted_args(stack: str, cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None) -> list[VertexServingArgs]:
     """One endpoint per co-hosted model (a Vertex split is by percentage, never by model name), each with one
     deployment at 100 %. ``pool_name`` None: the args of the first model's component, which owns the deployment
     resource pool; else the other models', deploying onto that pool by resource name. The pool's containers all run
@@ -170,6 +180,7 @@ def cohosted_args(cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None)
             continue
         out.append(
             VertexServingArgs(
+                stack=stack,
                 project=cfg.project,
                 region=cfg.region,
                 endpoint_id=m.endpoint_id,
@@ -199,22 +210,22 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     outputs: dict[str, object] = {}
     part = vertex_part(plan)
     if part.vertex_pools():
-        outputs.update(_compose_pools(cfg, plan, services))
+        outputs.update(_compose_pools(resolved.stack, cfg, plan, services))
     if part.vertex_groups():
-        outputs["vertex_cohosting"] = _compose_groups(cfg, plan, services)
+        outputs["vertex_cohosting"] = _compose_groups(resolved.stack, cfg, plan, services)
     return outputs
 
 
-def _compose_groups(cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
+def _compose_groups(stack: str, cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, g in vertex_part(plan).vertex_groups().items():
-        owner_args = cohosted_args(cfg, g, None)[0]
+        owner_args = cohosted_args(stack, cfg, g, None)[0]
         owner = VertexServing(
             f"vertex-{owner_args.endpoint_id}", owner_args, opts=pulumi.ResourceOptions(depends_on=[services])
         )
         assert owner.resource_pool is not None and owner.resource_pool_name is not None
         servings = [owner]
-        for a in cohosted_args(cfg, g, owner.resource_pool_name):
+        for a in cohosted_args(stack, cfg, g, owner.resource_pool_name):
             # The pool must exist before a model is deployed onto it.
             servings.append(
                 VertexServing(
@@ -244,8 +255,8 @@ def _compose_groups(cfg: StackConfig, plan: StackPlan, services: ProjectServices
     return out
 
 
-def _compose_pools(cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
-    args = serving_args(cfg, plan)
+def _compose_pools(stack: str, cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
+    args = serving_args(stack, cfg, plan)
     # The identity, its grants, the endpoint, the deployed models, the split and the callers: everything waits for
     # the APIs it is created through.
     serving = VertexServing("vertex", args, opts=pulumi.ResourceOptions(depends_on=[services]))
@@ -271,6 +282,7 @@ def _compose_pools(cfg: StackConfig, plan: StackPlan, services: ProjectServices)
             "deployed_models": {
                 role: {
                     "deployed_model_id": serving.deployments[role].deployed_model_id,
+                    "model_id": serving.creation_ids[role].model_id,
                     "weight": p.weight,
                     "release": p.release.release,
                     "vllm_args": list(p.vllm_args),

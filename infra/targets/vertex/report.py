@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from components.vertex.requests import serving_quota_metric
 from infra.planning.plan import StackPlan
 from infra.targets.base import ReportRow
 from infra.targets.common import placement_lines
@@ -28,6 +29,7 @@ def report_rows(plan: StackPlan) -> list[ReportRow]:
         row("reservation", lambda v: v.reservation_resource or "none"),
         row("Vertex replicas", lambda v: f"{v.min_replicas}..{v.max_replicas} ({v.max_reason})"),
         row("autoscaling", lambda v: f"{v.autoscaling_signal} target {v.autoscaling_target}"),
+        row("replacement", lambda v: v.replacement.replace("_", "-")),
         row(
             "startup probe / deployment timeout",
             lambda v: (
@@ -38,8 +40,35 @@ def report_rows(plan: StackPlan) -> list[ReportRow]:
     ]
 
 
+def serving_quota(plan: StackPlan) -> dict[str, tuple[int, int]]:
+    """Per Vertex serving quota metric: (GPUs at every pool's and group's max replicas, GPUs a create-first
+    replacement adds beside them). maxReplicaCount x acceleratorCount is what a deployment may scale to, so it is
+    what the region's ``custom_model_serving_*`` quota must hold (components/vertex/requests.py
+    SERVING_QUOTA_METRIC)."""
+    part = vertex_part(plan)
+    machines = [
+        (v.gpu_type, v.accelerator_count, v.max_replicas, v.min_replicas if v.replacement == "create_first" else 0)
+        for v in (p.vertex for p in part.vertex_pools().values())
+    ]
+    machines += [
+        (g.machine.gpu_type, g.machine.accelerator_count, g.machine.max_replicas, g.machine.min_replicas)
+        for g in part.vertex_groups().values()
+    ]
+    out: dict[str, tuple[int, int]] = {}
+    for gpu, count, mx, room in machines:
+        metric = serving_quota_metric(gpu) or f"(no known serving quota for {gpu})"
+        at_max, transient = out.get(metric, (0, 0))
+        out[metric] = (at_max + mx * count, transient + room * count)
+    return dict(sorted(out.items()))
+
+
 def report_lines(plan: StackPlan) -> list[str]:
     out: list[str] = []
+    for metric, (at_max, transient) in serving_quota(plan).items():
+        out.append(
+            f"Vertex serving quota {metric} (per project and region): {at_max} GPUs at max replicas"
+            + (f" + {transient} during a create-first replacement = {at_max + transient}" if transient else "")
+        )
     for key, vg in vertex_part(plan).vertex_groups().items():
         m = vg.machine
         out.append(

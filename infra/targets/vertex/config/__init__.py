@@ -14,9 +14,11 @@ from .endpoint import (
     TARGET,
     AutoscalingSignal,
     PrivateServiceConnectAccess,
+    RequestResponseLoggingConfig,
     VertexAutoscaling,
     VertexConfig,
     VertexPool,
+    VertexPricing,
 )
 
 __all__ = [
@@ -28,10 +30,12 @@ __all__ = [
     "AutoscalingSignal",
     "CoHostedGroup",
     "PrivateServiceConnectAccess",
+    "RequestResponseLoggingConfig",
     "VertexAutoscaling",
     "VertexConfig",
     "VertexLoading",
     "VertexPool",
+    "VertexPricing",
     "vertex_section",
 ]
 

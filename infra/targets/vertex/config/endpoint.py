@@ -15,6 +15,7 @@ container's predict route, vLLM's ``/v1/chat/completions``), naming the stack's 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Annotated, ClassVar, Final, Literal
 
@@ -109,6 +110,16 @@ class VertexPool(PoolCommon):
             "(1 + margin); with the machine-provisioning allowance within Vertex's 2 h deployment timeout."
         ),
     )
+    replacement: Literal["create_first", "delete_first"] = Field(
+        "create_first",
+        description=(
+            "How a replaced deployed model (new release, arguments, machine) makes way. ``create_first``: the new one "
+            "starts its ``min_replicas`` beside the old (the reservation must hold them: rule "
+            "``vertex_reservation_holds_max_plus_replacement``). ``delete_first``: the old one is undeployed first and "
+            "its traffic share moves to the other pools; this pool serves nothing until its successor is up (refused "
+            "in prod for a pool that carries traffic)."
+        ),
+    )
 
     def accelerator_key(self) -> str | None:
         return self.accelerator
@@ -130,6 +141,73 @@ class PrivateServiceConnectAccess(Strict):
     project_allowlist: Annotated[
         list[Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]], Field(min_length=1, max_length=100)
     ] = Field(description=("Consumer projects allowed to create a PSC endpoint to this Vertex endpoint."))
+
+
+#: Machine type keys of the price table: Compute Engine machine type names (``a3-highgpu-2g``, ``g2-standard-12``).
+MACHINE_TYPE_PATTERN = r"^[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*$"
+#: GPU keys: the accelerators section's ``gpu_type`` spelling (``nvidia-h100-80gb``).
+GPU_TYPE_PATTERN = r"^nvidia-[a-z0-9-]+$"
+
+
+class VertexPricing(Strict):
+    """Vertex AI prediction prices of the stack's region (not Compute Engine's: a deployed model's nodes are billed
+    by Vertex AI per node hour of the machine type and per hour of each accelerator; Vertex AI pricing page, "You
+    pay for each model deployed to an endpoint, even if no prediction is made")."""
+
+    source_url: Annotated[str, Field(pattern=r"^https://[!-~]{1,500}$")] = Field(
+        description="Where the figures were read (the Vertex AI pricing page, prediction for custom-trained models)."
+    )
+    as_of: Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")] = Field(
+        description="The day they were read (YYYY-MM-DD, quoted): prices change; re-read them after it."
+    )
+    # $200 per node hour is ~2x the largest 8-GPU machine's list price; $50 per GPU hour ~5x an H100's.
+    machine_hour_usd: dict[
+        Annotated[str, Field(pattern=MACHINE_TYPE_PATTERN)], Annotated[float, Field(ge=0, le=200)]
+    ] = Field(
+        description=(
+            "Per machine type: the prediction price of one node hour (its vCPUs and memory), USD. Every machine type "
+            "a Vertex pool or group runs on needs one."
+        )
+    )
+    accelerator_hour_usd: dict[
+        Annotated[str, Field(pattern=GPU_TYPE_PATTERN)], Annotated[float, Field(ge=0, le=50)]
+    ] = Field(
+        description=(
+            "Per GPU type (``accelerators.<key>.gpu_type``): the prediction price of one accelerator hour, USD; 0 where "
+            "the machine's price already includes its GPUs."
+        )
+    )
+
+    @model_validator(mode="after")
+    def _real_date(self) -> VertexPricing:
+        try:
+            dt.date.fromisoformat(self.as_of)
+        except ValueError as err:
+            check([("as_of", f"{self.as_of!r} is not a calendar date: {err}")])
+        return self
+
+    def replica_hour_usd(self, machine_type: str, gpu_type: str, gpus: int) -> float | None:
+        """One node of ``machine_type`` with its ``gpus`` accelerators for an hour; None when a price is missing."""
+        if machine_type not in self.machine_hour_usd or gpu_type not in self.accelerator_hour_usd:
+            return None
+        # Rounded to a millionth of a dollar: the sum of two decimal prices is exact to that, not to a float's last bit.
+        return round(self.machine_hour_usd[machine_type] + gpus * self.accelerator_hour_usd[gpu_type], 6)
+
+
+class RequestResponseLoggingConfig(Strict):
+    """Request-response logging of the endpoint to BigQuery (``Endpoint.predictRequestResponseLoggingConfig``)."""
+
+    bigquery: Annotated[str, Field(pattern=r"^bq://[a-z][a-z0-9-]{4,28}[a-z0-9](\.[A-Za-z0-9_]{1,1024}){0,2}$")] = (
+        Field(
+            description=(
+                "Destination: ``bq://<project>`` (Vertex creates a dataset and table), ``bq://<project>.<dataset>`` or "
+                "``bq://<project>.<dataset>.<table>`` (the dataset must exist and the table must not)."
+            )
+        )
+    )
+    sampling_rate: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="Fraction of requests logged, in (0, 1]: 1 logs every request, 0.01 one in a hundred."
+    )
 
 
 class VertexConfig(Strict):
@@ -173,6 +251,19 @@ class VertexConfig(Strict):
         False,
         description=(
             "Protect the endpoint and the serving account from deletion (Pulumi ``protect``); required in prod."
+        ),
+    )
+    pricing: VertexPricing = Field(
+        description=(
+            "Vertex AI prediction prices per machine type and GPU (with their source and date): the cost figures of "
+            "the Vertex pools."
+        )
+    )
+    request_response_logging: RequestResponseLoggingConfig | None = Field(
+        None,
+        description=(
+            "Log a sample of requests and responses (prompts and completions) to BigQuery. Absent (the default): off, "
+            "for privacy: nothing users send or receive is stored beyond the container's own logs."
         ),
     )
 

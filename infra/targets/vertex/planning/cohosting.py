@@ -94,7 +94,9 @@ def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, CoHosted
             issues.append(PlanIssue(("cohosting", key, *exc.subject), str(exc)))
             continue
         others = [
-            (p.min_replicas, p.max_replicas) for _, p in vx.vertex_pools(cfg) if p.accelerator == group.accelerator
+            (vx.replacement_room(p), p.max_replicas)
+            for _, p in vx.vertex_pools(cfg)
+            if p.accelerator == group.accelerator
         ]
         others += vx.groups_on(cfg, group.accelerator, but=key)
         cap_replicas = (

@@ -7,9 +7,13 @@ of the release folder against its manifest (``capacity.METADATA_VERIFY_SECONDS``
 ``gs://`` (W / stated throughput), engine init.
 
 Reservation: a Vertex replica is one whole machine, so ``reservation.count`` machines hold every Vertex pool's
-``max_replicas`` plus, per pool, its ``min_replicas`` once more: a deployed model whose immutable fields change
-(new release, new arguments) is replaced create-before-delete, the new one starting its ``min_replicas`` beside
-the old before the old is undeployed (``components/vertex/endpoint.py``).
+``max_replicas`` plus, per ``replacement: create_first`` pool, its ``min_replicas`` once more: a deployed model whose
+immutable fields change (new release, new arguments) is then replaced create-before-delete, the new one starting its
+``min_replicas`` beside the old before the old is undeployed (``components/vertex/provider.py``). A
+``replacement: delete_first`` pool needs no such room: its old deployment is undeployed first.
+
+Cost: a Vertex replica is billed at Vertex AI's prediction prices (``vertex.pricing``: the machine type's node hour
+plus each accelerator's hour), not at the Compute Engine price of the accelerator topology (``node_hourly_usd``).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from infra.planning.plan import (
 )
 from infra.planning.vllm_args import VllmInputs, release_vllm_inputs, render_vllm_args
 
-from ..config import TARGET, VertexPool
+from ..config import TARGET, VertexPool, vertex_section
 
 #: Vertex's own default target for ``accelerator_duty_cycle`` ("The default value is 60", aiplatform.v1
 #: AutoscalingMetricSpec.target).
@@ -101,6 +105,11 @@ class VertexPlan:
     weights_read_seconds: float
     engine_init_seconds: float
     cold_load_seconds: float
+    #: ``create_first`` / ``delete_first`` (VertexPool.replacement).
+    replacement: str = "create_first"
+    #: Vertex AI prediction price of one replica (machine node hour + its accelerators' hours), USD; None: no price
+    #: (co-hosted groups' machines are costed by their group).
+    replica_hour_usd: float | None = None
 
     @property
     def reservation_resource(self) -> str | None:
@@ -118,11 +127,26 @@ def accelerator_key(pool: VertexPool) -> str:
     return f"{ACCELERATOR_PREFIX}{pool.accelerator}"
 
 
+def replica_hour_usd(cfg: StackConfig, acc: AcceleratorTopology) -> float | None:
+    """Vertex AI's price of one replica on ``acc`` (``vertex.pricing``); None when the section or a price is missing
+    (the rules report it: ``vertex_pricing_covers_the_machines``)."""
+    v = vertex_section(cfg)
+    return None if v is None else v.pricing.replica_hour_usd(acc.machine_type, acc.gpu_type, acc.gpus_per_node)
+
+
 def pool_inputs(
-    rel: ReleaseIdentity, role: str, pool: VertexPool, acc: AcceleratorTopology, geometry: capacity.Geometry, d: Demand
+    rel: ReleaseIdentity,
+    role: str,
+    pool: VertexPool,
+    acc: AcceleratorTopology,
+    geometry: capacity.Geometry,
+    d: Demand,
+    hour_usd: float,
 ) -> capacity.PoolInputs:
-    """The capacity planner's inputs for a Vertex replica: one machine of the topology (its GPUs and price); the
-    release is streamed from gs://, so verification is the metadata check (``verify_read_mib_s`` None)."""
+    """The capacity planner's inputs for a Vertex replica: one machine of the topology (its GPUs) at Vertex AI's
+    price of it (``hour_usd``: one replica uses the whole machine, so it is the node price the planner divides by
+    tensor_parallel_size / gpus_per_node = 1); the release is streamed from gs://, so verification is the metadata
+    check (``verify_read_mib_s`` None)."""
     return capacity.PoolInputs(
         role=role,
         release=rel.release,
@@ -132,7 +156,7 @@ def pool_inputs(
         max_model_len=rel.max_model_len,
         gpu_memory_gib=acc.gpu_memory_gib,
         gpus_per_node=acc.gpus_per_node,
-        node_hourly_usd=acc.node_hourly_usd,
+        node_hourly_usd=hour_usd,
         gpu_memory_utilization=pool.gpu_memory_utilization,
         runtime_overhead_gib=pool.runtime_overhead_gib,
         arrival_rps=d.arrival_rps,
@@ -149,9 +173,15 @@ def pool_inputs(
     )
 
 
+def replacement_room(pool: VertexPool) -> int:
+    """Machines a replacement of ``pool`` needs beside its running replicas: its ``min_replicas`` when the new
+    deployment starts before the old one is undeployed (``create_first``), none with ``delete_first``."""
+    return pool.min_replicas if pool.replacement == "create_first" else 0
+
+
 def reservation_cap(reserved_machines: int, own_min: int, others: list[tuple[int, int]]) -> int:
-    """Replicas of one pool the reservation holds: reserved machines minus the other Vertex pools' (max + min
-    replacement) on it, minus this pool's own replacement (its min_replicas). ``others``: (min, max) per pool."""
+    """Replicas of one pool the reservation holds: reserved machines minus the other Vertex pools' (max + replacement
+    room) on it, minus this pool's own replacement room. ``others``: (replacement room, max) per pool."""
     return reserved_machines - sum(mx + mn for mn, mx in others) - own_min
 
 
@@ -209,6 +239,7 @@ def plan_vertex(
     stream_bound_seconds: float,
     queue_target_per_pod: int,
     cap_replicas: int | None,
+    hour_usd: float | None = None,
 ) -> VertexPlan:
     """Everything beside capacity; raises PoolPlanningError naming the pool key a refusal concerns."""
     required = cap.cold_load_seconds * (1 + pool.startup_margin)
@@ -259,6 +290,8 @@ def plan_vertex(
         weights_read_seconds=weights_bytes / (pool.loading.throughput_mib_s * capacity.MIB),
         engine_init_seconds=float(pool.loading.engine_init_seconds),
         cold_load_seconds=cap.cold_load_seconds,
+        replacement=pool.replacement,
+        replica_hour_usd=hour_usd,
     )
 
 
@@ -305,23 +338,26 @@ def plan_pools(
     pools: dict[str, VertexPoolPlan] = {}
     for role, pool in vertex:
         rel, acc = cfg.release(pool.release), cfg.accelerators[pool.accelerator]
+        hour_usd = replica_hour_usd(cfg, acc)
+        if hour_usd is None:
+            continue  # no Vertex price for its machine: the rules report it
         geometry = release_geometry(rel)
         cap = plan_capacity(
             cfg,
             role,
             pool,
-            pool_inputs(rel, role, pool, acc, geometry, demand(cfg, pool, measurements.get(role))),
+            pool_inputs(rel, role, pool, acc, geometry, demand(cfg, pool, measurements.get(role)), hour_usd),
             f"on accelerator {pool.accelerator!r}",
             issues,
         )
         if cap is None:
             continue
         others = [
-            (o.min_replicas, o.max_replicas) for r, o in vertex if r != role and o.accelerator == pool.accelerator
+            (replacement_room(o), o.max_replicas) for r, o in vertex if r != role and o.accelerator == pool.accelerator
         ]
         others += groups_on(cfg, pool.accelerator)
         cap_replicas = (
-            None if acc.reservation is None else reservation_cap(acc.reservation.count, pool.min_replicas, others)
+            None if acc.reservation is None else reservation_cap(acc.reservation.count, replacement_room(pool), others)
         )
         try:
             plan = plan_vertex(
@@ -333,6 +369,7 @@ def plan_pools(
                 contract.stream_bound_seconds,
                 cfg.observability.autoscaling.queue_target_per_pod,
                 cap_replicas,
+                hour_usd,
             )
         except PoolPlanningError as exc:
             issues.append(PlanIssue(("serving", role, *exc.subject), str(exc)))

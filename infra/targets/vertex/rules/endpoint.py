@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from components.naming import registry_prefix
-from components.vertex.requests import GKE_TO_VERTEX_ACCELERATOR
+from components.vertex.requests import GKE_TO_VERTEX_ACCELERATOR, serving_quota_metric
+from infra.config.accelerator import MACHINE_FAMILY_GPU, machine_family
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
 from infra.rules import Finding, rule
@@ -18,6 +19,7 @@ from infra.rules.common import placement_findings
 
 from ..config import TARGET, CoHostedGroup, VertexPool, vertex_section
 from ..planning import vertex_pools
+from ..planning.pools import replacement_room
 
 
 def _vertex_pools(cfg: StackConfig) -> list[tuple[str, VertexPool]]:
@@ -101,8 +103,11 @@ def vertex_reservation_exists(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"serving", "accelerators", "cohosting"}, plan=True)
 def vertex_reservation_holds_max_plus_replacement(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
-    """Reserved machines cover every Vertex pool's and co-hosted group's max replicas plus, per pool or group, its
-    min replicas once more (a replaced deployed model starts beside the old one). Checked only when everything on
+    """Reserved machines cover every Vertex pool's and co-hosted group's max replicas plus the replacement
+    transient: a ``create_first`` pool's replaced deployment starts its min replicas beside the old one (Pulumi's
+    create-before-delete; components/vertex/provider.py), a co-hosted group's new resource pool likewise; a
+    ``delete_first`` pool needs no room (its old deployment goes first). A deployment that finds the reservation full
+    fails and its replacement with it, so this is checked before anything is sent. Checked only when everything on
     the topology planned."""
     for name in _vertex_accelerators(cfg):
         r = cfg.accelerators[name].reservation
@@ -114,16 +119,80 @@ def vertex_reservation_holds_max_plus_replacement(cfg: StackConfig, plan: StackP
             or any(key not in plan.cohosting for key, _ in groups)
         ):
             continue
-        bounds = [(p.min_replicas, p.max_replicas) for _, p in on_it] + [
-            (g.min_replicas, g.max_replicas) for _, g in groups
-        ]
-        mx, mn = sum(b[1] for b in bounds), sum(b[0] for b in bounds)
+        mx = sum(p.max_replicas for _, p in on_it) + sum(g.max_replicas for _, g in groups)
+        rooms = [(role, replacement_room(p)) for role, p in on_it] + [(key, g.min_replicas) for key, g in groups]
+        mn = sum(n for _, n in rooms)
         if r.count < mx + mn:
+            terms = " + ".join(f"{k} {n}" for k, n in rooms if n) or "0"
+            delete_first = [role for role, p in on_it if p.replacement == "delete_first"]
             yield (
                 ("accelerators", name, "reservation", "count"),
-                f"{r.count} reserved machine(s) cannot hold the Vertex pools' max replicas {mx} + a replacement "
-                f"deployment's min replicas {mn} = {mx + mn}"
-                + (f" (co-hosted groups {', '.join(k for k, _ in groups)} included)" if groups else ""),
+                f"{r.count} reserved machine(s) cannot hold the Vertex pools' max replicas {mx} + the replacement "
+                f"transient ({terms}) = {mx + mn}: a create-first replacement would find the reservation full"
+                + (f" (co-hosted groups {', '.join(k for k, _ in groups)} included)" if groups else "")
+                + (f"; {', '.join(delete_first)} replace(s) delete-first" if delete_first else "")
+                + "; reserve more machines, lower max_replicas, or set the pool's replacement: delete_first",
+            )
+
+
+@rule(target=TARGET, needs={"serving", "environment"})
+def delete_first_never_empties_a_prod_pool(cfg: StackConfig) -> Iterator[Finding]:
+    """A ``delete_first`` pool serves nothing between its old deployment's undeploy and its successor's deploy (a
+    cold load and more): prod keeps its serving pools create-first and holds the room in the reservation."""
+    if cfg.environment != "prod":
+        return
+    for role, pool in _vertex_pools(cfg):
+        if pool.replacement == "delete_first" and pool.weight > 0:
+            yield (
+                ("serving", role, "replacement"),
+                f"delete_first would leave pool {role} ({pool.weight} % of traffic) without a deployment during every "
+                "replacement; prod replaces create-first (reserve the min replicas once more)",
+            )
+
+
+@rule(target=TARGET, needs={"vertex", "serving", "accelerators", "cohosting"})
+def vertex_pricing_covers_the_machines(cfg: StackConfig) -> Iterator[Finding]:
+    """Every Vertex machine type and GPU has a Vertex AI prediction price (the cost figures are Vertex's, never the
+    Compute Engine ``node_hourly_usd`` of the topology)."""
+    v = vertex_section(cfg)
+    if v is None:
+        return
+    for name in _vertex_accelerators(cfg):
+        acc = cfg.accelerators[name]
+        if acc.machine_type not in v.pricing.machine_hour_usd:
+            yield (
+                ("vertex", "pricing", "machine_hour_usd"),
+                f"no Vertex AI prediction price for {acc.machine_type} (accelerators.{name}.machine_type): add its "
+                f"node-hour price from {v.pricing.source_url}",
+            )
+        if acc.gpu_type not in v.pricing.accelerator_hour_usd:
+            yield (
+                ("vertex", "pricing", "accelerator_hour_usd"),
+                f"no Vertex AI prediction price for {acc.gpu_type} (accelerators.{name}.gpu_type): add its "
+                f"accelerator-hour price from {v.pricing.source_url} (0 if the machine's price includes it)",
+            )
+
+
+@rule(target=TARGET, needs={"serving", "accelerators", "cohosting"})
+def vertex_serves_the_machine_family(cfg: StackConfig) -> Iterator[Finding]:
+    """Vertex inference offers a machine family when its GPU has a Vertex serving quota: the GPU types the Google
+    Cloud SDK knows a ``custom_model_serving_*`` quota for (components/vertex/requests.py SERVING_QUOTA_METRIC),
+    joined with the family each GPU comes on (Compute Engine's accelerator-optimized machine family;
+    infra/config/accelerator.py MACHINE_FAMILY_GPU). Whether a region has that GPU for Vertex is not listed in any
+    source read here: it is a precondition (docs/deploying.md)."""
+    for name in _vertex_accelerators(cfg):
+        acc = cfg.accelerators[name]
+        family = machine_family(acc.machine_type)
+        if acc.gpu_type in GKE_TO_VERTEX_ACCELERATOR and serving_quota_metric(acc.gpu_type) is None:
+            yield (
+                ("accelerators", name, "gpu_type"),
+                f"{acc.gpu_type} has no Vertex AI serving quota (custom_model_serving_*): Vertex inference is not known "
+                "to offer it; serve it on GKE",
+            )
+        elif family in MACHINE_FAMILY_GPU and MACHINE_FAMILY_GPU[family] != acc.gpu_type:
+            yield (
+                ("accelerators", name, "machine_type"),
+                f"{acc.machine_type} carries {MACHINE_FAMILY_GPU[family]}, not {acc.gpu_type}",
             )
 
 
