@@ -37,7 +37,7 @@ from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from tests import api_mapping as am
 from tests.discovery import document
 
-from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, plan_run, resources
+from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, member_resource, plan_run, resources
 
 SERVICE = "gcp:cloudrunv2/service:Service"
 MiB, GiB = 2**20, 2**30
@@ -305,7 +305,7 @@ def test_the_serving_account_reads_the_weights_bucket_only() -> None:
     assert resources(i, "gcp:secretmanager/secretIamMember:SecretIamMember") == []  # no hub token configured
     grants = [r for r in i["resources"] if r["type"].endswith(("IAMMember", "IamMember", "IAMBinding", "IamBinding"))]
     assert sorted(r["name"] for r in grants) == [
-        "cloud-run-invoker-0",
+        member_resource("cloud-run-invoker", "group:llm-developers@acme.example"),
         "cloud-run-metric-writer",
         "cloud-run-weights-reader-acme-llm-dev-weights",
     ]

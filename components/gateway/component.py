@@ -463,13 +463,15 @@ class InferenceGateway(Component):
                 disable_on_destroy=False,
                 opts=child,
             )
+            # Keyed by member (naming.member_key): removing one accessor never shifts another onto its resource. The
+            # alias is the name by position earlier versions gave it, so existing stacks keep their bindings.
             self.iap_members = [
                 gcp.iap.WebIamMember(
-                    f"{name}-iap-accessor-{i}",
+                    f"{name}-iap-accessor-{naming.member_key(m)}",
                     project=args.project,
                     role="roles/iap.httpsResourceAccessor",
                     member=m,
-                    opts=self.child_opts(depends_on=[iap_api]),
+                    opts=self.child_opts(depends_on=[iap_api], aliases=[pulumi.Alias(name=f"{name}-iap-accessor-{i}")]),
                 )
                 for i, m in enumerate(gw.iap.members)
             ]
