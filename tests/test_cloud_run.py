@@ -594,8 +594,20 @@ def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
             for role in ("stable", "canary")
             for a in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "ConcurrencyCapAtMaxInstances")
         ]
-        + [("stable", "NoTrafficOnServingPool")]
-    )  # the 0 % canary gets no traffic alert, no canary comparison
+        + [(role, "NoTrafficOnServingPool") for role in ("stable", "canary")]
+        + [("canary", "CanaryTtftWorseThanStable")]
+    )
+    # The 0 % canary's traffic alert and the canary comparison exist switched off: a weight change enables them in
+    # place (components/monitoring/alerts.py).
+    assert {
+        a: r["inputs"]["enabled"]
+        for a, r in alerts.items()
+        if a[1] in ("NoTrafficOnServingPool", "CanaryTtftWorseThanStable")
+    } == {
+        ("stable", "NoTrafficOnServingPool"): True,
+        ("canary", "NoTrafficOnServingPool"): False,
+        ("canary", "CanaryTtftWorseThanStable"): False,
+    }
     q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
         "conditionPrometheusQueryLanguage"
     ]["query"]

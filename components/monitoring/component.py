@@ -163,6 +163,7 @@ def alert_policy(
         project=project,
         display_name=f"[{environment}] {s.name} ({s.role})",
         combiner="OR",
+        enabled=s.enabled,
         severity=s.severity,
         notification_channels=list(channel_names),
         user_labels={"environment": environment, "pool": s.role},
