@@ -223,8 +223,10 @@ def write_stdout(text: str) -> None:
     import os
 
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        # In blocks, so a reader that has gone is noticed at the next block, not after everything was buffered.
+        for start in range(0, len(text), 1 << 16):
+            sys.stdout.write(text[start : start + (1 << 16)])
+            sys.stdout.flush()
     except BrokenPipeError:
         # Python flushes stdout again at exit; point it at /dev/null so that flush cannot raise either.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -389,7 +389,11 @@ class DynamicModel:
         module, name = provider_class_of(pickled)
         if not module.startswith(DYNAMIC_MODULES):
             raise DynamicProviderError(f"__provider names {module}.{name}, outside {', '.join(DYNAMIC_MODULES)}")
-        cls = getattr(importlib.import_module(module), name)
+        from pulumi.dynamic import ResourceProvider
+
+        cls = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(cls, type) and issubclass(cls, ResourceProvider)):
+            raise DynamicProviderError(f"__provider names {module}.{name}, which is not a dynamic provider class")
         return cls(transport_factory=_Answering, sleep=lambda _s: None, clock=lambda: 0.0)
 
     def diff(self, s: Subject) -> Verdict:
