@@ -79,7 +79,9 @@ def test_removing_the_first_member_deletes_only_that_member(tmp_path: Path) -> N
 
     def swap_channel(cfg: dict[str, Any]) -> None:
         channels = cfg["llm-serving:observability"]["alerts"]["notification_channels"]
-        channels.insert(0, {"type": "email", "display_name": "LLM on-call (staging)", "email_address": "oncall@acme.example"})
+        channels.insert(
+            0, {"type": "email", "display_name": "LLM on-call (staging)", "email_address": "oncall@acme.example"}
+        )
 
     r = review(base, _staging_with(swap_channel, tmp_path / "b"))
     created = [(c.type, c.action) for c in r.changes if c.action != "update"]
@@ -93,4 +95,3 @@ def test_member_names_are_stable_and_distinct() -> None:
     assert a == member_resource("x", "group:a.b@acme.example")
     assert a != member_resource("x", "group:a-b@acme.example")  # same slug, different member
     assert a.startswith("x-group-a-b-acme-example-") and len(a.rsplit("-", 1)[1]) == 8
-
