@@ -215,7 +215,7 @@ class GpuNodePool(Component):
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
                 resource_labels=args.labels,
             ),
-            opts=self.child_opts(ignore_changes=["initialNodeCount"]),
+            opts=self.child_opts(protect=args.protect, ignore_changes=["initialNodeCount"]),
         )
         self.register_outputs(
             {

@@ -106,6 +106,8 @@ class WorkloadIdentityArgs:
     #: Secret Manager secret id of the model-hub token (None: no secret).
     hub_token_secret_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    #: Pulumi ``protect`` on the hub-token Secret: deleting it deletes the token's versions, added out of band.
+    protect: bool = False
 
     def __post_init__(self) -> None:
         if not self.roles or len(set(self.roles)) != len(self.roles):
@@ -178,7 +180,7 @@ class WorkloadIdentity(Component):
                         replicas=[gcp.secretmanager.SecretReplicationUserManagedReplicaArgs(location=args.region)]
                     )
                 ),
-                opts=child,
+                opts=self.child_opts(protect=args.protect),
             )
             for role, principal in self.model_server_principals.items():
                 self.hub_token_accessors[role] = gcp.secretmanager.SecretIamMember(

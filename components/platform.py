@@ -172,6 +172,7 @@ class Platform(Component):
                 untagged_retention_days=r.untagged_retention_days,
                 readers=tuple((f"gpu-{k}", p.identity.member) for k, p in sorted(self.gpu_pools.items())),
                 labels=args.labels,
+                protect=args.protect,
             ),
             opts=child,
         )
@@ -208,6 +209,7 @@ class Platform(Component):
                 roles=args.roles,
                 hub_token_secret_id=args.hub_token_secret_id,
                 labels=args.labels,
+                protect=args.protect,
             ),
             opts=k8s_child,
         )

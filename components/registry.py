@@ -27,6 +27,8 @@ class RegistryArgs:
     #: IAM members allowed to pull (the GPU node service accounts), by a stable key.
     readers: tuple[tuple[str, pulumi.Input[str]], ...]
     labels: dict[str, str]
+    #: Pulumi ``protect`` on the repository: every pod pulls its image from it by digest (prod protects it).
+    protect: bool = False
 
 
 def cleanup_policies(args: RegistryArgs) -> list[gcp.artifactregistry.RepositoryCleanupPolicyArgs]:
@@ -70,7 +72,7 @@ class Registry(Component):
                 enablement_config="INHERITED"
             ),
             labels=args.labels,
-            opts=child,
+            opts=self.child_opts(protect=args.protect),
         )
         self.readers = [
             gcp.artifactregistry.RepositoryIamMember(

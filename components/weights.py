@@ -110,9 +110,14 @@ class Weights(Component):
             opts=protected,
         )
         self.bucket_name: str = args.bucket
+        # Keyed by member (naming.member_key), aliased to the name by position earlier versions gave it.
         self.writers = [
             gcp.storage.BucketIAMMember(
-                f"{name}-writer-{i}", bucket=self.bucket.name, role=WRITER_ROLE, member=m, opts=self.child_opts()
+                f"{name}-writer-{naming.member_key(m)}",
+                bucket=self.bucket.name,
+                role=WRITER_ROLE,
+                member=m,
+                opts=self.child_opts(aliases=[pulumi.Alias(name=f"{name}-writer-{i}")]),
             )
             for i, m in enumerate(args.writers)
         ]

@@ -27,6 +27,14 @@ def deploy(resolved: ResolvedStack, registry: Registry = REGISTRY) -> None:
     pulumi.export("environment", cfg.environment)
     pulumi.export("releases", {r.release: release_info(r).export() for r in cfg.releases})
     pulumi.export("capacity", plan.to_dict())
+    # What the pools are sized for: `llm-serving diff` warns when these move for a pool sized "unmeasured".
+    pulumi.export(
+        "traffic",
+        {
+            "contract": cfg.contract.model_dump(mode="json"),
+            "weights": {role: pool.weight for role, pool in cfg.pools()},
+        },
+    )
     pulumi.export("enabled_services", services.enabled)
     for key, value in sorted(outputs.items()):
         pulumi.export(key, value)

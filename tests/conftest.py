@@ -66,6 +66,27 @@ def serving_roles(cfg: StackConfig, plan: StackPlan) -> dict[str, str]:
     }
 
 
+def member_resource(prefix: str, member: str) -> str:
+    """The resource name of one member of a configured list (IAM members, notification channels): keyed by the
+    member (components.naming.member_key), not by its position."""
+    from components.naming import member_key
+
+    return f"{prefix}-{member_key(member)}"
+
+
+VERTEX_CALLERS = (
+    "group:llm-serving-team@acme.example",
+    "serviceAccount:loadgen@acme-llm-staging.iam.gserviceaccount.com",
+)
+#: staging-vertex's callers (stacks/Pulumi.staging-vertex.yaml), in order.
+VERTEX_CALLER = tuple(member_resource("vertex-caller", m) for m in VERTEX_CALLERS)
+#: The Cloud Run fixture's invokers (tests/fixtures/cloud-run/Pulumi.prod-cloudrun.yaml), in order.
+CLOUD_RUN_INVOKER = tuple(
+    member_resource("cloud-run-invoker", m)
+    for m in ("group:llm-clients@acme.example", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com")
+)
+
+
 def resources(inventory: dict[str, Any], typ: str) -> list[dict[str, Any]]:
     return [r for r in inventory["resources"] if r["type"] == typ]
 

@@ -41,7 +41,7 @@ from infra.targets.gke.config import GkeConfig
 from infra.targets.gke.planning.bench import BENCH_OVERHEAD_SECONDS, POD_START_SECONDS, bench_deadline
 from infra.targets.gke.rules.bench import bench_pool_is_a_gke_pool
 
-from .conftest import STACKS, one, resources
+from .conftest import STACKS, member_resource, one, resources
 from .gcs_emulator import BUCKET, Gcs, running_emulator
 from .test_bench_record import CURVE, record, target
 from .test_policies import evaluate, find
@@ -170,7 +170,10 @@ def test_grants_are_the_release_folder_and_the_measurements_prefix_only(enabled)
     # Nothing else is granted to the bench's principal, and the stable release's folder is not readable.
     granted = [r["name"] for r in inv["resources"] if r["inputs"].get("member") == PRINCIPAL]
     assert sorted(granted) == ["bench-canary-record-creator", "bench-canary-release-reader"]
-    assert "281de45e" not in json.dumps(inputs(inv, BUCKET_IAM, "platform-weights-writer-0"))
+    writer = member_resource(
+        "platform-weights-writer", "serviceAccount:release-pipeline@acme-llm-prod.iam.gserviceaccount.com"
+    )
+    assert "281de45e" not in json.dumps(inputs(inv, BUCKET_IAM, writer))
     # The grants wait for the cluster (the principal is built from its workload_pool output) and the bucket.
     deps = one(inv, BUCKET_IAM, "bench-canary-release-reader")["dependencies"]
     assert any(d.endswith("::platform-cluster-gke") for d in deps)

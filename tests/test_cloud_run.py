@@ -37,7 +37,7 @@ from infra.targets.cloud_run.planning import CloudRunPoolPlan
 from tests import api_mapping as am
 from tests.discovery import document
 
-from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, plan_run, resources
+from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, member_resource, plan_run, resources
 
 SERVICE = "gcp:cloudrunv2/service:Service"
 MiB, GiB = 2**20, 2**30
@@ -305,7 +305,7 @@ def test_the_serving_account_reads_the_weights_bucket_only() -> None:
     assert resources(i, "gcp:secretmanager/secretIamMember:SecretIamMember") == []  # no hub token configured
     grants = [r for r in i["resources"] if r["type"].endswith(("IAMMember", "IamMember", "IAMBinding", "IamBinding"))]
     assert sorted(r["name"] for r in grants) == [
-        "cloud-run-invoker-0",
+        member_resource("cloud-run-invoker", "group:llm-developers@acme.example"),
         "cloud-run-metric-writer",
         "cloud-run-weights-reader-acme-llm-dev-weights",
     ]
@@ -594,8 +594,20 @@ def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
             for role in ("stable", "canary")
             for a in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "ConcurrencyCapAtMaxInstances")
         ]
-        + [("stable", "NoTrafficOnServingPool")]
-    )  # the 0 % canary gets no traffic alert, no canary comparison
+        + [(role, "NoTrafficOnServingPool") for role in ("stable", "canary")]
+        + [("canary", "CanaryTtftWorseThanStable")]
+    )
+    # The 0 % canary's traffic alert and the canary comparison exist switched off: a weight change enables them in
+    # place (components/monitoring/alerts.py).
+    assert {
+        a: r["inputs"]["enabled"]
+        for a, r in alerts.items()
+        if a[1] in ("NoTrafficOnServingPool", "CanaryTtftWorseThanStable")
+    } == {
+        ("stable", "NoTrafficOnServingPool"): True,
+        ("canary", "NoTrafficOnServingPool"): False,
+        ("canary", "CanaryTtftWorseThanStable"): False,
+    }
     q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
         "conditionPrometheusQueryLanguage"
     ]["query"]

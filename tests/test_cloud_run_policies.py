@@ -24,7 +24,7 @@ from infra.offline.analyzer import COMPUTED_MARKER
 from infra.resolve import ResolvedStack
 from infra.targets.cloud_run.planning import CloudRunPoolPlan
 
-from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, plan_run
+from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_INVOKER, CLOUD_RUN_STACK, plan_run
 from .test_policies import (
     BY_NAME,
     CONFIG_DIR,
@@ -100,7 +100,7 @@ def _set_env(rs: list[dict[str, Any]], name: str, value: str | None) -> None:
 
 def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) -> None:
     """A new resource of the fixture's stack, depending on what invoker-0 depends on (the service, the APIs)."""
-    deps = list(find(rs, IAM_MEMBER, "cloud-run-invoker-0")["dependencies"])
+    deps = list(find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[0])["dependencies"])
     rs.append(
         {
             "type": typ,
@@ -308,14 +308,14 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "serving-no-public-access",
         "member-all-users",
-        lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"].update(member="allUsers"),
-        [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"],
+        lambda rs: find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[0])["inputs"].update(member="allUsers"),
+        [f"{CLOUD_RUN_INVOKER[0]}: roles/run.invoker is granted to allUsers: {PUBLIC}"],
     ),
     (
         "serving-no-public-access",
         "member-all-authenticated-users",
-        lambda rs: find(rs, IAM_MEMBER, "cloud-run-invoker-1")["inputs"].update(member="allAuthenticatedUsers"),
-        [f"cloud-run-invoker-1: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
+        lambda rs: find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[1])["inputs"].update(member="allAuthenticatedUsers"),
+        [f"{CLOUD_RUN_INVOKER[1]}: roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}"],
     ),
     (
         "serving-no-public-access",
@@ -488,13 +488,13 @@ def test_environment_files_decide_scale_to_zero_and_public_invokers(
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
     _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
-    find(rs, IAM_MEMBER, "cloud-run-invoker-0")["inputs"]["member"] = "allUsers"
+    find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[0])["inputs"]["member"] = "allUsers"
     warm, public_access = "serving-keeps-warm-minimum", "serving-no-public-access"
     assert evaluate(warm, rs, policy_config(warm, resolved, env)) == (
         [] if scale_to_zero else [f"cloud-run-service: {NO_WARM}"]
     )
     assert evaluate(public_access, rs, policy_config(public_access, resolved, env)) == (
-        [] if public else [f"cloud-run-invoker-0: roles/run.invoker is granted to allUsers: {PUBLIC}"]
+        [] if public else [f"{CLOUD_RUN_INVOKER[0]}: roles/run.invoker is granted to allUsers: {PUBLIC}"]
     )
 
 
@@ -617,7 +617,7 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
     _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
     _set_env(rs, "HF_HUB_OFFLINE", "0")
     _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests")
-    find(rs, IAM_MEMBER, "cloud-run-invoker-1")["inputs"]["member"] = "allAuthenticatedUsers"
+    find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[1])["inputs"]["member"] = "allAuthenticatedUsers"
     _startup(rs)["failureThreshold"] = 20
     # Preview unknowns travel as the engine's sentinel and must neither crash nor hide the findings above.
     _service(rs)["invokerIamDisabled"] = COMPUTED_MARKER
@@ -659,7 +659,7 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
         (
             "serving-no-public-access",
             "mandatory",
-            "cloud-run-invoker-1",
+            CLOUD_RUN_INVOKER[1],
             f"roles/run.invoker is granted to allAuthenticatedUsers: {PUBLIC}",
         ),
         (

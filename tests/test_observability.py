@@ -273,11 +273,17 @@ def test_alert_set_follows_traffic_split(plans, stack):
             "ServingPodsRestarting",
         ):
             assert (name, role) in got
-        # "No traffic" only where traffic is expected: a dark (weight 0) pool has none by design.
-        assert (("NoTrafficOnServingPool", role) in got) == (pool.weight > 0)
+            assert got[(name, role)]["enabled"] is True
+        # "No traffic" exists on every warm pool and is enabled only where traffic is expected: a dark (weight 0)
+        # pool has none by design. Existing at every stage, a weight change switches it in place.
+        assert got[("NoTrafficOnServingPool", role)]["enabled"] == (pool.weight > 0)
+        # Users wait on a pool with traffic; stable is the rollback target even at weight 0.
+        critical = pool.weight > 0 or role == "stable"
+        assert got[("TtftP95OverObjective", role)]["severity"] == ("CRITICAL" if critical else "WARNING")
     canary = cfg.serving.canary
-    assert (("CanaryTtftWorseThanStable", "canary") in got) == (canary is not None and canary.weight > 0)
-    assert ("CanaryTtftWorseThanStable", "canary") in policies(plans["staging"][2])  # staging runs a 10% canary
+    if canary is not None:
+        assert got[("CanaryTtftWorseThanStable", "canary")]["enabled"] == (canary.weight > 0)
+    assert policies(plans["staging"][2])[("CanaryTtftWorseThanStable", "canary")]["enabled"]  # a 10 % canary
 
 
 @pytest.mark.parametrize("stack", STACKS)

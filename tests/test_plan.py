@@ -85,6 +85,7 @@ def test_inventory_shape_and_capacity_outputs(plans):
     for r in inv["resources"]:
         assert set(r) == {
             "urn",
+            "aliases",
             "type",
             "name",
             "custom",

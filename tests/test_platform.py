@@ -463,9 +463,20 @@ def test_no_hyperdisk_when_no_pool_loads_from_it(plans):
 
 
 def test_prod_protects_stateful_resources_only(plans):
+    """What a delete would lose (docs/reviewing-changes.md, "holds data"): the cluster, the reservation, the weights
+    bucket, the image repository every pod pulls from by digest, the hub-token secret, the gateway's reserved
+    address, and the GPU node pool; nothing else (the CPU system pool is recreated at no cost)."""
     _, _, inv = plans["prod"]
-    protected = sorted(r["type"] for r in platform_resources(inv) if r["options"]["protect"])
-    assert protected == sorted([BUCKET, CLUSTER, RESERVATION])
+    protected = sorted((r["type"], r["name"]) for r in inv["resources"] if r["options"]["protect"])
+    assert protected == [
+        ("gcp:artifactregistry/repository:Repository", "platform-registry-repo"),
+        ("gcp:compute/address:Address", "inference-gateway-address"),
+        (RESERVATION, "platform-gpu-h100-tp2-reservation"),
+        (CLUSTER, "platform-cluster-gke"),
+        (NODE_POOL, "platform-gpu-h100-tp2-pool"),
+        ("gcp:secretmanager/secret:Secret", "platform-identity-hub-token"),
+        (BUCKET, "platform-weights-bucket"),
+    ]
     for stack in ("dev", "staging"):
         assert not [r["name"] for r in plans[stack][2]["resources"] if r["options"]["protect"]]
 

@@ -18,7 +18,7 @@ import pytest
 from infra.offline.analyzer import COMPUTED_MARKER
 from infra.resolve import ResolvedStack
 
-from .conftest import REPO
+from .conftest import CLOUD_RUN_INVOKER, REPO, VERTEX_CALLER
 from .test_cloud_run_policies import CANARY_REVISION, COLD, cloud_run  # noqa: F401 (fixture)
 from .test_policies import _engine_props, _opts, find, prod  # noqa: F401 (fixture)
 from .test_vertex_policies import POOL_NAME, RESERVATION, cohost, vertex  # noqa: F401 (fixture)
@@ -226,13 +226,13 @@ def test_cloud_run_adapter_reads_the_service(cloud_run: tuple[ResolvedStack, Res
     assert facts_of(cloud_run_adapter.ADAPTER, "endpoints", rs, *svc) == [
         ServingEndpoint("service", iam_check_switch=IamCheckSwitch("invokerIamDisabled", False, "roles/run.invoker"))
     ]
-    invoker = find(rs, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "cloud-run-invoker-0")["inputs"]
+    invoker = find(rs, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", CLOUD_RUN_INVOKER[0])["inputs"]
     assert facts_of(
         cloud_run_adapter.ADAPTER,
         "caller_grants",
         rs,
         "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
-        "cloud-run-invoker-0",
+        CLOUD_RUN_INVOKER[0],
     ) == [CallerGrant("roles/run.invoker", invoker["member"], "service")]
     assert cloud_run_adapter.ADAPTER.reservations.types == () and cloud_run_adapter.ADAPTER.shared_gpus.types == ()
     _no_foreign_facts(cloud_run_adapter.ADAPTER, rs)
@@ -307,7 +307,7 @@ def test_vertex_adapter_reads_a_dedicated_deployed_model(vertex: tuple[ResolvedS
     assert facts_of(vertex_adapter.ADAPTER, "endpoints", rs, "gcp:vertex/aiEndpoint:AiEndpoint", "vertex-endpoint") == [
         ServingEndpoint("endpoint", private=True)
     ]
-    caller = "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember", "vertex-caller-0"
+    caller = "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember", VERTEX_CALLER[0]
     (grant,) = facts_of(vertex_adapter.ADAPTER, "caller_grants", rs, *caller)
     assert grant == CallerGrant(find(rs, *caller)["inputs"]["role"], find(rs, *caller)["inputs"]["member"], "endpoint")
     assert vertex_adapter.ADAPTER.shared_gpus([as_res(r) for r in rs]) == []  # nothing co-hosted

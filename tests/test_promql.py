@@ -44,6 +44,8 @@ def alert_rules(inventory: dict[str, Any]) -> dict[str, Any]:
     """The rendered alert policies as a Prometheus rules file: same expression, ``for`` and labels."""
     rules = []
     for r in sorted(resources(inventory, "gcp:monitoring/alertPolicy:AlertPolicy"), key=lambda r: r["name"]):
+        if r["inputs"].get("enabled") is False:
+            continue  # switched off at this rollout stage: Cloud Monitoring does not evaluate it
         c = r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]
         rules.append(
             {

@@ -231,14 +231,25 @@ def test_thresholds_equal_the_contracts_objectives() -> None:
 
 
 def test_a_dark_canary_warns_and_is_not_compared() -> None:
-    """Weight 0: a breach is a rollout warning, no traffic is expected, there is nothing to compare yet."""
+    """Weight 0: a breach is a rollout warning, no traffic is expected, there is nothing to compare yet: those two
+    alerts exist switched off, so the stage that gives the canary traffic enables them in place."""
     specs = monitoring.alert_specs(ENDPOINT_ID, [view("stable", 100), view("canary", 0)], thresholds())
-    got = {(s.role, s.name): s.severity for s in specs}
-    assert ("canary", "NoTrafficOnServingPool") not in got and ("canary", "CanaryTtftWorseThanStable") not in got
-    assert (
-        got[("canary", "TtftP95OverObjective")] == "WARNING" and got[("stable", "TtftP95OverObjective")] == "CRITICAL"
-    )
-    assert ("stable", "NoTrafficOnServingPool") in got
+    got = {(s.role, s.name): s for s in specs}
+    assert not got[("canary", "NoTrafficOnServingPool")].enabled
+    assert not got[("canary", "CanaryTtftWorseThanStable")].enabled
+    assert got[("canary", "TtftP95OverObjective")].severity == "WARNING"
+    assert got[("stable", "TtftP95OverObjective")].severity == "CRITICAL"
+    assert got[("stable", "NoTrafficOnServingPool")].enabled
+
+
+def test_stable_stays_critical_as_the_rollback_target() -> None:
+    """Stage 100: stable carries nothing but is where a rollback lands; its alerts keep paging, its traffic alert is
+    off."""
+    specs = monitoring.alert_specs(ENDPOINT_ID, [view("stable", 0), view("canary", 100)], thresholds())
+    got = {(s.role, s.name): s for s in specs}
+    assert got[("stable", "TtftP95OverObjective")].severity == "CRITICAL"
+    assert not got[("stable", "NoTrafficOnServingPool")].enabled
+    assert got[("canary", "CanaryTtftWorseThanStable")].enabled
 
 
 # ---- metric names: the rule the discovery document shows -------------------------------------------------------------------

@@ -24,7 +24,7 @@ from infra.offline.analyzer import COMPUTED_MARKER
 from infra.offline.stackfile import _as_engine_string
 from infra.resolve import ResolvedStack
 
-from .conftest import plan_run
+from .conftest import VERTEX_CALLER, plan_run
 from .test_policies import BY_NAME, CONFIG_DIR, Mutation, _findings, _unknown_everywhere, evaluate, find, policy_config
 from .test_vertex_target import STACK, prod_values
 
@@ -89,7 +89,7 @@ def _set_flag(rs: list[dict[str, Any]], flag: str, value: str, role: str = "stab
 
 
 def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) -> None:
-    deps = list(find(rs, CALLER, "vertex-caller-0")["dependencies"])
+    deps = list(find(rs, CALLER, VERTEX_CALLER[0])["dependencies"])
     rs.append(
         {
             "type": typ,
@@ -308,8 +308,8 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "serving-no-public-access",
         "all-users-caller",
-        lambda rs: find(rs, CALLER, "vertex-caller-1")["inputs"].update(member="allUsers"),
-        [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
+        lambda rs: find(rs, CALLER, VERTEX_CALLER[1])["inputs"].update(member="allUsers"),
+        [f"{VERTEX_CALLER[1]}: roles/aiplatform.user is granted to allUsers: {PUBLIC}"],
     ),
     (
         "serving-no-public-access",
@@ -397,7 +397,7 @@ def test_environment_files_decide_the_warm_floor_and_public_callers(
     resolved, resources = vertex
     rs = copy.deepcopy(resources)
     _dm(rs)["deployed_model"]["dedicatedResources"]["minReplicaCount"] = 1
-    find(rs, CALLER, "vertex-caller-1")["inputs"]["member"] = "allUsers"
+    find(rs, CALLER, VERTEX_CALLER[1])["inputs"]["member"] = "allUsers"
     _shared_endpoint(rs)
     warm, public_access = "serving-keeps-warm-minimum", "serving-no-public-access"
     assert evaluate(warm, rs, policy_config(warm, resolved, env)) == (
@@ -406,7 +406,7 @@ def test_environment_files_decide_the_warm_floor_and_public_callers(
         else [f"vertex-stable: dedicatedResources.minReplicaCount is 1: keep at least 2 warm replicas; {COLD_REPLICA}"]
     )
     assert evaluate(public_access, rs, policy_config(public_access, resolved, env)) == sorted(
-        ([] if public else [f"vertex-caller-1: roles/aiplatform.user is granted to allUsers: {PUBLIC}"])
+        ([] if public else [f"{VERTEX_CALLER[1]}: roles/aiplatform.user is granted to allUsers: {PUBLIC}"])
         + [
             "vertex-endpoint: the endpoint is neither dedicated (dedicatedEndpointEnabled) nor Private Service Connect: "
             "set one of them, so it has its own DNS name or is reachable only from the allowed projects"
@@ -458,7 +458,7 @@ def test_unknown_value_is_skipped_but_the_rest_still_checked(
     rs = copy.deepcopy(resources)
     _affinity(rs)["values"] = COMPUTED_MARKER  # the reservation name is unknown at preview ...
     _container(rs, "canary")["imageUri"] = f"{IMAGE}:latest"  # ... a tag is still a tag
-    find(rs, CALLER, "vertex-caller-0")["inputs"]["member"] = COMPUTED_MARKER
+    find(rs, CALLER, VERTEX_CALLER[0])["inputs"]["member"] = COMPUTED_MARKER
     _public_binding(rs)
     found = {n: evaluate(n, rs, policy_config(n, resolved)) for n in VERTEX_POLICIES}
     assert found == {
@@ -485,8 +485,8 @@ def test_mutated_vertex_inventory_fails_through_grpc(tmp_path: Path) -> None:
     rs = inv["resources"]
     _container(rs)["imageUri"] = f"{IMAGE}:v0.32.0"
     del _machine(rs, "canary")["reservationAffinity"]
-    find(rs, CALLER, "vertex-caller-1")["inputs"]["member"] = "allAuthenticatedUsers"
-    find(rs, CALLER, "vertex-caller-0")["inputs"]["member"] = COMPUTED_MARKER  # unknown: neither crash nor finding
+    find(rs, CALLER, VERTEX_CALLER[1])["inputs"]["member"] = "allAuthenticatedUsers"
+    find(rs, CALLER, VERTEX_CALLER[0])["inputs"]["member"] = COMPUTED_MARKER  # unknown: neither crash nor finding
     path = tmp_path / "inventory.json"
     path.write_text(json.dumps(inv))
     out = tmp_path / "report"
@@ -502,7 +502,7 @@ def test_mutated_vertex_inventory_fails_through_grpc(tmp_path: Path) -> None:
         (
             "serving-no-public-access",
             "mandatory",
-            "vertex-caller-1",
+            VERTEX_CALLER[1],
             f"roles/aiplatform.user is granted to allAuthenticatedUsers: {PUBLIC}",
         ),
     ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from .. import naming
 from ..base import Component
 from ..traffic import split_problem
 from . import service as svc
@@ -166,15 +167,16 @@ class CloudRunServing(Component):
         )
 
         # ---- callers: configured members only, never public ------------------------------------------------------
+        # Keyed by member (naming.member_key), aliased to the name by position earlier versions gave it.
         self.invokers = [
             gcp.cloudrunv2.ServiceIamMember(
-                f"{name}-invoker-{i}",
+                f"{name}-invoker-{naming.member_key(m)}",
                 project=p,
                 location=r,
                 name=self.service.name,
                 role=svc.INVOKER_ROLE,
                 member=svc.checked_member(m),
-                opts=self.child_opts(),
+                opts=self.child_opts(aliases=[pulumi.Alias(name=f"{name}-invoker-{i}")]),
             )
             for i, m in enumerate(args.invoker_members)
         ]

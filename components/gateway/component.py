@@ -304,6 +304,8 @@ class InferenceGatewayArgs:
     subnetwork: pulumi.Input[str] | None = None
     #: Project number (for the Model Armor service agent); needed only when Model Armor is configured.
     project_number: pulumi.Input[str] | None = None
+    #: Pulumi ``protect`` on the reserved address: clients and DNS point at it, and a new one gets another IP.
+    protect: bool = False
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -368,7 +370,7 @@ class InferenceGateway(Component):
             purpose="SHARED_LOADBALANCER_VIP" if internal else None,
             subnetwork=args.subnetwork if internal else None,
             description="GKE Inference Gateway VIP (llm-serving)",
-            opts=child,
+            opts=self.child_opts(protect=args.protect),
         )
         self.ssl_policy = gcp.compute.RegionSslPolicy(
             f"{name}-ssl-policy",
@@ -463,13 +465,15 @@ class InferenceGateway(Component):
                 disable_on_destroy=False,
                 opts=child,
             )
+            # Keyed by member (naming.member_key): removing one accessor never shifts another onto its resource. The
+            # alias is the name by position earlier versions gave it, so existing stacks keep their bindings.
             self.iap_members = [
                 gcp.iap.WebIamMember(
-                    f"{name}-iap-accessor-{i}",
+                    f"{name}-iap-accessor-{naming.member_key(m)}",
                     project=args.project,
                     role="roles/iap.httpsResourceAccessor",
                     member=m,
-                    opts=self.child_opts(depends_on=[iap_api]),
+                    opts=self.child_opts(depends_on=[iap_api], aliases=[pulumi.Alias(name=f"{name}-iap-accessor-{i}")]),
                 )
                 for i, m in enumerate(gw.iap.members)
             ]

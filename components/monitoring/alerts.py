@@ -22,6 +22,8 @@ ALERT_WINDOW = "5m"
 CANARY_WINDOW = "10m"
 #: How often Cloud Monitoring evaluates each PromQL condition: 60 s, a quarter of the 5 min window.
 EVALUATION_INTERVAL_SECONDS = 60
+#: The pool a rollback returns traffic to (docs/rollout.md): its alerts stay CRITICAL at weight 0.
+ROLLBACK_TARGET = "stable"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class AlertSpec:
     #: Extra condition joined with ``and on()``: ``guard_signal >= guard_min`` (e.g. pods at maxReplicas).
     guard_signal: str | None = None
     guard_min: int | None = None
+    #: Evaluated (Cloud Monitoring ``enabled``). An alert that only applies at some rollout stages exists at every
+    #: stage and is switched off where it does not apply, so moving weights updates it in place: never a delete and
+    #: re-create, which would drop its incident history.
+    enabled: bool = True
 
     @property
     def guard(self) -> str | None:
@@ -104,22 +110,24 @@ def objective_specs(role: str, sel: str, series: m.VllmSeries, t: Thresholds, se
 
 def no_traffic_spec(role: str, weight: int, sel: str, series: m.VllmSeries, t: Thresholds) -> AlertSpec:
     """A pool that routes traffic but finished no request in ``no_traffic_minutes`` (0, not empty, when it has
-    no series at all)."""
+    no series at all); enabled only while its weight is above 0 (a dark pool has no traffic by design). Its text
+    names no weight, so a weight change touches only ``enabled``."""
     window = f"{t.no_traffic_minutes}m"
     return AlertSpec(
         "NoTrafficOnServingPool",
         role,
-        f"Pool {role} routes {weight}% of traffic but finished no request in {window}",
+        f"Pool {role} carries traffic but finished no request in {window}",
         f"sum(rate({series.family(m.REQUEST_SUCCESS).total}{sel}[{window}])) or on() vector(0)",
         "<=",
         0,
         0,
         "ERROR",
+        enabled=weight > 0,
     )
 
 
-def canary_spec(canary_sel: str, stable_sel: str, series: m.VllmSeries, t: Thresholds) -> AlertSpec:
-    """The canary's TTFT p95 over stable's, each over all its series."""
+def canary_spec(canary_sel: str, stable_sel: str, series: m.VllmSeries, t: Thresholds, enabled: bool) -> AlertSpec:
+    """The canary's TTFT p95 over stable's, each over all its series; enabled while the canary carries traffic."""
     ttft = series.family(m.TTFT)
 
     def q(sel: str) -> str:
@@ -134,6 +142,7 @@ def canary_spec(canary_sel: str, stable_sel: str, series: m.VllmSeries, t: Thres
         t.canary_ttft_ratio,
         600,
         "ERROR",
+        enabled=enabled,
     )
 
 
@@ -159,19 +168,27 @@ def pool_alert_specs(
     target_specs: Callable[[str, str], list[AlertSpec]] = lambda role, severity: [],
 ) -> list[AlertSpec]:
     """Every pool's alerts, pool by pool: its objectives, the target's own alerts of the pool
-    (``target_specs(role, severity)``) and, on a warm pool with traffic, no traffic; then the canary's TTFT against
-    stable's while the canary carries traffic. Users only wait on a pool that carries traffic: a dark pool's breach
-    is a WARNING for the rollout, a serving pool's CRITICAL."""
+    (``target_specs(role, severity)``) and, on a warm pool, no traffic (enabled while it carries traffic); then the
+    canary's TTFT against stable's (enabled while the canary carries traffic). The set depends on the pools only,
+    never on their weights: every rollout stage updates the same policies in place.
+
+    Severity: CRITICAL where users wait (a pool with traffic) and on stable, which is the instant rollback target even
+    at weight 0 (stage 100 of the runbook): a breach there means a rollback would land on a broken pool. A dark
+    canary's breach is a WARNING for the rollout."""
     specs: list[AlertSpec] = []
     for p in pools:
         sel = series.selector(p.series_pool)
-        severity = "CRITICAL" if p.weight > 0 else "WARNING"
+        severity = "CRITICAL" if p.weight > 0 or p.role == ROLLBACK_TARGET else "WARNING"
         specs += objective_specs(p.role, sel, series, t, severity)
         specs += target_specs(p.role, severity)
-        if p.weight > 0 and p.warm:
+        if p.warm:
             specs.append(no_traffic_spec(p.role, p.weight, sel, series, t))
     by_role = {p.role: p for p in pools}
     canary, stable = by_role.get("canary"), by_role.get("stable")
-    if canary is not None and stable is not None and canary.weight > 0:
-        specs.append(canary_spec(series.selector(canary.series_pool), series.selector(stable.series_pool), series, t))
+    if canary is not None and stable is not None:
+        specs.append(
+            canary_spec(
+                series.selector(canary.series_pool), series.selector(stable.series_pool), series, t, canary.weight > 0
+            )
+        )
     return specs

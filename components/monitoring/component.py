@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from .. import naming
 from ..base import Component
 from . import alerts as alerting
 from .dashboard import Panel, dashboard_json
@@ -105,8 +106,9 @@ def notification_channels(
     specs: tuple[ChannelSpec, ...],
     child_opts: Callable[[], pulumi.ResourceOptions],
 ) -> tuple[list[gcp.monitoring.NotificationChannel], list[pulumi.Input[str]]]:
-    """The channels to create (``<name>-channel-<i>``) and the resource names every alert policy notifies:
-    the existing channels' names, then the created channels' ``name`` outputs."""
+    """The channels to create (``<name>-channel-<key>``, keyed by type and display name: removing one channel never
+    shifts another onto its resource) and the resource names every alert policy notifies: the existing channels'
+    names, then the created channels' ``name`` outputs."""
     created = [
         notification_channel(name, project, environment, i, c, child_opts())
         for i, c in enumerate(specs)
@@ -121,8 +123,14 @@ def notification_channel(
     name: str, project: str, environment: str, index: int, c: ChannelSpec, opts: pulumi.ResourceOptions
 ) -> gcp.monitoring.NotificationChannel:
     sensitive = dict(c.sensitive_labels)
+    # Keyed by type and display name (never by a label: a PagerDuty key or webhook URL is a secret); aliased to the
+    # name by position (``<name>-channel-<index in the configured list>``) earlier versions gave it.
+    key = naming.member_key(f"{c.type}:{c.display_name}")
+    opts = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-channel-{index}")])
+    )
     return gcp.monitoring.NotificationChannel(
-        f"{name}-channel-{index}",
+        f"{name}-channel-{key}",
         project=project,
         type=str(c.type),
         display_name=c.display_name,
@@ -155,6 +163,7 @@ def alert_policy(
         project=project,
         display_name=f"[{environment}] {s.name} ({s.role})",
         combiner="OR",
+        enabled=s.enabled,
         severity=s.severity,
         notification_channels=list(channel_names),
         user_labels={"environment": environment, "pool": s.role},

@@ -43,6 +43,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from .. import naming
 from ..base import Component
 from ..traffic import split_problem
 from . import provider as pv
@@ -130,7 +131,7 @@ class VertexServingArgs:
     resource_pool: rq.ResourcePoolSpec | None = None
     #: None: a dedicated public endpoint (IAM-authenticated).
     private_service_connect: PrivateServiceConnect | None = None
-    caller_members: tuple[pulumi.Input[str], ...] = ()
+    caller_members: tuple[str, ...] = ()
     caller_role: str = CALLER_ROLE
     #: Set: uploads run as the serving account, which then also reads this repository. None: the Vertex AI
     #: Service Agent performs the upload (UploadModelRequest.serviceAccount unset).
@@ -395,15 +396,16 @@ class VertexServing(Component):
         )
 
         # ---- callers ------------------------------------------------------------------------------------
+        # Keyed by member (naming.member_key), aliased to the name by position earlier versions gave it.
         self.callers = [
             gcp.vertex.AiEndpointIamMember(
-                f"{name}-caller-{i}",
+                f"{name}-caller-{naming.member_key(m)}",
                 project=p,
                 location=r,
                 endpoint=self.endpoint.name,
                 role=args.caller_role,
                 member=pulumi.Output.from_input(m).apply(_checked_member),
-                opts=self._child(),
+                opts=self._child(aliases=[pulumi.Alias(name=f"{name}-caller-{i}")]),
             )
             for i, m in enumerate(args.caller_members)
         ]

@@ -203,6 +203,17 @@ class Observability(Strict):
         ]
         if len(set(keys)) != len(keys):
             problems.append(("alerts.notification_channels", "channels must be unique"))
+        # A created channel's resource is named by its type and display name (components.naming.member_key), so
+        # removing one channel never renames another: two with the same pair would be one resource name.
+        created = [(c.type, c.display_name) for c in self.alerts.notification_channels if not c.existing]
+        for pair in sorted({p for p in created if created.count(p) > 1}, key=str):
+            problems.append(
+                (
+                    "alerts.notification_channels",
+                    f"two channels the stack creates are {pair[0]} channels named {pair[1]!r}: the display name "
+                    "names the channel's resource, give each its own",
+                )
+            )
         kv = self.autoscaling.kv_cache_target
         if kv is not None and kv >= self.alerts.kv_cache_usage:
             problems.append(

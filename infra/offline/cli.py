@@ -6,7 +6,8 @@
     llm-serving capacity --stack prod --recipes  the (instances x TP) layouts that fit each pool's machine
     llm-serving policy --stack prod [--out DIR]  the policy pack via the Analyzer gRPC protocol;
                                                  exit 1 on a mandatory violation
-    llm-serving diff OLD_DIR NEW_DIR             added / removed / changed resources, replacements flagged
+    llm-serving diff OLD_DIR NEW_DIR [--format json] [--exit-code]
+                                                 what `pulumi up` would create / update / replace / delete
     llm-serving diff --rev REV --stack prod      the stack's plan at a git revision vs the working tree
     llm-serving bench --stack prod --pool stable --url URL --tokenizer DIR
                                                  open-loop benchmark of one replica -> measurement record
@@ -14,7 +15,8 @@
                                                  stage weights create-only + checksum manifest
     llm-serving release hydrate-runbook ...      gcloud steps: Hyperdisk ML snapshot of a staged release
 
-Exit codes: 0 ok, 1 a mandatory policy violation, 2 bad input (every problem listed, nothing written).
+Exit codes: 0 ok, 1 a mandatory policy violation, 2 bad input (every problem listed, nothing written) or a change
+that cannot apply (diff); diff --exit-code: 0 no changes, 1 changes, 3 a replacement or deletion.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from ..resolve import ResolvedStack, resolve_stack
 from .analyzer import PolicyConfigError, StartedPack
 from .capacity_table import render_recipes, render_table
 from .inventory import Inventory, InventoryError
-from .plan_diff import PlanDiffError
 from .planrun import OWNED_FILES, OutputDirError, PlanRun, add_owned_file, owned_files, run_plan, summary, write_plan
+from .review.gitrev import PlanDiffError
 from .stackfile import ROOT, STACKS_DIR, StackFileError, read_stack_file
 
 if TYPE_CHECKING:
@@ -186,10 +188,11 @@ def write_policy_report(out: Path, text: str) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Diff two plan directories, or the stack's plan at a git revision against the working tree."""
+    """Review two plan directories, or the stack's plan at a git revision against the working tree: what `pulumi up`
+    would create, update, replace and delete (docs/reviewing-changes.md)."""
     import tempfile
 
-    from .plan_diff import diff_plan_dirs, plan_dir_at_git_revision, render
+    from .review import exit_code, plan_dir_at_git_revision, render_json, render_text, review_plan_dirs
 
     if args.rev:
         if not args.stack:
@@ -200,13 +203,35 @@ def cmd_diff(args: argparse.Namespace) -> int:
             old_dir = plan_dir_at_git_revision(args.rev, args.stack, ROOT, out_dir=Path(tmp) / "old")
             new_dir = Path(tmp) / "new"
             write_plan(new_run, new_dir)
-            print(render(diff_plan_dirs(old_dir, new_dir)))
-        return 0
-    if len(args.dirs) != 2:
+            result = review_plan_dirs(old_dir, new_dir)
+    elif len(args.dirs) == 2:
+        result = review_plan_dirs(Path(args.dirs[0]), Path(args.dirs[1]))
+    else:
         print("error: give <old-plan-dir> <new-plan-dir>, or --rev REV --stack STACK", file=sys.stderr)
         return EXIT_CONFIG
-    print(render(diff_plan_dirs(Path(args.dirs[0]), Path(args.dirs[1]))))
-    return 0
+    write_stdout(render_json(result) if args.format == "json" else render_text(result))
+    if result.errors:
+        for e in result.errors:
+            print(f"error: {e}", file=sys.stderr)
+        print("the change cannot apply as planned.", file=sys.stderr)
+        return EXIT_CONFIG
+    return exit_code(result) if args.exit_code else 0
+
+
+def write_stdout(text: str) -> None:
+    """Print; a reader that closed the pipe early (``| head``) is not an error: the rest is dropped quietly."""
+    import os
+
+    try:
+        # In blocks, so a reader that has gone is noticed at the next block, not after everything was buffered.
+        for start in range(0, len(text), 1 << 16):
+            sys.stdout.write(text[start : start + (1 << 16)])
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush cannot raise either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -244,10 +269,16 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     sc.set_defaults(fn=cmd_capacity)
-    sd = sub.add_parser("diff", help="added / removed / changed resources between two plans, replacements flagged")
+    sd = sub.add_parser("diff", help="what `pulumi up` would create, update, replace and delete between two plans")
     sd.add_argument("dirs", nargs="*", metavar="PLAN_DIR", help="<old-plan-dir> <new-plan-dir>")
     sd.add_argument("--rev", help="git revision to plan as the old side (the working tree is the new side)")
     sd.add_argument("--stack", help="stack to plan with --rev")
+    sd.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json for CI")
+    sd.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 0 without changes, 1 with changes but no replacement or deletion, 3 with any replacement or deletion",
+    )
     sd.set_defaults(fn=cmd_diff)
     from .bench.cli import register as register_bench
 

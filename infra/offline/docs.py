@@ -16,7 +16,11 @@ What it owns (each section sits between ``<!-- <name>:begin ... -->`` and ``<!--
   description), and the policy count;
 * docs/bad-input.md ``input-limits``: the stack- and release-file loader's bounds with their reasons;
 * docs/configuration.md ``config-reference`` (``infra/offline/reference.py``): every key from the pydantic
-  models' ``Field(description=...)``.
+  models' ``Field(description=...)``;
+* docs/rollout.md ``rollout-diff-prod`` / ``rollout-diff-staging``, docs/cloud-run.md ``rollout-diff-dev-cloudrun``,
+  docs/vertex.md ``rollout-diff-staging-vertex``: what ``llm-serving diff`` shows at every rollout stage of the
+  runbook, measured by planning each stage (``infra/offline/rollout_stages.py``). They take minutes to render, so
+  :func:`stale` leaves them to tests/test_rollout_stages.py (which measures them anyway) unless asked.
 
 The stacks are planned once per process (:func:`shipped_plans` is cached), so ``--check`` and the tests that call
 :func:`stale` pay for it once.
@@ -303,6 +307,18 @@ class Section:
     name: str
     page: Path
     render: Callable[[], str]
+    #: Rendered by planning every rollout stage (minutes): checked by tests/test_rollout_stages.py.
+    staged: bool = False
+
+
+def rollout_section(stack: str) -> str:
+    from .rollout_stages import cached_measure, table
+
+    return _block(f"rollout-diff-{stack}", table(cached_measure(stack)))
+
+
+def _rollout(stack: str, page: str) -> Section:
+    return Section(f"rollout-diff-{stack}", DOCS / page, functools.partial(rollout_section, stack), staged=True)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -314,6 +330,10 @@ SECTIONS: tuple[Section, ...] = (
     Section("policy-table", DOCS / "policy-pack.md", policy_table),
     Section("input-limits", DOCS / "bad-input.md", limits_table),
     Section("config-reference", DOCS / "configuration.md", reference.render),
+    _rollout("prod", "rollout.md"),
+    _rollout("staging", "rollout.md"),
+    _rollout("dev-cloudrun", "cloud-run.md"),
+    _rollout("staging-vertex", "vertex.md"),
 )
 
 
@@ -356,16 +376,18 @@ def _problems() -> list[str]:
     return out
 
 
-def stale() -> list[str]:
-    """What differs from its generator (empty when everything is current)."""
+def stale(staged: bool = False) -> list[str]:
+    """What differs from its generator (empty when everything is current); the rollout sections only with
+    ``staged``."""
     out = []
     if not NAMING_COPY.exists() or NAMING_COPY.read_text(encoding="utf-8") != naming_copy():
         out.append(_rel(NAMING_COPY))
     problems = _problems()
     if problems:
         return out + problems
-    rendered = {s.name: s.render() for s in SECTIONS}
-    for s in SECTIONS:
+    checked = [s for s in SECTIONS if staged or not s.staged]
+    rendered = {s.name: s.render() for s in checked}
+    for s in checked:
         found = _pattern(s.name).search(s.page.read_text(encoding="utf-8"))
         assert found is not None  # checked by _problems
         if found.group(0) != rendered[s.name]:
@@ -395,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write()
         return 0
-    found = stale()
+    found = stale(staged=True)
     for item in found:
         print(f"stale: {item} (run `python -m infra.offline.docs --write`)", file=sys.stderr)
     return 1 if found else 0

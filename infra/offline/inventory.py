@@ -62,10 +62,14 @@ class Resource:
     dependencies: tuple[str, ...]
     property_dependencies: dict[str, tuple[str, ...]]
     options: dict[str, Any]
+    #: The URNs the resource's ``aliases`` option names (resolved as the engine does): an old resource at one of
+    #: them is this resource, not a delete plus a create.
+    aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "urn": self.urn,
+            "aliases": list(self.aliases),
             "type": self.type,
             "name": self.name,
             "custom": self.custom,
@@ -260,4 +264,5 @@ def _resource(r: Any, where: str) -> Resource:
             for k, v in props.items()
         },
         options=dict(options),
+        aliases=_strings(r.get("aliases") or [], f"{where} ({shown}) aliases"),
     )

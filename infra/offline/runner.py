@@ -105,7 +105,7 @@ def _strip_provider_id(ref: str) -> str:
     return ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
 
 
-def _registration(request: Any, urn: str) -> Resource:
+def _registration(request: Any, urn: str, make_urn: Callable[[str, str, str], str]) -> Resource:
     inputs = plain(json_format.MessageToDict(request.object)) if request.HasField("object") else {}
     prop_deps = {k: sorted(v.urns) for k, v in sorted(request.propertyDependencies.items()) if v.urns}
     options = {
@@ -132,6 +132,7 @@ def _registration(request: Any, urn: str) -> Resource:
         urn=urn,
         type=request.type,
         name=request.name,
+        aliases=alias_urns(request, urn, make_urn),
         custom=bool(request.custom),
         parent=request.parent or None,
         provider=_strip_provider_id(request.provider),
@@ -140,6 +141,28 @@ def _registration(request: Any, urn: str) -> Resource:
         property_dependencies={k: tuple(v) for k, v in prop_deps.items()},
         options=options,
     )
+
+
+def alias_urns(request: Any, urn: str, make_urn: Callable[[str, str, str], str]) -> tuple[str, ...]:
+    """The URNs a resource's ``aliases`` name, resolved as the engine resolves an alias (``Alias.GetURN`` in
+    github.com/pulumi/pulumi sdk/go/common/resource/alias.go: every field the alias leaves empty is the resource's
+    own name, type and parent) and spelled as the mock monitor spells every URN of the plan (``make_urn``: the
+    parent's type, then the type and name), so an alias matches the URN an older plan recorded."""
+    out: set[str] = set(getattr(request, "aliasURNs", []))
+    for alias in request.aliases:
+        if alias.WhichOneof("alias") == "urn":
+            out.add(alias.urn)
+            continue
+        spec = alias.spec
+        which = spec.WhichOneof("parent")
+        if which == "noParent" and spec.noParent:
+            parent = ""
+        elif which == "parentUrn" and spec.parentUrn:
+            parent = spec.parentUrn
+        else:
+            parent = request.parent
+        out.add(make_urn(parent, spec.type or request.type, spec.name or request.name))
+    return tuple(sorted(out - {urn}))
 
 
 @dataclass
@@ -219,7 +242,7 @@ def _run(program: Callable[[], None], result: OfflineRun, config: dict[str, str]
         def RegisterResource(self, request: Any) -> Any:
             resp = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # unannotated in pulumi
             if request.type != "pulumi:pulumi:Stack":
-                result.resources.append(_registration(request, resp.urn))
+                result.resources.append(_registration(request, resp.urn, self.make_urn))
             return resp
 
     mocks = PlanMocks()

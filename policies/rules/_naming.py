@@ -13,6 +13,9 @@ Standard library only, no imports from the rest of the project.
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 # ---- Kubernetes namespaces and service accounts ---------------------------------------------------------------
 #: Namespace of the shared gateway front: Gateway, HTTPRoutes, gateway policy, Model Armor extension.
 GATEWAY_NAMESPACE = "llm-serving"
@@ -233,3 +236,17 @@ def cloud_run_revision_tag(role: str) -> str:
 def cloud_run_service_account_id(service: str) -> str:
     """Account id of a Cloud Run service's dedicated serving identity."""
     return f"{service}-run"
+
+
+# ---- resource names of list members -----------------------------------------------------------------------------
+
+
+def member_key(member: str) -> str:
+    """The part of a resource name that identifies one member of a configured list (an IAM principal, a notification
+    channel): ``group:llm-api-clients@acme.example`` -> ``group-llm-api-clients-acme-example-1c2d3e4f``. A resource
+    keyed by its member keeps its name, so its URN, when another member is added or removed; a name by list position
+    would shift every later member onto another's resource (an IAM member's ``member`` forces replacement, and the
+    delete of the shifted one revokes a grant that should stay). The slug keeps it readable (48 characters at most),
+    8 hex of its SHA-256 keep two members whose slugs agree apart."""
+    slug = re.sub(r"[^a-z0-9]+", "-", member.lower()).strip("-")[:48].rstrip("-")
+    return f"{slug}-{hashlib.sha256(member.encode('utf-8')).hexdigest()[:8]}"

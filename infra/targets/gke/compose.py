@@ -378,6 +378,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             ),
             subnetwork=platform.network.subnet.id,
             project_number=platform.project_number,
+            protect=g is not None and g.protect,
         ),
         # Every pool's Kubernetes objects take their namespace from the platform's Output (so they wait for the
         # Namespace); the gateway creates its own namespace; the address and SSL policy wait for the Compute API. Nothing here waits for a model server: waiting for
