@@ -533,3 +533,16 @@ def test_plan_dir_at_git_revision_uses_a_detached_worktree(tmp_path: Path) -> No
     assert git("worktree", "list", "--porcelain").count("worktree ") == 1
     with pytest.raises(PlanDiffError, match="git worktree add"):
         plan_dir_at_git_revision("no-such-rev", "dev", repo)
+
+
+def test_an_old_plan_without_traffic_numbers_warns_of_nothing_it_cannot_compare() -> None:
+    """A plan made before the stack exported `traffic` (an upgrade of this program): no contract number "changed"."""
+    from infra.offline.review.effects import warnings
+
+    contract = {"peak_arrival_rate_rps": 8.0, "prompt_tokens": 2048}
+    pools = {"capacity": {"pools": {"stable": {"throughput": "unmeasured", "min_replicas": 2, "max_replicas": 4}}}}
+    new = {"outputs": {**pools, "traffic": {"contract": contract, "weights": {"stable": 100}}}}
+    assert warnings({"outputs": pools}, new) == []
+    moved = {"outputs": {**pools, "traffic": {"contract": {**contract, "peak_arrival_rate_rps": 24.0}}}}
+    (w,) = warnings(new, moved)
+    assert w.startswith("pool stable is sized unmeasured (contract.peak_arrival_rate_rps changed)")

@@ -190,7 +190,9 @@ def warnings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     o_out, n_out = old.get("outputs") or {}, new.get("outputs") or {}
     o_traffic, n_traffic = o_out.get("traffic") or {}, n_out.get("traffic") or {}
     o_contract, n_contract = o_traffic.get("contract") or {}, n_traffic.get("contract") or {}
-    changed = [k for k in TRAFFIC_KEYS if o_contract.get(k, ABSENT) != n_contract.get(k, ABSENT)]
+    # An old plan made by a program that did not export `traffic` records no numbers to compare: absent is not a
+    # change (an upgrade of this program would otherwise warn that every contract number changed).
+    changed = [k for k in TRAFFIC_KEYS if o_contract and o_contract.get(k, ABSENT) != n_contract.get(k, ABSENT)]
     pools_new = ((n_out.get("capacity") or {}).get("pools")) or {}
     pools_old = ((o_out.get("capacity") or {}).get("pools")) or {}
     for role in sorted(pools_new):
