@@ -9,11 +9,15 @@ and holds exactly what these statements of Cloud Run's documentation say, nothin
   current one creates none (run.v2 ``services.patch`` ``forceNewRevision``: "a new revision will be created from
   the template even if the system doesn't detect any changes");
 * revision names are caller-chosen (``RevisionTemplate.revision``), start with the service's name and a dash,
-  are unique and immutable: a template naming an existing revision with a different spec is HTTP 409 ("Error 409
-  revision named '<rev>' already exists", hashicorp/terraform-provider-google#14569), with the same spec it is
-  that revision;
+  are unique and immutable: a template naming an existing revision is HTTP 409 ("Error 409 revision named '<rev>'
+  already exists", hashicorp/terraform-provider-google#14569) unless it is the service's current template sent
+  again unchanged (which creates nothing). Whether Cloud Run accepts a name reused with the very same spec is not
+  documented; the simulator takes the strict reading, which the providers never need (they find a revision by name
+  before they create it);
 * traffic may name only revisions that exist and are ready ("Revision '...' does not exist or is deleted. Update
-  all traffic to route to currently available revisions", terraform-google-modules/terraform-docs-samples#269);
+  all traffic to route to currently available revisions", terraform-google-modules/terraform-docs-samples#269) -
+  strictly, revisions that existed before the request: whether a split may name the revision its own request's
+  template creates is not documented, and the providers never rely on it;
   tags are unique, percents sum to 100; an empty split means 100 % to the latest ready revision (run.v2
   ``Service.traffic``); a split naming revisions stays where it is when a new revision is created ("Rollbacks,
   gradual rollouts, and traffic migration", lifecycle of traffic splits);
@@ -218,6 +222,13 @@ class CloudRunSim:
             raise ApiError(409, f"service {name} already exists")
         if "template" not in body:
             raise ApiError(400, "template is required")
+        for e in body.get("traffic") or []:
+            if e.get("type") == BY_REVISION:
+                raise ApiError(
+                    404,
+                    f"Revision '{e.get('revision')}' does not exist or is deleted. Update all traffic to route to "
+                    "currently available revisions",
+                )
         svc = SimService(name, {k: copy.deepcopy(body[k]) for k in SERVICE_FIELDS if k in body}, {}, [])
         rev = self._new_revision(name, body["template"])
         svc.template = copy.deepcopy(body["template"])
@@ -247,15 +258,17 @@ class CloudRunSim:
         if "template" not in body:
             raise ApiError(400, "template is required")
         before = self._resolve_traffic(svc, svc.traffic)
+        self._resolve_traffic(svc, [e for e in body.get("traffic") or [] if e.get("type") == BY_REVISION] or svc.traffic)
         template = body["template"]
         created: SimRevision | None = None
         named = template.get("revision")
         if named:
             existing = self.revisions.get(f"{svc.name}/revisions/{named}")
-            if existing is not None:
-                if existing.template != _content(template):
-                    raise ApiError(409, f"revision named {named!r} already exists with another spec")
-            else:
+            unchanged = named == svc.template.get("revision") and _content(template) == _content(svc.template)
+            if existing is not None and not unchanged:
+                spec = "the same" if existing.template == _content(template) else "another"
+                raise ApiError(409, f"revision named {named!r} already exists (with {spec} spec)")
+            if existing is None:
                 created = self._new_revision(svc.name, template)
         elif _content(template) != _content(svc.template):
             created = self._new_revision(svc.name, template)
