@@ -7,8 +7,9 @@ content-addressed folder, ``programs/<16 hex>/``, which each revision mounts rea
 (``only-dir=programs/<16 hex>``; Cloud Run "Configure Cloud Storage volume mounts": read-only mounts, gcsfuse flags
 without the leading ``--``). Why not a Secret Manager volume: a secret version's number is chosen by Secret Manager
 when it is added (known only after apply, so no revision name could be derived at plan time), a payload is capped
-at 64 KiB (the verifier is ~43 KB and growing) and a secret volume is read from Secret Manager on every file read
-(Cloud Run "Configure secrets for services"); neither holds for an object path the program chooses.
+at 64 KiB per version (Secret Manager "Quotas and limits", content limits; the verifier is ~43 KB and growing), and
+a secret volume is read from Secret Manager on every file read (Cloud Run "Configure secrets for services"); none of
+that holds for an object path the program chooses.
 
 The folder name is the first 16 hex digits of the SHA-256 over each file's name and SHA-256, so it changes exactly
 when the bytes a revision runs change: a revision keeps running what it was created with (its objects are never
