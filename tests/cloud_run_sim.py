@@ -258,7 +258,9 @@ class CloudRunSim:
         if "template" not in body:
             raise ApiError(400, "template is required")
         before = self._resolve_traffic(svc, svc.traffic)
-        self._resolve_traffic(svc, [e for e in body.get("traffic") or [] if e.get("type") == BY_REVISION] or svc.traffic)
+        self._resolve_traffic(
+            svc, [e for e in body.get("traffic") or [] if e.get("type") == BY_REVISION] or svc.traffic
+        )
         template = body["template"]
         created: SimRevision | None = None
         named = template.get("revision")
