@@ -218,6 +218,23 @@ def staged_weights_path(weights_prefix: str) -> str:
     return f"{STAGED_WEIGHTS_ROOT}/{weights_prefix.strip('/')}"
 
 
+#: The read-only Cloud Storage volume of the programs a revision runs besides vLLM (release verifier, in-memory
+#: stager), at their content-addressed folder of the stack's programs bucket, and where it is mounted.
+CLOUD_RUN_PROGRAMS_VOLUME = "programs"
+CLOUD_RUN_PROGRAMS_ROOT = "/opt/llm-serving"
+#: Folder of the programs bucket holding each content-addressed set of programs (``programs/<16 hex>/``).
+CLOUD_RUN_PROGRAMS_PREFIX = "programs"
+#: Revision-template annotation with the full SHA-256 of everything else the template renders: a revision found
+#: under the name this program chose is adopted only when it carries the same digest.
+TEMPLATE_SHA_ANNOTATION = "llm-serving.io/template-sha256"
+
+
+def cloud_run_programs_bucket(project: str, service: str) -> str:
+    """Default name of the Cloud Run stack's programs bucket: ``<project>-<service>-run`` (at most 30 + 26 + 5 =
+    61 characters, within Cloud Storage's 63)."""
+    return f"{project}-{service}-run"
+
+
 def gcp_label_key(key: str) -> str:
     """A naming-contract label key spelled as a Google Cloud resource label key (lower-case letters, digits, ``_``
     and ``-`` only): ``llm-serving.io/pool`` -> ``llm-serving-io-pool``."""

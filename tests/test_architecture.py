@@ -290,7 +290,7 @@ def test_the_packs_fail_closed_warm_minimum_is_prods():
     def service(n: int) -> Res:
         gpu = {"resources": {"limits": {"nvidia.com/gpu": "1"}}}
         props = {"template": {"containers": [gpu], "scaling": {"minInstanceCount": n}}}
-        return Res("gcp:cloudrunv2/service:Service", "s", "urn:s", props, False)
+        return Res("pulumi-python:dynamic/cloudrun:Revision", "s", "urn:s", props, False)
 
     assert list(warm.check(hpa(prod.replicas), {})) == [] and list(warm.check(service(prod.instances), {})) == []
     assert len(list(warm.check(hpa(prod.replicas - 1), {}))) == 1

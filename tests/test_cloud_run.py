@@ -1,25 +1,31 @@
-"""The Cloud Run target (issue 16): the shipped ``dev-cloudrun`` stack and the prod fixture
+"""The Cloud Run target (issues 16, 23): the shipped ``dev-cloudrun`` stack and the prod fixture
 (``tests/fixtures/cloud-run/Pulumi.prod-cloudrun.yaml``) planned by the real program under the mock monitor.
 
 Derived values are asserted against hand-written arithmetic (the numbers are spelled out in each test), every
-validation rule has a failing config asserting its key path and exact message, the rendered Service body is checked
-against Google's run.v2 discovery document, and the release verifier wrapping is executed for real (with a stand-in
-``vllm`` on PATH) on a staged release folder.
+validation rule has a failing config asserting its key path and exact message, the issue's acceptance points
+(C1-C5) are checked on both stacks, and the rendered command is executed for real (with a stand-in ``vllm`` on
+PATH): the programs as the plan uploads them, the release verifier in ``gcs`` mode against a real Cloud Storage
+JSON API on loopback (tests/gcs_emulator.py), the in-memory stager on a local folder. The rendered bodies are
+validated against run.v2 in tests/test_cloud_run_provider.py; the rollout in tests/test_cloud_run_rollout.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components import naming
+from components.cloud_run import programs
 from components.cloud_run import service as svc
 from components.cloud_run.component import CloudRunServingArgs
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB
@@ -34,17 +40,22 @@ from infra.resolve import resolve_stack
 from infra.targets.cloud_run import compose as target
 from infra.targets.cloud_run.config import GPU_SHAPES
 from infra.targets.cloud_run.planning import CloudRunPoolPlan
-from tests import api_mapping as am
-from tests.discovery import document
 
 from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, member_resource, plan_run, resources
+from .discovery import document
+from .gcs_emulator import Gcs, running_emulator
 
-SERVICE = "gcp:cloudrunv2/service:Service"
+SERVICE = "pulumi-python:dynamic/cloudrun:Service"
+REVISION = "pulumi-python:dynamic/cloudrun:Revision"
+TRAFFIC = "pulumi-python:dynamic/cloudrun:Traffic"
+OBJECT = "gcp:storage/bucketObject:BucketObject"
 MiB, GiB = 2**20, 2**30
 #: Qwen3-8B at FP8: the catalogue's 8.2 B parameters x 1 byte (releases/dev/*.json: catalogue qwen3-8b, fp8).
 W = 8.2e9
 DEV_REVISION = "db8438d4453c4113736c3290c846f94bb7d08190"
 CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
+#: The verifier's metadata check (the manifest and one object listing), stated in capacity.METADATA_VERIFY_SECONDS.
+METADATA_VERIFY = 10
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------------
@@ -86,26 +97,51 @@ def inv(stack: str = CLOUD_RUN_STACK) -> dict[str, Any]:
     return plan_run(stack).inventory.to_dict()
 
 
+def revision(inventory: dict[str, Any], role: str = "stable") -> dict[str, Any]:
+    """The inputs of one pool's revision resource."""
+    (r,) = [r for r in resources(inventory, REVISION) if r["name"] == f"cloud-run-revision-{role}"]
+    return r["inputs"]
+
+
+def template(inventory: dict[str, Any], role: str = "stable") -> dict[str, Any]:
+    return revision(inventory, role)["template"]
+
+
 def service(inventory: dict[str, Any]) -> dict[str, Any]:
     (s,) = resources(inventory, SERVICE)
     return s["inputs"]
 
 
-def vllm_container(inputs: dict[str, Any]) -> dict[str, Any]:
-    (c,) = [c for c in inputs["template"]["containers"] if c["name"] == "vllm"]
+def split(inventory: dict[str, Any]) -> list[dict[str, Any]]:
+    (t,) = resources(inventory, TRAFFIC)
+    return t["inputs"]["traffic"]
+
+
+def vllm_container(t: dict[str, Any]) -> dict[str, Any]:
+    (c,) = [c for c in t["containers"] if c["name"] == "vllm"]
     return c
 
 
+def argv(container: dict[str, Any]) -> list[str]:
+    return [*container.get("command", []), *container.get("args", [])]
+
+
 def serve_args(container: dict[str, Any]) -> list[str]:
-    argv = container["commands"] + container["args"]
-    i = argv.index("vllm")
-    assert argv[i + 1] == "serve"
-    return argv[i + 2 :]
+    a = argv(container)
+    i = a.index("vllm")
+    assert a[i + 1] == "serve"
+    return a[i + 2 :]
 
 
 def flag(args: list[str], name: str) -> str:
     assert args.count(name) == 1, (name, args)
     return args[args.index(name) + 1]
+
+
+def stable_plan(stack: str = CLOUD_RUN_STACK, role: str = "stable") -> CloudRunPoolPlan:
+    p = plan_run(stack).resolved.plan.pools[role]
+    assert isinstance(p, CloudRunPoolPlan)
+    return p
 
 
 # ---- the shipped stack plans without any GKE section --------------------------------------------------------------
@@ -119,6 +155,7 @@ def test_dev_cloudrun_has_no_gke_sections_and_plans_with_zero_violations(tmp_pat
     assert "policy: 0 violation(s): 0 mandatory, 0 advisory, " in out
     types = {r["type"] for r in json.loads((tmp_path / "plan" / "inventory.json").read_text())["resources"]}
     assert not {t for t in types if t.startswith(("kubernetes:", "gcp:container", "gcp:compute"))}
+    assert "gcp:cloudrunv2/service:Service" not in types  # one template cannot create stable's and the canary's
 
 
 def test_only_the_cloud_run_apis_are_enabled() -> None:
@@ -141,19 +178,18 @@ def test_only_the_cloud_run_apis_are_enabled() -> None:
 # ---- derived values (hand arithmetic) ------------------------------------------------------------------------------
 
 
-def test_startup_failure_count_follows_from_the_cold_load_estimate() -> None:
-    # Streamed from the Cloud Storage volume at the stated 400 MiB/s: the verifier hashes the mount at
-    # min(400, 800 MiB/s x 6 threads) = 400 MiB/s, then vLLM reads it again at 400 MiB/s, then 90 s of init.
+def test_startup_window_is_twice_the_cold_load_estimate() -> None:
+    # Streamed from the Cloud Storage volume at the stated 400 MiB/s: the verifier checks metadata only (10 s), vLLM
+    # reads the mount once at 400 MiB/s, then 90 s of init.
     read = W / (400 * MiB)  # 19.55 s
-    cold = read + read + 90  # 129.10 s
-    required = cold * 1.5  # margin 0.5: 193.65 s
-    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(36.73) = 37
-    assert (round(read, 2), round(cold, 2), failures) == (19.55, 129.1, 37)
-    run = plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"]
-    assert isinstance(run, CloudRunPoolPlan)
+    cold = METADATA_VERIFY + read + 90  # 119.55 s
+    required = cold * 2  # startup_margin 1 (the least allowed): 239.10 s
+    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(45.82) = 46
+    assert (round(read, 2), round(cold, 2), failures) == (19.55, 119.55, 46)
+    run = stable_plan()
     assert run.capacity.cold_load_seconds == pytest.approx(cold)
-    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 37 == 195
-    c = vllm_container(service(inv()))
+    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 46 == 240 >= 2 * cold
+    c = vllm_container(template(inv()))
     assert c["startupProbe"] == {
         "httpGet": {"path": "/health", "port": 8080},
         "initialDelaySeconds": 10,
@@ -167,22 +203,35 @@ def test_startup_failure_count_follows_from_the_cold_load_estimate() -> None:
         "timeoutSeconds": 4,
         "failureThreshold": 3,
     }
-    assert service(inv())["template"]["annotations"]["llm-serving.io/cold-load-seconds"] == f"{round(cold, 3):g}"
+    assert template(inv())["annotations"]["llm-serving.io/cold-load-seconds"] == f"{round(cold, 3):g}" == "119.55"
 
 
-def test_staged_cold_load_copies_verifies_in_memory_then_reads_the_copy() -> None:
-    # Fixture: RTX PRO 6000, 20 vCPU, volume at 800 MiB/s, staged. Copy W at 800 MiB/s; hash the copy at
-    # 800 MiB/s x 20 threads; vLLM reads the copy at the stated 2,000 MiB/s; 120 s init.
-    copy_s, verify_s, read_s = W / (800 * MiB), W / (800 * 20 * MiB), W / (2000 * MiB)
-    cold = copy_s + verify_s + read_s + 120  # 9.78 + 0.49 + 3.91 + 120 = 134.17 s
-    failures = math.ceil((cold * 1.5 - 10) / 5)  # ceil(38.25) = 39
-    p = plan_run(CLOUD_RUN_FIXTURE).resolved.plan.pools["stable"]
-    assert isinstance(p, CloudRunPoolPlan)
+def test_staged_cold_load_phases_are_the_commands_order() -> None:
+    # Fixture: RTX PRO 6000, volume at 800 MiB/s, staged. The command verifies by metadata (10 s), the stager copies
+    # W at 800 MiB/s, vLLM reads the copy at the stated 2,000 MiB/s, then 120 s of init.
+    copy_s, read_s = W / (800 * MiB), W / (2000 * MiB)
+    cold = METADATA_VERIFY + copy_s + read_s + 120  # 10 + 9.78 + 3.91 + 120 = 143.69 s
+    failures = math.ceil((cold * 2 - 10) / 5)  # ceil(55.48) = 56
+    p = stable_plan(CLOUD_RUN_FIXTURE)
     r = p.cloud_run
-    assert (r.copy_seconds, r.verify_seconds, r.weights_read_seconds) == pytest.approx((copy_s, verify_s, read_s))
-    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 134.17
-    assert r.probes.startup_failure_threshold == failures == 39
+    assert (r.verify_seconds, r.copy_seconds, r.weights_read_seconds) == pytest.approx((10, copy_s, read_s))
+    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 143.69
+    assert r.probes.startup_failure_threshold == failures == 56
     assert p.model_root == f"/staged-weights/qwen3-8b-fp8/{DEV_REVISION}"
+    # The command runs the phases in the planner's order: verify (gcs, metadata), stage (copy), vLLM (read + init).
+    a = argv(vllm_container(template(inv(CLOUD_RUN_FIXTURE))))
+    verify, stage, serve = (
+        a.index("/opt/llm-serving/verify_release.py"),
+        a.index("/opt/llm-serving/stage_weights.py"),
+        a.index("vllm"),
+    )
+    assert verify < stage < serve and a[verify + 1] == "gcs" and "dir" not in a
+    assert a[stage + 1 : stage + 5] == [
+        "--workers",
+        "16",
+        f"/weights/qwen3-8b-fp8/{DEV_REVISION}",
+        f"/staged-weights/qwen3-8b-fp8/{DEV_REVISION}",
+    ]
 
 
 def test_concurrency_is_the_planners_max_num_seqs() -> None:
@@ -192,9 +241,9 @@ def test_concurrency_is_the_planners_max_num_seqs() -> None:
     budget = 22.5 * GiB * 0.9 - W - 2 * GiB
     seqs = math.floor(budget / (147_456 * 800))
     assert seqs == 96
-    inputs = service(inv())
-    assert inputs["template"]["maxInstanceRequestConcurrency"] == seqs
-    assert int(flag(serve_args(vllm_container(inputs)), "--max-num-seqs")) == seqs
+    t = template(inv())
+    assert t["maxInstanceRequestConcurrency"] == seqs
+    assert int(flag(serve_args(vllm_container(t)), "--max-num-seqs")) == seqs
 
 
 def test_concurrency_is_capped_at_cloud_runs_1000() -> None:
@@ -207,31 +256,61 @@ def test_concurrency_is_capped_at_cloud_runs_1000() -> None:
     assert (p.capacity.max_num_seqs, p.cloud_run.concurrency) == (capacity.MAX_NUM_SEQS_CAP, 1000)
 
 
-def test_request_timeout_covers_the_stream_bound_and_vllm_drains_within_sigterm_grace() -> None:
-    # Stream bound = TTFT 2 s + 1,024 tokens x 80 ms = 83.92 s -> 84 s; Cloud Run kills 10 s after SIGTERM, and vLLM
-    # needs ~2 s after its drain to exit (3 s kept): the drain gets 10 - 3 = 7 s.
-    inputs = service(inv())
-    assert inputs["template"]["timeout"] == f"{math.ceil(2 + 1024 * 0.08)}s" == "84s"
-    assert flag(serve_args(vllm_container(inputs)), "--shutdown-timeout") == "7"
+def test_request_timeout_covers_a_cold_start_and_the_stream() -> None:
+    # Stream bound = TTFT 2 s + 1,024 tokens x 80 ms = 83.92 s. dev scales to zero: a request can wait the whole
+    # startup window (240 s) first, so the timeout is ceil(240 + 83.92) = 324 s; the fixture's pools scale out
+    # (1..4, 1..4): ceil(290 + 83.92) = 374 s. Cloud Run kills 10 s after SIGTERM, vLLM needs ~2 s after its drain
+    # (3 s kept): the drain gets 10 - 3 = 7 s.
+    stream = 2 + 1024 * 0.08
+    assert template(inv())["timeout"] == f"{math.ceil(240 + stream)}s" == "324s"
+    for role in ("stable", "canary"):
+        assert template(inv(CLOUD_RUN_FIXTURE), role)["timeout"] == f"{math.ceil(290 + stream)}s" == "374s"
+    assert flag(serve_args(vllm_container(template(inv()))), "--shutdown-timeout") == "7"
+    # A fixed, warm pool (min = max >= 1) never meets a starting instance: the stream bound alone, ceil(83.92).
+    v = values(CLOUD_RUN_FIXTURE)
+    v["llm-serving:serving"]["stable"].update(min_instances=4, max_instances=4)  # the canary's bound: stage 100
+    fixed = resolve(v, CLOUD_RUN_FIXTURE).plan.pools["stable"]
+    assert isinstance(fixed, CloudRunPoolPlan)
+    assert (fixed.cloud_run.cold_path, fixed.cloud_run.request_timeout_seconds) == (False, 84)
 
 
 def test_instance_price_and_cold_start_cost() -> None:
     # GPU-second + (6 + 1 collector) vCPU-seconds + (24 + 0.5 collector) GiB-seconds at the stack's prices.
     second = 0.0001867 + (6 + COLLECTOR_CPU) * 0.000018 + (24 + COLLECTOR_MEMORY_MIB / 1024) * 0.000002
     assert second == pytest.approx(0.0003617)
-    r = plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"]
-    assert isinstance(r, CloudRunPoolPlan)
+    r = stable_plan()
     assert r.cloud_run.instance_hourly_usd == pytest.approx(3600 * second) == pytest.approx(1.30212)
     assert r.capacity.replica_hourly_usd == pytest.approx(3600 * second)
-    assert r.cloud_run.cold_start_usd == pytest.approx(r.capacity.cold_load_seconds * second)
+    cold = METADATA_VERIFY + W / (400 * MiB) + 90
+    assert r.cloud_run.cold_start_usd == pytest.approx(cold * second) == pytest.approx(0.04324, abs=1e-5)
     table = render_table(plan_run(CLOUD_RUN_STACK).resolved.plan)
-    assert "$0.0467 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
-    assert "10 s + 37 x 5 s = 195 s" in table
+    assert "$0.0432 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
+    assert "10 s + 46 x 5 s = 240 s" in table
+    assert "96 / 324 s (window + stream: can be cold)" in table
+    assert "nvidia-l4 x1, 7 vCPU / 24.5 GiB (vllm 6 / 24), no zonal redundancy" in table
+    assert "10 / 0 / 20 / 90 s" in table  # verify / copy / read / init
+
+
+def test_quota_and_advice_lines() -> None:
+    # Every pool at max_instances: the fixture's 4 + 4 RTX PRO 6000 instances of 20 vCPU / 80 GiB each.
+    table = render_table(plan_run(CLOUD_RUN_FIXTURE).resolved.plan)
+    assert (
+        "stable and canary both count): GPUs 8 nvidia-rtx-pro-6000 without zonal redundancy; "
+        f"{8 * 20} vCPU; {8 * 80} GiB memory"
+    ) in table
+    assert "advice" not in table  # 4 and 4
+    v = values(CLOUD_RUN_FIXTURE)
+    for role in ("stable", "canary"):
+        v["llm-serving:serving"][role]["max_instances"] = 2
+    small = render_table(resolve(v, CLOUD_RUN_FIXTURE).plan)
+    for role in ("stable", "canary"):
+        assert f"advice ({role}): max_instances 2 < 3: Google's starting point outside dev" in small
+    assert "advice" not in render_table(plan_run(CLOUD_RUN_STACK).resolved.plan)  # dev may hold one GPU
 
 
 def test_vllm_args_come_from_the_one_renderer() -> None:
-    args = serve_args(vllm_container(service(inv())))
-    assert args == list(plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"].vllm_args)
+    args = serve_args(vllm_container(template(inv())))
+    assert args == list(stable_plan().vllm_args)
     assert args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3] == [
         "qwen3-8b-fp8-2026-11-02.1",
         "qwen3-8b",
@@ -242,9 +321,9 @@ def test_vllm_args_come_from_the_one_renderer() -> None:
     assert "--no-enable-log-requests" in args and "--load-format" not in args
 
 
-def test_shape_and_volume_of_the_revision() -> None:
-    t = service(inv())["template"]
-    c = vllm_container(service(inv()))
+def test_shape_and_volumes_of_the_revision() -> None:
+    t = template(inv())
+    c = vllm_container(t)
     assert c["resources"] == {
         "cpuIdle": False,
         "startupCpuBoost": False,
@@ -252,6 +331,7 @@ def test_shape_and_volume_of_the_revision() -> None:
     }
     assert t["nodeSelector"] == {"accelerator": "nvidia-l4"} and t["gpuZonalRedundancyDisabled"] is True
     assert t["scaling"] == {"minInstanceCount": 0, "maxInstanceCount": 1}
+    folder = programs.programs_volume("x").folder
     assert t["volumes"] == [
         {
             "name": "weights",
@@ -260,58 +340,120 @@ def test_shape_and_volume_of_the_revision() -> None:
                 "readOnly": True,
                 "mountOptions": [f"only-dir=qwen3-8b-fp8/{DEV_REVISION}", "implicit-dirs", "enable-buffered-read"],
             },
-        }
+        },
+        {
+            "name": "programs",
+            "gcs": {"bucket": "acme-llm-dev-llm-dev-run", "readOnly": True, "mountOptions": [f"only-dir={folder}"]},
+        },
     ]
-    assert c["volumeMounts"] == [{"name": "weights", "mountPath": f"/weights/qwen3-8b-fp8/{DEV_REVISION}"}]
-    assert {e["name"]: e.get("value") for e in c["envs"]} == {
+    assert c["volumeMounts"] == [
+        {"name": "weights", "mountPath": f"/weights/qwen3-8b-fp8/{DEV_REVISION}"},
+        {"name": "programs", "mountPath": "/opt/llm-serving"},
+    ]
+    assert {e["name"]: e.get("value") for e in c["env"]} == {
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
     }
     (collector,) = [x for x in t["containers"] if x["name"] == "collector"]
-    assert collector["dependsOns"] == ["vllm"]
+    assert collector["dependsOn"] == ["vllm"]
+    assert collector["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
     assert collector["image"].startswith(
         "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar@sha256:"
     )
-    assert service(inv())["launchStage"] == "GA"
-    assert service(inv(CLOUD_RUN_FIXTURE))["launchStage"] == "BETA"  # RTX PRO 6000 is a Preview GPU
+    assert service(inv())["service"]["launchStage"] == "GA"
+    assert service(inv(CLOUD_RUN_FIXTURE))["service"]["launchStage"] == "BETA"  # RTX PRO 6000 is a Preview GPU
+
+
+def test_rtx_pro_6000_instance_is_the_documented_shape() -> None:
+    # vLLM 19 vCPU / 79.5 GiB + the collector's 1 vCPU / 0.5 GiB = the documented 20 vCPU / 80 GiB instance.
+    for role in ("stable", "canary"):
+        t = template(inv(CLOUD_RUN_FIXTURE), role)
+        limits = [c["resources"]["limits"] for c in t["containers"]]
+        assert limits[0] == {"cpu": "19", "memory": f"{round(79.5 * 1024)}Mi", "nvidia.com/gpu": "1"}
+        assert sum(int(x["cpu"]) for x in limits) == 20
+        assert sum(int(x["memory"].removesuffix("Mi")) for x in limits) == 80 * 1024
 
 
 def test_staged_revision_has_an_in_memory_volume_of_the_stated_size() -> None:
-    t = service(inv(CLOUD_RUN_FIXTURE))["template"]
-    assert t["volumes"][1] == {"name": "staged-weights", "emptyDir": {"medium": "MEMORY", "sizeLimit": "10Gi"}}
-    assert vllm_container(service(inv(CLOUD_RUN_FIXTURE)))["volumeMounts"][1] == {
-        "name": "staged-weights",
-        "mountPath": "/staged-weights",
-    }
+    t = template(inv(CLOUD_RUN_FIXTURE))
+    assert t["volumes"][2] == {"name": "staged-weights", "emptyDir": {"medium": "MEMORY", "sizeLimit": "10Gi"}}
+    assert vllm_container(t)["volumeMounts"][2] == {"name": "staged-weights", "mountPath": "/staged-weights"}
     assert t["vpcAccess"] == {
         "egress": "ALL_TRAFFIC",
         "networkInterfaces": [{"network": "llm-prod", "subnetwork": "llm-prod-run", "tags": ["llm-serving"]}],
     }
 
 
+# ---- the programs: uploaded, content-addressed, never inside the revision ------------------------------------------
+
+
+def test_programs_are_uploaded_at_a_content_addressed_folder() -> None:
+    i = inv()
+    objects = {r["inputs"]["name"]: r for r in resources(i, OBJECT)}
+    folder = programs.programs_volume("x").folder
+    assert sorted(objects) == [f"{folder}/stage_weights.py", f"{folder}/verify_release.py"]
+    for name, path in programs.FILES:
+        o = objects[f"{folder}/{name}"]
+        assert o["inputs"]["source"]["text"] == path.read_text(encoding="utf-8")
+        assert o["inputs"]["bucket"] == "acme-llm-dev-llm-dev-run"
+        assert o["options"]["retain_on_delete"] is True  # an old revision keeps starting with its programs
+    # The folder is the digest of what is in it: 16 hex of SHA-256 over {name: sha256(text)}.
+    import hashlib
+
+    index = {n: hashlib.sha256(p.read_text(encoding="utf-8").encode()).hexdigest() for n, p in programs.FILES}
+    digest = hashlib.sha256(json.dumps(index, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert folder == f"programs/{digest[:16]}"
+    # Every revision waits for its programs.
+    urns = {r["urn"] for r in resources(i, OBJECT)}
+    assert urns <= set(next(r for r in resources(i, REVISION))["dependencies"])
+    (bucket,) = resources(i, "gcp:storage/bucket:Bucket")
+    assert bucket["inputs"]["name"] == "acme-llm-dev-llm-dev-run" and bucket["inputs"]["forceDestroy"] is True
+    (prod_bucket,) = resources(inv(CLOUD_RUN_FIXTURE), "gcp:storage/bucket:Bucket")
+    assert prod_bucket["options"]["protect"] is True and prod_bucket["inputs"]["forceDestroy"] is False
+
+
+def test_no_program_text_inside_a_revision() -> None:
+    """C4: the longest argument of any container of any revision of both stacks is a JSON generation config."""
+    for stack in (CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE):
+        for r in resources(inv(stack), REVISION):
+            for c in r["inputs"]["template"]["containers"]:
+                assert "-c" not in argv(c), (stack, c["name"])
+                assert max(map(len, argv(c)), default=0) < 100, (stack, c["name"])
+    # The old rendering carried the verifier inline: 42,660 characters in one argument.
+    assert len(programs.VERIFY_SCRIPT.read_text(encoding="utf-8")) > 40_000
+
+
 # ---- identity and access --------------------------------------------------------------------------------------------
 
 
-def test_the_serving_account_reads_the_weights_bucket_only() -> None:
+def test_the_serving_account_reads_the_weights_and_programs_buckets_only() -> None:
     i = inv()
     sa = "serviceAccount:llm-dev-run@acme-llm-dev.iam.gserviceaccount.com"
-    assert service(i)["template"]["serviceAccount"] == "llm-dev-run@acme-llm-dev.iam.gserviceaccount.com"
-    (bucket,) = resources(i, "gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert bucket["inputs"] == {"bucket": "acme-llm-dev-weights", "role": "roles/storage.objectViewer", "member": sa}
+    assert template(i)["serviceAccount"] == "llm-dev-run@acme-llm-dev.iam.gserviceaccount.com"
+    readers = {r["name"]: r for r in resources(i, "gcp:storage/bucketIAMMember:BucketIAMMember")}
+    assert {n: r["inputs"] for n, r in readers.items()} == {
+        "cloud-run-weights-reader-acme-llm-dev-weights": {
+            "bucket": "acme-llm-dev-weights",
+            "role": "roles/storage.objectViewer",
+            "member": sa,
+        },
+        "cloud-run-programs-reader": {
+            "bucket": "acme-llm-dev-llm-dev-run",
+            "role": "roles/storage.objectViewer",
+            "member": sa,
+        },
+    }
     # The one project-level grant is the collector's metric writes (no narrower scope exists for them).
     (project,) = resources(i, "gcp:projects/iAMMember:IAMMember")
     assert project["inputs"] == {"project": "acme-llm-dev", "role": "roles/monitoring.metricWriter", "member": sa}
     assert resources(i, "gcp:secretmanager/secretIamMember:SecretIamMember") == []  # no hub token configured
-    grants = [r for r in i["resources"] if r["type"].endswith(("IAMMember", "IamMember", "IAMBinding", "IamBinding"))]
-    assert sorted(r["name"] for r in grants) == [
-        member_resource("cloud-run-invoker", "group:llm-developers@acme.example"),
-        "cloud-run-metric-writer",
-        "cloud-run-weights-reader-acme-llm-dev-weights",
-    ]
-    # The service waits for the grants: a revision started before them cannot mount the bucket.
-    deps = next(r for r in i["resources"] if r["type"] == SERVICE)["dependencies"]
-    assert bucket["urn"] in deps and project["urn"] in deps
+    # The service and every revision wait for the grants: a revision started before them cannot mount the buckets.
+    for typ in (SERVICE, REVISION):
+        deps = next(r for r in i["resources"] if r["type"] == typ)["dependencies"]
+        assert {r["urn"] for r in readers.values()} | {project["urn"]} <= set(deps), typ
+    invokers = [r["name"] for r in i["resources"] if r["type"].endswith("ServiceIamMember")]
+    assert invokers == [member_resource("cloud-run-invoker", "group:llm-developers@acme.example")]  # keyed by member
 
 
 def test_hub_token_accessor_on_the_one_secret_when_configured() -> None:
@@ -323,7 +465,7 @@ def test_hub_token_accessor_on_the_one_secret_when_configured() -> None:
         "role": "roles/secretmanager.secretAccessor",
         "member": "serviceAccount:llm-prod-run@acme-llm-prod.iam.gserviceaccount.com",
     }
-    env = {e["name"]: e for e in vllm_container(service(i))["envs"]}
+    env = {e["name"]: e for e in vllm_container(template(i))["env"]}
     assert env["HF_TOKEN"] == {
         "name": "HF_TOKEN",
         "valueSource": {"secretKeyRef": {"secret": "hf-hub-token", "version": "3"}},
@@ -334,14 +476,14 @@ def test_hub_token_accessor_on_the_one_secret_when_configured() -> None:
 def test_invokers_are_the_configured_members_only() -> None:
     i = inv(CLOUD_RUN_FIXTURE)
     invokers = sorted(
-        (r["inputs"]["role"], r["inputs"]["member"])
+        (r["inputs"]["name"], r["inputs"]["role"], r["inputs"]["member"])
         for r in resources(i, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
     )
     assert invokers == [
-        ("roles/run.invoker", "group:llm-clients@acme.example"),
-        ("roles/run.invoker", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com"),
+        ("llm-prod", "roles/run.invoker", "group:llm-clients@acme.example"),
+        ("llm-prod", "roles/run.invoker", "serviceAccount:gateway@acme-llm-prod.iam.gserviceaccount.com"),
     ]
-    s = service(i)
+    s = service(i)["service"]
     assert s["invokerIamDisabled"] is False and s["ingress"] == "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
 
 
@@ -351,7 +493,18 @@ def test_component_refuses_a_public_invoker_even_past_the_config() -> None:
         CloudRunServingArgs(**{**args.__dict__, "invoker_members": ("allUsers",)})
 
 
-# ---- rollout: tagged revisions ---------------------------------------------------------------------------------------
+# ---- rollout: revisions and traffic as separate steps ------------------------------------------------------------
+
+
+def test_traffic_names_exactly_the_revisions_the_plan_creates() -> None:
+    """C3, on both stacks: each split entry is a revision resource of the plan, by name, with its pool's tag."""
+    for stack in (CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE):
+        i = inv(stack)
+        created = {r["inputs"]["revision"] for r in resources(i, REVISION)}
+        assert {e["revision"] for e in split(i)} == created
+        assert all(e["type"] == "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION" for e in split(i))
+        traffic_deps = set(resources(i, TRAFFIC)[0]["dependencies"])
+        assert {r["urn"] for r in resources(i, REVISION)} <= traffic_deps
 
 
 def test_traffic_split_by_revision_name_and_tag() -> None:
@@ -359,15 +512,17 @@ def test_traffic_split_by_revision_name_and_tag() -> None:
     names = target.serving_args(cfg, plan).revision_names()
     assert names["stable"].startswith("llm-prod-qwen3-8b-fp8-2026-11-02-1-")
     assert names["canary"].startswith("llm-prod-qwen3-8b-fp8-2026-11-20-1-") and names["canary"] != names["stable"]
-    s = service(inv(CLOUD_RUN_FIXTURE))
     by_rev = "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION"
-    assert s["traffics"] == [
+    assert split(inv(CLOUD_RUN_FIXTURE)) == [
         {"type": by_rev, "revision": names["stable"], "percent": 100, "tag": "stable"},
         {"type": by_rev, "revision": names["canary"], "percent": 0, "tag": "canary"},  # dark, reachable by its tag
     ]
-    # The template is the newest pool's: the canary's revision, its release's image and weights.
-    assert s["template"]["revision"] == names["canary"]
-    assert s["template"]["annotations"]["llm-serving.io/release"] == "qwen3-8b-fp8-2026-11-20.1"
+    i = inv(CLOUD_RUN_FIXTURE)
+    # The service is created with stable's template; each pool's revision is its own resource, canary after stable.
+    assert service(i)["initial_template"] == template(i, "stable")
+    assert template(i, "canary")["annotations"]["llm-serving.io/release"] == "qwen3-8b-fp8-2026-11-20.1"
+    stable_urn = next(r["urn"] for r in resources(i, REVISION) if r["name"].endswith("stable"))
+    assert stable_urn in next(r for r in resources(i, REVISION) if r["name"].endswith("canary"))["dependencies"]
     assert all(len(n) <= 63 for n in names.values())
 
 
@@ -375,27 +530,27 @@ def test_weights_move_traffic_only() -> None:
     v = values(CLOUD_RUN_FIXTURE)
     v["llm-serving:serving"]["stable"]["weight"], v["llm-serving:serving"]["canary"]["weight"] = 95, 5
     _, moved = plan_values(v, CLOUD_RUN_FIXTURE)
-    base = service(inv(CLOUD_RUN_FIXTURE))
-    assert [t["percent"] for t in service(moved)["traffics"]] == [95, 5]
-    assert service(moved)["template"] == base["template"]  # no new revision for a weight change
+    base = inv(CLOUD_RUN_FIXTURE)
+    assert [t["percent"] for t in split(moved)] == [95, 5]
+    assert resources(moved, REVISION) == resources(base, REVISION)  # no new revision for a weight change
 
 
 def test_revision_names_survive_a_promotion() -> None:
-    """A stable-only stack's template names the revision the canary stack's traffic calls stable; after the promotion
-    (stable takes the canary's settings, the canary is removed) the template is the canary's revision unchanged."""
+    """A stable-only stack names the revision the canary stack calls stable; after the promotion (stable takes the
+    canary's settings, the canary is removed) stable's revision is the canary's, unchanged."""
     names = target.serving_args(
         plan_run(CLOUD_RUN_FIXTURE).resolved.config, plan_run(CLOUD_RUN_FIXTURE).resolved.plan
     ).revision_names()
     before = values(CLOUD_RUN_FIXTURE)
     del before["llm-serving:serving"]["canary"]
     _, alone = plan_values(before, CLOUD_RUN_FIXTURE)
-    assert service(alone)["template"]["revision"] == names["stable"]
+    assert revision(alone)["revision"] == names["stable"]
     after = values(CLOUD_RUN_FIXTURE)
     serving = after["llm-serving:serving"]
     serving["stable"] = {**serving.pop("canary"), "weight": 100}
     _, promoted = plan_values(after, CLOUD_RUN_FIXTURE)
-    assert service(promoted)["template"]["revision"] == names["canary"]
-    assert service(promoted)["traffics"] == [
+    assert revision(promoted)["revision"] == names["canary"]
+    assert split(promoted) == [
         {
             "type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION",
             "revision": names["canary"],
@@ -410,23 +565,24 @@ def test_any_rendered_change_names_a_new_revision() -> None:
     args = target.serving_args(cfg, plan)
     spec = args.pools[0].revision
     name = svc.revision_name(args.service_name, spec, args.context)
-    import dataclasses
-
     for change in (
         {"min_instances": 1},
         {"concurrency": 95},
-        {"timeout_seconds": 85},
+        {"timeout_seconds": 325},
         {"mount_options": spec.mount_options[:-1]},
     ):
         assert svc.revision_name(args.service_name, dataclasses.replace(spec, **change), args.context) != name, change
+    other = dataclasses.replace(args.context, programs=programs.programs_volume(args.programs.bucket, (("a.py", "x"),)))
+    assert svc.revision_name(args.service_name, spec, other) != name  # new program bytes: a new revision
+    assert svc.revision_name(args.service_name, dataclasses.replace(spec, role="canary"), args.context) == name
     assert svc.revision_name(args.service_name, spec, args.context) == name
 
 
-# ---- the verifier runs before vLLM, for real ------------------------------------------------------------------------
+# ---- the rendered command runs: verifier (gcs) -> [stager ->] vLLM ------------------------------------------------
 
 
 def _release(folder: Path, revision: str) -> None:
-    """A staged release folder: two files and their manifest, built with verify_release's own functions."""
+    """A release folder: two files and their manifest, built with verify_release's own functions."""
     from infra.offline.release.stage import hash_file
 
     (folder / "sub").mkdir(parents=True)
@@ -441,6 +597,13 @@ def _release(folder: Path, revision: str) -> None:
     )
 
 
+def _upload(gcs: Gcs, folder: Path, prefix: str) -> None:
+    client = Gcs.client(gcs.emulator_url)
+    bucket = client.bucket(gcs.bucket)
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        bucket.blob(f"{prefix}/{path.relative_to(folder).as_posix()}").upload_from_filename(str(path))
+
+
 def _fake_vllm(bin_dir: Path, record: Path) -> None:
     """A ``vllm`` executable on PATH that records the argv it was exec'ed with."""
     bin_dir.mkdir()
@@ -451,115 +614,148 @@ def _fake_vllm(bin_dir: Path, record: Path) -> None:
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
 
 
+def _programs_as_uploaded(inventory: dict[str, Any], tmp_path: Path) -> Path:
+    """The programs volume as Cloud Run mounts it: the plan's own uploaded objects of the revision's folder."""
+    (vol,) = [v for v in template(inventory)["volumes"] if v["name"] == "programs"]
+    folder = vol["gcs"]["mountOptions"][0].removeprefix("only-dir=")
+    root = tmp_path / "programs"
+    root.mkdir()
+    for o in resources(inventory, OBJECT):
+        name = o["inputs"]["name"]
+        if name.startswith(folder + "/"):
+            (root / name.removeprefix(folder + "/")).write_text(o["inputs"]["source"]["text"], encoding="utf-8")
+    return root
+
+
 def _run_rendered(
-    container: dict[str, Any], replace: dict[str, str], tmp_path: Path
-) -> tuple[subprocess.CompletedProcess, Path]:
-    argv = [replace.get(a, a) for a in container["commands"] + container["args"]]
-    argv[0] = sys.executable if argv[0] == "python3" else argv[0]
-    argv = [sys.executable if a == "python3" else a for a in argv]
+    inventory: dict[str, Any], role: str, replace: dict[str, str], gcs: Gcs, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    c = vllm_container(template(inventory, role))
+    root = _programs_as_uploaded(inventory, tmp_path)
+    a = [replace.get(x, x) for x in argv(c)]
+    a = [sys.executable if x == "python3" else x.replace(naming.CLOUD_RUN_PROGRAMS_ROOT, str(root)) for x in a]
     record = tmp_path / "exec.json"
     _fake_vllm(tmp_path / "bin", record)
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env), record
+    env = {**Gcs.env(gcs.shim_url), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(a, capture_output=True, text=True, timeout=60, env=env), record
 
 
-def test_the_verifier_wraps_vllm_and_execs_it_after_a_match(tmp_path: Path) -> None:
-    c = vllm_container(service(inv()))
-    mount = f"/weights/qwen3-8b-fp8/{DEV_REVISION}"
-    assert c["commands"] == ["python3"]
-    assert c["args"][:2] == ["-c", svc.VERIFY_SCRIPT.read_text(encoding="utf-8")]  # the very same verifier code
-    assert c["args"][2:11] == [
-        "dir",
-        "--path",
-        mount,
-        "--workers",
-        "6",
+@pytest.fixture
+def dev_bucket() -> Iterator[Gcs]:
+    with running_emulator("acme-llm-dev-weights") as g:
+        yield g
+
+
+@pytest.fixture
+def prod_bucket() -> Iterator[Gcs]:
+    with running_emulator("acme-llm-prod-weights") as g:
+        yield g
+
+
+def test_the_verifier_checks_object_metadata_and_execs_vllm(dev_bucket: Gcs, tmp_path: Path) -> None:
+    i = inv()
+    c = vllm_container(template(i))
+    assert c["command"] == ["python3"]
+    assert c["args"][:10] == [
+        "/opt/llm-serving/verify_release.py",
+        "gcs",
+        "--bucket",
+        "acme-llm-dev-weights",
+        "--prefix",
+        f"qwen3-8b-fp8/{DEV_REVISION}",
         "--expect-revision",
         DEV_REVISION,
         "--exec",
         "--",
     ]
-    assert len(c["args"][1].encode()) < svc.MAX_ARG_BYTES  # one execve argument (MAX_ARG_STRLEN)
-    local = tmp_path / "mount"
+    local = tmp_path / "release"
     _release(local, DEV_REVISION)
-    proc, record = _run_rendered(c, {mount: str(local)}, tmp_path)
+    _upload(dev_bucket, local, f"qwen3-8b-fp8/{DEV_REVISION}")
+    proc, record = _run_rendered(i, "stable", {}, dev_bucket, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "verify_release: verified 2 files" in proc.stdout
-    served = serve_args(vllm_container(service(inv())))
-    assert json.loads(record.read_text()) == ["serve", *[str(local) if a == mount else a for a in served]]
+    assert (
+        "verify_release: verified 2 files" in proc.stdout and "(sizes and crc32c from object metadata)" in proc.stdout
+    )
+    assert json.loads(record.read_text()) == ["serve", *serve_args(c)]
+    # Metadata only: the listing and the manifest, never an object's bytes (no alt=media but the manifest's).
+    media = [p for m, p, _ in dev_bucket.shim.requests if "alt=media" in p]
+    assert media and all(p.split("?")[0].endswith("manifest.json") for p in media), media
 
 
-def test_a_tampered_release_never_reaches_vllm(tmp_path: Path) -> None:
-    c = vllm_container(service(inv()))
-    mount = f"/weights/qwen3-8b-fp8/{DEV_REVISION}"
-    local = tmp_path / "mount"
+def test_a_tampered_release_never_reaches_vllm(dev_bucket: Gcs, tmp_path: Path) -> None:
+    i = inv()
+    local = tmp_path / "release"
     _release(local, DEV_REVISION)
-    (local / "config.json").write_text('{"architectures": ["Other"]}')  # same size class, other bytes
-    proc, record = _run_rendered(c, {mount: str(local)}, tmp_path)
-    assert proc.returncode == vr.EXIT_MISMATCH, proc.stdout
+    (local / "config.json").write_text('{"architectures": ["Other!"]}')  # another object than the manifest lists
+    _upload(dev_bucket, local, f"qwen3-8b-fp8/{DEV_REVISION}")
+    proc, record = _run_rendered(i, "stable", {}, dev_bucket, tmp_path)
+    assert proc.returncode == vr.EXIT_MISMATCH, proc.stdout + proc.stderr
     assert "verify_release: FAILED: 1 problem(s)" in proc.stdout and not record.exists()
 
 
-def test_staging_copies_then_verifies_the_copy_then_execs_vllm(tmp_path: Path) -> None:
-    c = vllm_container(service(inv(CLOUD_RUN_FIXTURE)))
+def test_staging_verifies_then_copies_in_parallel_then_execs_vllm(prod_bucket: Gcs, tmp_path: Path) -> None:
+    i = inv(CLOUD_RUN_FIXTURE)
     mount, staged = f"/weights/qwen3-8b-fp8/{CANARY_REVISION}", f"/staged-weights/qwen3-8b-fp8/{CANARY_REVISION}"
-    assert c["args"][:4] == ["-c", svc.STAGE_SCRIPT.read_text(encoding="utf-8"), mount, staged]
-    assert c["args"][4:8] == ["python3", "-c", svc.VERIFY_SCRIPT.read_text(encoding="utf-8"), "dir"]
-    assert c["args"][8:10] == ["--path", staged]
     local_mount, local_staged = tmp_path / "mount", tmp_path / "memory" / "copy"
-    _release(local_mount, CANARY_REVISION)
-    proc, record = _run_rendered(c, {mount: str(local_mount), staged: str(local_staged)}, tmp_path)
+    _release(local_mount, CANARY_REVISION)  # the mount shows the bucket's objects
+    _upload(prod_bucket, local_mount, f"qwen3-8b-fp8/{CANARY_REVISION}")
+    proc, record = _run_rendered(
+        i, "canary", {mount: str(local_mount), staged: str(local_staged)}, prod_bucket, tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "stage_weights: copied 3 files" in proc.stdout and "verify_release: verified 2 files" in proc.stdout
+    lines = proc.stdout.splitlines()
+    verified = next(n for n, line in enumerate(lines) if line.startswith("verify_release: verified 2 files"))
+    copied = next(n for n, line in enumerate(lines) if line.startswith("stage_weights: copied 3 files"))
+    assert verified < copied and "on 16 threads" in lines[copied]
     assert (local_staged / "sub" / "model.safetensors").read_bytes() == (
         local_mount / "sub" / "model.safetensors"
     ).read_bytes()
     assert json.loads(record.read_text())[:3] == ["serve", "--model", str(local_staged)]
 
 
-# ---- the Service body against Google's run.v2 discovery document ------------------------------------------------------
+# ---- the issue's acceptance points on both stacks -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", [CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE])
-def test_service_body_validates_against_run_v2(stack: str) -> None:
-    doc = document("run", "v2")
-    body = am.cloud_run_service_body(service(inv(stack)))
-    assert (
-        doc.validate(
-            "GoogleCloudRunV2Service", body, required=("template", "template.containers[].image", "traffic[].type")
+def test_acceptance_c1_to_c5(stack: str) -> None:
+    i = inv(stack)
+    plans = plan_run(stack).resolved.plan.pools_of(CloudRunPoolPlan)
+    for r in resources(i, REVISION):
+        role = r["name"].removeprefix("cloud-run-revision-")
+        t, p = r["inputs"]["template"], plans[role].cloud_run
+        cold = float(t["annotations"]["llm-serving.io/cold-load-seconds"])
+        stream = float(t["annotations"]["llm-serving.io/stream-bound-seconds"])
+        timeout = int(t["timeout"].removesuffix("s"))
+        low, high = t["scaling"]["minInstanceCount"], t["scaling"]["maxInstanceCount"]
+        # C1: where instances can be cold (scale to zero, scale-out), the timeout covers cold load + stream bound.
+        assert low == 0 or high > low
+        assert cold + stream <= timeout <= 3600
+        # C2: the containers sum to the GPU's instance shape.
+        limits = [c["resources"]["limits"] for c in t["containers"]]
+        cpu = sum(int(x["cpu"]) for x in limits)
+        mem = (
+            sum(
+                int(x["memory"].removesuffix("Gi")) * 1024
+                if x["memory"].endswith("Gi")
+                else int(x["memory"].removesuffix("Mi"))
+                for x in limits
+            )
+            / 1024
         )
-        == []
-    )
-    assert am.enum_problems(stack, inv(stack)) == []
-    assert am.unmapped_enum_like_inputs(inv(stack)) == set()
-
-
-def test_a_broken_service_body_fails_validation() -> None:
-    doc = document("run", "v2")
-    body = am.cloud_run_service_body(service(inv()))
-    body["ingres"] = "INGRESS_TRAFFIC_ALL"
-    body["traffic"][0]["type"] = "REVISION"
-    body["template"]["maxInstanceRequestConcurrency"] = "96"
-    assert doc.validate("GoogleCloudRunV2Service", body) == [
-        "$.ingres: unknown field (GoogleCloudRunV2Service has no field 'ingres'); did you mean 'ingress'?",
-        '$.template.maxInstanceRequestConcurrency: expected integer (int32), got string "96"',
-        '$.traffic[0].type: "REVISION" is not a value of GoogleCloudRunV2TrafficTarget.type; allowed: '
-        + ", ".join(doc.enum_values("GoogleCloudRunV2TrafficTarget", "type")),
-    ]
-
-
-def test_config_choices_are_values_the_api_lists() -> None:
-    import typing
-
-    from infra.targets.cloud_run.config import CloudRunPool, DirectVpcEgress
-
-    doc = document("run", "v2")
-    assert set(typing.get_args(CloudRunPool.model_fields["ingress"].annotation)) <= set(
-        doc.enum_values("GoogleCloudRunV2Service", "ingress")
-    )
-    assert set(typing.get_args(DirectVpcEgress.model_fields["egress"].annotation)) <= set(
-        doc.enum_values("GoogleCloudRunV2VpcAccess", "egress")
-    )
+        shape = GPU_SHAPES[t["nodeSelector"]["accelerator"]]
+        assert shape.instance_cpu[0] <= cpu <= shape.instance_cpu[1] and (cpu, mem) == (
+            p.instance_cpu,
+            p.instance_memory_gib,
+        )
+        assert shape.instance_memory_gib[0] <= mem <= shape.instance_memory_gib[1]
+        # C4: no program text inside the revision (test_no_program_text_inside_a_revision has the detail).
+        assert max((len(a) for c in t["containers"] for a in argv(c)), default=0) < 100
+        # C5: the startup window is at least twice the cold load, within Cloud Run's 1,800 s for GPU services.
+        probe = vllm_container(t)["startupProbe"]
+        window = probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"]
+        assert 2 * cold <= window and probe["periodSeconds"] * probe["failureThreshold"] <= 1800
+    # C3: the split names only revisions the plan creates.
+    assert {e["revision"] for e in split(i)} == {r["inputs"]["revision"] for r in resources(i, REVISION)}
 
 
 # ---- observability ----------------------------------------------------------------------------------------------------
@@ -611,7 +807,7 @@ def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
     q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
         "conditionPrometheusQueryLanguage"
     ]["query"]
-    assert f'revision_name="{names["canary"]}"' in q and ">= 644" in q and ">= 2" in q  # concurrency, max instances
+    assert f'revision_name="{names["canary"]}"' in q and ">= 644" in q and ">= 4" in q  # concurrency, max instances
 
 
 def test_a_scale_to_zero_pool_has_no_no_traffic_alert() -> None:
@@ -650,16 +846,24 @@ def _stable(v: dict[str, Any]) -> dict[str, Any]:
     return v["llm-serving:serving"]["stable"]
 
 
-def test_gpu_shape_rules() -> None:
+def test_vllm_container_shape_rules() -> None:
     v = values()
     _stable(v).update(cpu=5)
-    assert issues(v) == ["llm-serving:serving.stable.cpu: nvidia-l4 instances take 4 or 6 or 8 vCPU, got 5"]
+    assert issues(v) == ["llm-serving:serving.stable.cpu: the nvidia-l4 vLLM container takes 4 or 6 or 8 vCPU, got 5"]
     v = values()
     _stable(v).update(memory_gib=30)
-    assert issues(v) == ["llm-serving:serving.stable.memory_gib: nvidia-l4 with 6 vCPU takes 16-24 GiB, got 30"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.memory_gib: the nvidia-l4 vLLM container with 6 vCPU takes 16-24 GiB, got 30"
+    ]
     v = values()
     _stable(v).update(cpu=4, memory_gib=24)
-    assert issues(v) == ["llm-serving:serving.stable.memory_gib: nvidia-l4 with 4 vCPU takes 16 GiB, got 24"]
+    assert issues(v) == [
+        "llm-serving:serving.stable.memory_gib: the nvidia-l4 vLLM container with 4 vCPU takes 16 GiB, got 24"
+    ]
+    v = values()
+    _stable(v).update(memory_gib=23.3)
+    (issue,) = issues(v)
+    assert issue.startswith("llm-serving:serving.stable.memory_gib: Input should be a multiple of 0.5")
     v = values()
     _stable(v).update(gpu_count=2)
     assert issues(v) == ["llm-serving:serving.stable.gpu_count: Input should be less than or equal to 1 (got 2)"]
@@ -671,6 +875,46 @@ def test_gpu_shape_rules() -> None:
     ]
     assert GPU_SHAPES["nvidia-rtx-pro-6000"].requires_zonal_redundancy_disabled
     assert not GPU_SHAPES["nvidia-l4"].requires_zonal_redundancy_disabled
+
+
+def test_the_instance_shape_is_the_sum_of_its_containers() -> None:
+    """C2's refusal: vLLM 8 vCPU / 32 GiB is a valid container, but with the collector the L4 instance would be
+    9 / 32.5 (issue 23); the RTX PRO 6000 at vLLM 20 / 80 would render 21 / 80.5 instead of the documented 20 / 80."""
+    v = values()
+    _stable(v).update(cpu=8, memory_gib=32)
+    assert issues(v) == [
+        "llm-serving:serving.stable.cpu: the instance's containers total 9 vCPU / 32.5 GiB (vllm 8 vCPU / 32 GiB + "
+        "collector 1 vCPU / 0.5 GiB), but a nvidia-l4 instance takes 4-8 vCPU and 16-32 GiB: lower cpu / memory_gib "
+        "so the sum fits"
+    ]
+    v = values(CLOUD_RUN_FIXTURE)
+    for role in ("stable", "canary"):
+        v["llm-serving:serving"][role].update(cpu=20, memory_gib=80)
+    assert issues(v, CLOUD_RUN_FIXTURE) == [
+        f"llm-serving:serving.{role}.cpu: the instance's containers total 21 vCPU / 80.5 GiB (vllm 20 vCPU / 80 GiB + "
+        "collector 1 vCPU / 0.5 GiB), but a nvidia-rtx-pro-6000 instance takes 20 vCPU and 80 GiB: lower cpu / "
+        "memory_gib so the sum fits"
+        for role in ("canary", "stable")
+    ]
+    v = values(CLOUD_RUN_FIXTURE)
+    _stable(v).update(memory_gib=79)
+    assert issues(v, CLOUD_RUN_FIXTURE) == [
+        "llm-serving:serving.stable.memory_gib: the instance's containers total 20 vCPU / 79.5 GiB (vllm 19 vCPU / "
+        "79 GiB + collector 1 vCPU / 0.5 GiB), but a nvidia-rtx-pro-6000 instance takes 20 vCPU and 80 GiB: lower "
+        "cpu / memory_gib so the sum fits"
+    ]
+
+
+def test_the_gpu_must_be_offered_in_the_region() -> None:
+    v = values()
+    v["gcp:region"], v["llm-serving:zones"] = "us-west1", ["us-west1-a"]
+    found = issues(v)
+    assert (
+        "llm-serving:serving.stable.gpu: Cloud Run offers nvidia-l4 in asia-south1, asia-southeast1, europe-west1, "
+        "europe-west4, us-central1, us-east4 (asia-south1 by invitation), not in us-west1: choose one of those regions "
+        "for the stack, or serve this pool on gke"
+    ) in found
+    assert GPU_SHAPES["nvidia-rtx-pro-6000"].regions is None  # unconfirmed: a precondition (docs/cloud-run.md)
 
 
 def test_instance_bounds_and_invokers() -> None:
@@ -719,6 +963,19 @@ def test_cloud_run_section_is_required_and_the_collector_pinned() -> None:
     )
     (issue,) = issues(v)
     assert issue.startswith("llm-serving:cloud_run.collector_image: String should match pattern '^us-docker")
+
+
+def test_programs_bucket_can_be_named() -> None:
+    v = values()
+    v["llm-serving:cloud_run"]["programs_bucket"] = "acme-programs"
+    _, planned = plan_values(v, CLOUD_RUN_STACK)
+    (bucket,) = resources(planned, "gcp:storage/bucket:Bucket")
+    assert bucket["inputs"]["name"] == "acme-programs"
+    (vol,) = [x for x in template(planned)["volumes"] if x["name"] == "programs"]
+    assert vol["gcs"]["bucket"] == "acme-programs"
+    v["llm-serving:cloud_run"]["programs_bucket"] = "Acme"
+    (issue,) = issues(v)
+    assert issue.startswith("llm-serving:cloud_run.programs_bucket: String should match pattern")
 
 
 def test_release_must_fit_one_gpu() -> None:
@@ -784,15 +1041,15 @@ def test_images_come_from_the_stack_registry() -> None:
 
 
 def test_staging_memory_rule() -> None:
-    # The seed's reasoning, computed: a 10 GiB copy + 16 GiB server + 1 GiB gcsfuse = 27 GiB fits RTX PRO 6000's
-    # 80 GiB, not an L4's 24 GiB.
+    # The seed's reasoning, computed: a 10 GiB copy + 16 GiB server + 1 GiB gcsfuse = 27 GiB fits the RTX PRO 6000's
+    # 79.5 GiB vLLM container, not an L4's 24 GiB.
     v = values()
     _stable(v)["loading"]["staging"] = {"size_gib": 10, "process_memory_gib": 16}
     assert issues(v) == [
         "llm-serving:serving.stable.loading.staging: the staged copy does not fit the instance: 10 GiB copy + 16 GiB "
         "server + 1 GiB gcsfuse = 27 GiB > memory_gib 24 GiB; read the weights from the volume instead (remove "
-        "loading.staging) or choose a shape with more memory (nvidia-l4: up to 32 GiB, nvidia-rtx-pro-6000: up to "
-        "80 GiB)"
+        "loading.staging) or choose a shape with more memory for vLLM (nvidia-l4: up to 31.5 GiB, "
+        "nvidia-rtx-pro-6000: up to 79.5 GiB)"
     ]
     v = values(CLOUD_RUN_FIXTURE)
     _stable(v)["loading"]["staging"]["size_gib"] = 7
@@ -802,18 +1059,27 @@ def test_staging_memory_rule() -> None:
     ]
 
 
+def test_the_startup_margin_keeps_twice_the_estimate() -> None:
+    v = values()
+    _stable(v)["startup_margin"] = 0.5
+    assert issues(v) == [
+        "llm-serving:serving.stable.startup_margin: Input should be greater than or equal to 1 (got 0.5)"
+    ]
+
+
 def test_an_uncoverable_cold_load_is_an_error() -> None:
-    # 5 MiB/s: 2 x 8.2e9 / (5 MiB/s) + 90 = 3,218 s; x 1.5 = 4,827 s needs 964 x 5 s = 4,820 s > Cloud Run's 1,800 s.
+    # 5 MiB/s: 10 s verify + 8.2e9 / (5 MiB/s) + 90 = 1,664 s; x 2 = 3,328 s needs 664 x 5 s = 3,320 s > 1,800 s.
     v = values()
     _stable(v)["loading"]["throughput_mib_s"] = 5
-    cold = 2 * W / (5 * MiB) + 90
-    n = math.ceil((cold * 1.5 - 10) / 5)
-    assert (round(cold), n) == (3218, 964)
+    cold = METADATA_VERIFY + W / (5 * MiB) + 90
+    n = math.ceil((cold * 2 - 10) / 5)
+    assert (round(cold), n) == (1664, 664)
     assert issues(v) == [
         f"llm-serving:serving.stable.loading: the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 "
-        f"+ margin 0.5) = {cold * 1.5:.0f} s needs 10 s + {n} x 5 s, but Cloud Run allows failureThreshold x "
+        f"+ margin 1) = {cold * 2:.0f} s needs 10 s + {n} x 5 s, but Cloud Run allows failureThreshold x "
         f"periodSeconds of at most 1800 s for GPU services ({n} x 5 s = {n * 5} s); load faster "
-        "(loading.throughput_mib_s, loading.staging) or lower startup_margin knowingly"
+        "(loading.throughput_mib_s, loading.staging) or lower startup_margin knowingly (at least 1: the window keeps "
+        "twice the estimate)"
     ]
 
 
@@ -825,6 +1091,22 @@ def test_a_stream_longer_than_cloud_runs_timeout_is_an_error() -> None:
         "ITL objective) exceeds Cloud Run's request timeout of at most 3600 s: Cloud Run would cut the longest "
         "legitimate streams; lower contract.max_output_tokens or serve this pool on gke"
     ]
+
+
+def test_a_cold_start_plus_the_stream_beyond_cloud_runs_timeout_is_refused() -> None:
+    """C1's refusal: the stream alone fits (2 s + 1,024 x 3.3 s = 3,381.2 s), but a request on a cold instance waits
+    the 240 s startup window first: ceil(3,621.2) = 3,622 s > 3,600 s. A warm, fixed pool has no cold path."""
+    v = values()
+    v["llm-serving:contract"]["itl_p95_ms"] = 3300
+    assert issues(v) == [
+        "llm-serving:serving.stable.min_instances: the pool scales to zero, so a request can wait for an instance's "
+        "start: up to its startup window (240 s, the cold load 120 s x (1 + margin 1)) plus the longest stream "
+        "(3381 s) = 3622 s, beyond Cloud Run's request timeout of at most 3600 s; keep instances warm (min_instances = "
+        "max_instances), load faster or lower contract.max_output_tokens"
+    ]
+    _stable(v).update(min_instances=1, max_instances=1)
+    p = resolve(v).plan.pools["stable"]
+    assert isinstance(p, CloudRunPoolPlan) and p.cloud_run.request_timeout_seconds == math.ceil(2 + 1024 * 3.3)
 
 
 def test_an_unknown_target_names_the_known_ones() -> None:

@@ -39,24 +39,39 @@ from .test_policies import (
 
 CLOUD_RUN_POLICIES = (
     "cloudrun-no-hub-download",
+    "cloudrun-no-program-text-in-revision",
+    "cloudrun-timeout-covers-cold-start",
+    "cloudrun-traffic-names-created-revisions",
     "serving-images-pinned-by-digest",
     "serving-keeps-warm-minimum",
     "serving-no-public-access",
     "startup-window-covers-cold-load",
     "vllm-no-request-logging",
 )
-SERVICE = "gcp:cloudrunv2/service:Service"
+SERVICE = "pulumi-python:dynamic/cloudrun:Service"
+REVISION = "pulumi-python:dynamic/cloudrun:Revision"
+TRAFFIC = "pulumi-python:dynamic/cloudrun:Traffic"
 IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
 IAM_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
 IAM_POLICY = "gcp:cloudrunv2/serviceIamPolicy:ServiceIamPolicy"
-#: The fixture's template is the canary's revision (the newest pool's): its release, image and staged weights.
+#: The cases change the canary's revision (its release, image and staged weights); stable's passes beside it.
 CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
 IMAGE = "us-central1-docker.pkg.dev/acme-llm-prod/serving/vllm-openai"
 COLLECTOR = "us-docker.pkg.dev/cloud-ops-agents-artifacts/cloud-run-gmp-sidecar/cloud-run-gmp-sidecar"
 STAGED_MODEL = f"/staged-weights/qwen3-8b-fp8/{CANARY_REVISION}"
-#: The canary's cold load on the RTX PRO 6000 shape, staged: 9.78 s copy + 0.49 s verify + 3.91 s read + 120 s init
-#: (tests/test_cloud_run.py spells the arithmetic out); the program renders it on the template, rounded to ms.
-COLD = "134.174"
+#: The two revisions' caller-chosen names, as the plan renders them (asserted in tests/test_cloud_run.py).
+_NAMES = {
+    r["name"]: r["inputs"]["revision"]
+    for r in plan_run(CLOUD_RUN_FIXTURE).inventory.to_dict()["resources"]
+    if r["type"] == "pulumi-python:dynamic/cloudrun:Revision"
+}
+STABLE_NAME, CANARY_NAME = _NAMES["cloud-run-revision-stable"], _NAMES["cloud-run-revision-canary"]
+VERIFIER_TEXT = (Path(__file__).resolve().parents[1] / "components" / "serving" / "verify_release.py").read_text()
+#: The canary's cold load on the RTX PRO 6000 shape, staged: 10 s verify (metadata) + 9.78 s copy + 3.91 s read +
+#: 120 s init (tests/test_cloud_run.py spells the arithmetic out); rendered on the template, rounded to ms.
+COLD = "143.685"
+#: Twice that: what a Cloud Run startup window must cover.
+TWICE = "287.37"
 
 
 # ---- baseline and helpers ------------------------------------------------------------------------------------------
@@ -72,8 +87,18 @@ def _service(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return find(rs, SERVICE, "cloud-run-service")["inputs"]
 
 
+def _template(rs: list[dict[str, Any]], role: str = "canary") -> dict[str, Any]:
+    t: dict[str, Any] = find(rs, REVISION, f"cloud-run-revision-{role}")["inputs"]["template"]
+    return t
+
+
+def _split(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    t: list[dict[str, Any]] = find(rs, TRAFFIC, "cloud-run-traffic")["inputs"]["traffic"]
+    return t
+
+
 def _container(rs: list[dict[str, Any]], name: str = "vllm") -> dict[str, Any]:
-    (c,) = [c for c in _service(rs)["template"]["containers"] if c["name"] == name]
+    (c,) = [c for c in _template(rs)["containers"] if c["name"] == name]
     return c
 
 
@@ -94,8 +119,8 @@ def _set_flag(rs: list[dict[str, Any]], flag: str, value: str) -> None:
 
 def _set_env(rs: list[dict[str, Any]], name: str, value: str | None) -> None:
     """Set (or with None remove) a literal env var of the vLLM container."""
-    envs = [e for e in _container(rs)["envs"] if e["name"] != name]
-    _container(rs)["envs"] = envs + ([{"name": name, "value": value}] if value is not None else [])
+    envs = [e for e in _container(rs)["env"] if e["name"] != name]
+    _container(rs)["env"] = envs + ([{"name": name, "value": value}] if value is not None else [])
 
 
 def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) -> None:
@@ -128,22 +153,34 @@ def _startup(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return _container(rs)["startupProbe"]
 
 
+def _unset_timeout_slower_load(rs: list[dict[str, Any]]) -> None:
+    """No timeout (run.v2: 300 s), and a slower cold load (250 s, the startup window widened to cover it twice)."""
+    _template(rs).pop("timeout")
+    _template(rs)["annotations"]["llm-serving.io/cold-load-seconds"] = "250"
+    _startup(rs)["failureThreshold"] = 100
+
+
 def test_the_cloud_run_policies_are_every_policy_reading_cloud_run() -> None:
     from .test_policies import CROSS_TARGET
 
     only_cloud_run = {n for n in BY_NAME if n.startswith("cloudrun-")}
-    assert only_cloud_run == {"cloudrun-no-hub-download"}
+    assert only_cloud_run == {
+        "cloudrun-no-hub-download",
+        "cloudrun-no-program-text-in-revision",
+        "cloudrun-timeout-covers-cold-start",
+        "cloudrun-traffic-names-created-revisions",
+    }
     assert set(CLOUD_RUN_POLICIES) == only_cloud_run | {n for n, ts in CROSS_TARGET.items() if "cloud_run" in ts}
 
 
 def test_the_template_states_the_planners_cold_load(cloud_run: tuple[ResolvedStack, list[dict[str, Any]]]) -> None:
-    """The startup-window policy reads the estimate from the template (its coldLoadSeconds config is only the
-    fallback): the rendered figure must be the planner's, for the pool whose revision the template is (the canary)."""
+    """The startup-window policy reads the estimate from each revision's template (its coldLoadSeconds config is
+    only the fallback): the rendered figure must be the planner's, per pool."""
     resolved, rs = cloud_run
     pool = resolved.plan.pools["canary"]
     assert isinstance(pool, CloudRunPoolPlan)
     assert (
-        _service(rs)["template"]["annotations"]["llm-serving.io/cold-load-seconds"]
+        _template(rs)["annotations"]["llm-serving.io/cold-load-seconds"]
         == COLD
         == (f"{round(pool.capacity.cold_load_seconds, 3):g}")
     )
@@ -181,46 +218,46 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "serving-images-pinned-by-digest",
         "vllm-tag",
         lambda rs: _container(rs).update(image=f"{IMAGE}:v0.32.0"),
-        [f"cloud-run-service: container 'vllm' image '{IMAGE}:v0.32.0' {NOT_PINNED}"],
+        [f"cloud-run-revision-canary: container 'vllm' image '{IMAGE}:v0.32.0' {NOT_PINNED}"],
     ),
     (
         "serving-images-pinned-by-digest",
         "collector-latest",
         lambda rs: _container(rs, "collector").update(image=f"{COLLECTOR}:latest"),
-        [f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {LATEST}"],
+        [f"cloud-run-revision-canary: container 'collector' image '{COLLECTOR}:latest' {LATEST}"],
     ),
     (
         "serving-images-pinned-by-digest",
         "collector-untagged",
         lambda rs: _container(rs, "collector").update(image=COLLECTOR),
         [
-            f"cloud-run-service: container 'collector' image '{COLLECTOR}' has no tag or digest (that means :latest): {MOVES}"
+            f"cloud-run-revision-canary: container 'collector' image '{COLLECTOR}' has no tag or digest (that means :latest): {MOVES}"
         ],
     ),
     (
         "serving-images-pinned-by-digest",
         "short-digest",
         lambda rs: _container(rs).update(image=f"{IMAGE}@sha256:3333"),
-        [f"cloud-run-service: container 'vllm' image '{IMAGE}@sha256:3333' {NOT_PINNED}"],
+        [f"cloud-run-revision-canary: container 'vllm' image '{IMAGE}@sha256:3333' {NOT_PINNED}"],
     ),
     (
         "serving-keeps-warm-minimum",
         "scale-to-zero",
-        lambda rs: _service(rs)["template"]["scaling"].update(minInstanceCount=0),
-        [f"cloud-run-service: {NO_WARM}"],
+        lambda rs: _template(rs)["scaling"].update(minInstanceCount=0),
+        [f"cloud-run-revision-canary: {NO_WARM}"],
     ),
     (
         "serving-keeps-warm-minimum",
         "unset-is-zero",
-        lambda rs: _service(rs)["template"]["scaling"].pop("minInstanceCount"),
-        [f"cloud-run-service: {NO_WARM}"],
+        lambda rs: _template(rs)["scaling"].pop("minInstanceCount"),
+        [f"cloud-run-revision-canary: {NO_WARM}"],
     ),
     (
         "cloudrun-no-hub-download",
         "hub-offline-off",
         lambda rs: _set_env(rs, "HF_HUB_OFFLINE", "0"),
         [
-            "cloud-run-service: HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at "
+            "cloud-run-revision-canary: HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at "
             "start"
         ],
     ),
@@ -229,7 +266,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "hub-offline-unset",
         lambda rs: _set_env(rs, "HF_HUB_OFFLINE", None),
         [
-            "cloud-run-service: HF_HUB_OFFLINE is None: set it to '1' so no library behind vLLM reaches a model hub at "
+            "cloud-run-revision-canary: HF_HUB_OFFLINE is None: set it to '1' so no library behind vLLM reaches a model hub at "
             "start"
         ],
     ),
@@ -237,38 +274,40 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "cloudrun-no-hub-download",
         "hub-model-id",
         lambda rs: _set_flag(rs, "--model", "Qwen/Qwen3-8B"),
-        [f"cloud-run-service: --model is 'Qwen/Qwen3-8B', {NOT_MOUNTED}"],
+        [f"cloud-run-revision-canary: --model is 'Qwen/Qwen3-8B', {NOT_MOUNTED}"],
     ),
     (
         "cloudrun-no-hub-download",
         "bucket-uri",
         lambda rs: _set_flag(rs, "--model", f"gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/"),
-        [f"cloud-run-service: --model is 'gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/', {NOT_MOUNTED}"],
+        [
+            f"cloud-run-revision-canary: --model is 'gs://acme-llm-prod-weights/qwen3-8b-fp8/{CANARY_REVISION}/', {NOT_MOUNTED}"
+        ],
     ),
     (
         "cloudrun-no-hub-download",
         "unmounted-folder",
         lambda rs: _set_flag(rs, "--model", f"/models/qwen3-8b-fp8/{CANARY_REVISION}"),
-        [f"cloud-run-service: --model is '/models/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
+        [f"cloud-run-revision-canary: --model is '/models/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
     ),
     (
         "cloudrun-no-hub-download",
         "sibling-of-a-mount",
         lambda rs: _set_flag(rs, "--model", f"/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}"),
-        [f"cloud-run-service: --model is '/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
+        [f"cloud-run-revision-canary: --model is '/staged-weights-old/qwen3-8b-fp8/{CANARY_REVISION}', {NOT_MOUNTED}"],
     ),
     (
         "cloudrun-no-hub-download",
         "staging-mount-removed",
         lambda rs: _container(rs).update(volumeMounts=_container(rs)["volumeMounts"][:1]),
-        [f"cloud-run-service: --model is '{STAGED_MODEL}', {NOT_MOUNTED}"],
+        [f"cloud-run-revision-canary: --model is '{STAGED_MODEL}', {NOT_MOUNTED}"],
     ),
     (
         "cloudrun-no-hub-download",
         "positional-model-wins",
         lambda rs: _insert_arg(rs, "serve", "Qwen/Qwen3-8B"),
         [
-            f"cloud-run-service: the model vllm serve loads is 'Qwen/Qwen3-8B' (the positional model tag, which overrides "
+            f"cloud-run-revision-canary: the model vllm serve loads is 'Qwen/Qwen3-8B' (the positional model tag, which overrides "
             f"--model), {NOT_MOUNTED}"
         ],
     ),
@@ -276,32 +315,32 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "cloudrun-no-hub-download",
         "no-vllm-serve",
         lambda rs: _replace_arg(rs, "serve", "run-batch"),
-        ["cloud-run-service: the vLLM container runs no `vllm serve`: its model source cannot be checked"],
+        ["cloud-run-revision-canary: the vLLM container runs no `vllm serve`: its model source cannot be checked"],
     ),
     (
         "vllm-no-request-logging",
         "enable-log-requests",
         lambda rs: _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests"),
-        [f"cloud-run-service: container 'vllm' sets --enable-log-requests: {LOGGED}"],
+        [f"cloud-run-revision-canary: container 'vllm' sets --enable-log-requests: {LOGGED}"],
     ),
     (
         "vllm-no-request-logging",
         "enable-log-outputs",
         lambda rs: _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs"),
-        [f"cloud-run-service: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
+        [f"cloud-run-revision-canary: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
     ),
     (
         "vllm-no-request-logging",
         "re-enabled-after-the-no-flag",  # argparse keeps the last of the pair
         lambda rs: _container(rs)["args"].append("--enable-log-requests"),
-        [f"cloud-run-service: container 'vllm' sets --enable-log-requests: {LOGGED}"],
+        [f"cloud-run-revision-canary: container 'vllm' sets --enable-log-requests: {LOGGED}"],
     ),
     (
         "vllm-no-request-logging",
         "debug-response-env",
         lambda rs: _set_env(rs, "VLLM_DEBUG_LOG_API_SERVER_RESPONSE", "True"),
         [
-            "cloud-run-service: container 'vllm' sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
+            "cloud-run-revision-canary: container 'vllm' sets VLLM_DEBUG_LOG_API_SERVER_RESPONSE=True: response bodies would "
             "reach Cloud Logging; remove it"
         ],
     ),
@@ -366,9 +405,9 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "serving-no-public-access",
         "invoker-iam-disabled",
-        lambda rs: _service(rs).update(invokerIamDisabled=True),
+        lambda rs: _service(rs)["service"].update(invokerIamDisabled=True),
         [
-            "cloud-run-service: invokerIamDisabled is true: the service answers anyone who reaches its URL; set it to false "
+            "cloud-run-service: service.invokerIamDisabled is true: the service answers anyone who reaches its URL; set it to false "
             "and grant roles/run.invoker to named principals"
         ],
     ),
@@ -377,8 +416,9 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "window-too-short",
         lambda rs: _startup(rs).update(failureThreshold=20),
         [
-            f"cloud-run-service: startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-            f"20), below the cold-load estimate of {COLD} s: set failureThreshold to at least 25"
+            f"cloud-run-revision-canary: startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x "
+            f"failureThreshold 20), below 2 x the cold-load estimate of {COLD} s ({TWICE} s): set failureThreshold to "
+            "at least 56"
         ],
     ),
     (
@@ -386,17 +426,18 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "run-v2-defaults",
         lambda rs: _container(rs).update(startupProbe={"httpGet": {"path": "/health", "port": 8080}}),
         [
-            f"cloud-run-service: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x failureThreshold "
-            f"3), below the cold-load estimate of {COLD} s: set failureThreshold to at least 14"
+            f"cloud-run-revision-canary: startupProbe window is 30 s (initialDelaySeconds 0 + periodSeconds 10 x "
+            f"failureThreshold 3), below 2 x the cold-load estimate of {COLD} s ({TWICE} s): set failureThreshold to "
+            "at least 29"
         ],
     ),
     (
         "startup-window-covers-cold-load",
         "estimate-from-the-template",
-        lambda rs: _service(rs)["template"]["annotations"].update({"llm-serving.io/cold-load-seconds": "300"}),
+        lambda rs: _template(rs)["annotations"].update({"llm-serving.io/cold-load-seconds": "200"}),
         [
-            "cloud-run-service: startupProbe window is 205 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-            "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"
+            "cloud-run-revision-canary: startupProbe window is 290 s (initialDelaySeconds 10 + periodSeconds 5 x "
+            "failureThreshold 56), below 2 x the cold-load estimate of 200 s (400 s): set failureThreshold to at least 78"
         ],
     ),
     (
@@ -404,7 +445,7 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "no-startup-probe",
         lambda rs: _container(rs).pop("startupProbe"),
         [
-            "cloud-run-service: container 'vllm' has no startupProbe: Cloud Run's default TCP probe gives up long before a "
+            "cloud-run-revision-canary: container 'vllm' has no startupProbe: Cloud Run's default TCP probe gives up long before a "
             "GPU cold load ends; add one whose window covers the cold load"
         ],
     ),
@@ -413,17 +454,104 @@ CLOUD_RUN_CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "above-cloud-run-gpu-limit",
         lambda rs: _startup(rs).update(periodSeconds=60, failureThreshold=31),
         [
-            "cloud-run-service: startupProbe periodSeconds 60 x failureThreshold 31 = 1860 s exceeds the 1800 s Cloud Run "
+            "cloud-run-revision-canary: startupProbe periodSeconds 60 x failureThreshold 31 = 1860 s exceeds the 1800 s Cloud Run "
             "accepts for GPU services: the revision would be refused"
         ],
     ),
     (
         "startup-window-covers-cold-load",
         "no-estimate",
-        lambda rs: _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds"),
+        lambda rs: _template(rs)["annotations"].pop("llm-serving.io/cold-load-seconds"),
         [
-            "cloud-run-service: the cold-load estimate is unknown: render annotation llm-serving.io/cold-load-seconds "
-            "(seconds) on the revision template or set this policy's coldLoadSeconds for 'llm-prod'"
+            "cloud-run-revision-canary: the cold-load estimate is unknown: render annotation llm-serving.io/cold-load-seconds "
+            "(seconds) on the revision template or set this policy's coldLoadSeconds for "
+            f"'{CANARY_NAME}'"
+        ],
+    ),
+    (
+        "startup-window-covers-cold-load",
+        "covers-the-estimate-once-not-twice",
+        lambda rs: _startup(rs).update(failureThreshold=30),  # 160 s: above 143.69 s, below 287.39 s
+        [
+            f"cloud-run-revision-canary: startupProbe window is 160 s (initialDelaySeconds 10 + periodSeconds 5 x "
+            f"failureThreshold 30), below 2 x the cold-load estimate of {COLD} s ({TWICE} s): set failureThreshold to "
+            "at least 56"
+        ],
+    ),
+    (
+        "cloudrun-timeout-covers-cold-start",
+        "stream-bound-only",
+        lambda rs: _template(rs).update(timeout="84s"),
+        [
+            f"cloud-run-revision-canary: template.timeout is 84 s, but the revision scales out above 1 instance(s): a "
+            f"request can wait the cold load ({COLD} s) and then stream for the stream bound (83.92 s), 227.605 s; "
+            "Cloud Run's deadline includes the instance's start, so such requests end in 504"
+        ],
+    ),
+    (
+        "cloudrun-timeout-covers-cold-start",
+        "unset-is-300s-then-a-slower-load",
+        lambda rs: _unset_timeout_slower_load(rs),
+        [
+            "cloud-run-revision-canary: template.timeout is 300 s, but the revision scales out above 1 instance(s): a "
+            "request can wait the cold load (250 s) and then stream for the stream bound (83.92 s), 333.92 s; Cloud "
+            "Run's deadline includes the instance's start, so such requests end in 504"
+        ],
+    ),
+    (
+        "cloudrun-timeout-covers-cold-start",
+        "no-stream-bound",
+        lambda rs: _template(rs)["annotations"].pop("llm-serving.io/stream-bound-seconds"),
+        [
+            "cloud-run-revision-canary: the revision scales out above 1 instance(s), so a request can wait for an "
+            "instance's start, but its template states no llm-serving.io/stream-bound-seconds (seconds): the timeout "
+            "cannot be shown to cover the start and the stream"
+        ],
+    ),
+    (
+        "cloudrun-traffic-names-created-revisions",
+        "a-revision-nobody-creates",
+        lambda rs: _split(rs)[0].update(revision="llm-prod-hand-made-00001"),
+        [
+            "cloud-run-traffic: traffic[0] names revision 'llm-prod-hand-made-00001', which no revision resource of this "
+            "stack creates: the first `pulumi up` (or any rebuild) fails with a 404 (created: "
+            f"['{STABLE_NAME}', '{CANARY_NAME}'])"
+        ],
+    ),
+    (
+        "cloudrun-traffic-names-created-revisions",
+        "latest-instead-of-a-name",
+        lambda rs: _split(rs)[1].update(type="TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"),
+        [
+            "cloud-run-traffic: traffic[1] is 'TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST', not a revision by name: only a "
+            "split by name stays where it is when a new revision is created"
+        ],
+    ),
+    (
+        "cloudrun-traffic-names-created-revisions",
+        "tag-twice-and-not-100",
+        lambda rs: _split(rs)[1].update(tag="stable", percent=10),
+        [
+            "cloud-run-traffic: traffic names the tag stable more than once: Cloud Run refuses it",
+            "cloud-run-traffic: traffic percents sum to 110, not 100",
+        ],
+    ),
+    (
+        "cloudrun-no-program-text-in-revision",
+        "verifier-inline",
+        lambda rs: _container(rs).update(command=["python3"], args=["-c", VERIFIER_TEXT, *_container(rs)["args"][1:]]),
+        [
+            f"cloud-run-revision-canary: container 'vllm' runs an inline program (`python3 -c`, {len(VERIFIER_TEXT):,} "
+            "characters): every edit of it names a new revision of every pool; run it from a mounted file"
+        ],
+    ),
+    (
+        "cloudrun-no-program-text-in-revision",
+        "program-text-as-an-argument",
+        lambda rs: _container(rs, "collector").update(args=["--config", "x" * 5000]),
+        [
+            "cloud-run-revision-canary: container 'collector' argument 1 is 5,000 characters (more than 4,096): "
+            "program text, not an argument; run it from a mounted file"
         ],
     ),
 ]
@@ -453,27 +581,27 @@ def test_the_hub_token_alone_is_no_hub_download(cloud_run: tuple[ResolvedStack, 
     """The passing baseline gives vLLM an HF_TOKEN from Secret Manager: a token alone downloads nothing, what the
     hub policy checks is the offline switch and where --model points."""
     _, rs = cloud_run
-    env = {e["name"]: e for e in _container(rs)["envs"]}
+    env = {e["name"]: e for e in _container(rs)["env"]}
     assert env["HF_TOKEN"]["valueSource"] == {"secretKeyRef": {"secret": "hf-hub-token", "version": "3"}}
     assert env["HF_HUB_OFFLINE"]["value"] == "1"
 
 
-def test_cold_load_fact_by_service_name_without_the_annotation(
+def test_cold_load_fact_by_revision_name_without_the_annotation(
     cloud_run: tuple[ResolvedStack, list[dict[str, Any]]],
 ) -> None:
-    """A revision without the annotation is judged by the policy's coldLoadSeconds, keyed by the service name."""
+    """A revision without the annotation is judged by the policy's coldLoadSeconds, keyed by the revision's name."""
     resolved, resources = cloud_run
     name = "startup-window-covers-cold-load"
     rs = copy.deepcopy(resources)
-    _service(rs)["template"]["annotations"].pop("llm-serving.io/cold-load-seconds")
+    _template(rs)["annotations"].pop("llm-serving.io/cold-load-seconds")
     cfg = policy_config(name, resolved)
-    assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {"llm-prod": float(COLD)}}) == []
-    assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {"llm-prod": 300}}) == [
-        "cloud-run-service: startupProbe window is 205 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold "
-        "39), below the cold-load estimate of 300 s: set failureThreshold to at least 58"
+    assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {CANARY_NAME: float(COLD)}}) == []
+    assert evaluate(name, rs, {**cfg, "coldLoadSeconds": {CANARY_NAME: 200}}) == [
+        "cloud-run-revision-canary: startupProbe window is 290 s (initialDelaySeconds 10 + periodSeconds 5 x "
+        "failureThreshold 56), below 2 x the cold-load estimate of 200 s (400 s): set failureThreshold to at least 78"
     ]
     # The annotation, when rendered, wins over a stale fact.
-    assert evaluate(name, copy.deepcopy(resources), {**cfg, "coldLoadSeconds": {"llm-prod": 300}}) == []
+    assert evaluate(name, copy.deepcopy(resources), {**cfg, "coldLoadSeconds": {CANARY_NAME: 200}}) == []
 
 
 # ---- environments: dev may scale to zero and be public, staging and prod may not ------------------------------------
@@ -487,11 +615,11 @@ def test_environment_files_decide_scale_to_zero_and_public_invokers(
 ) -> None:
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
-    _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
+    _template(rs)["scaling"]["minInstanceCount"] = 0
     find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[0])["inputs"]["member"] = "allUsers"
     warm, public_access = "serving-keeps-warm-minimum", "serving-no-public-access"
     assert evaluate(warm, rs, policy_config(warm, resolved, env)) == (
-        [] if scale_to_zero else [f"cloud-run-service: {NO_WARM}"]
+        [] if scale_to_zero else [f"cloud-run-revision-canary: {NO_WARM}"]
     )
     assert evaluate(public_access, rs, policy_config(public_access, resolved, env)) == (
         [] if public else [f"{CLOUD_RUN_INVOKER[0]}: roles/run.invoker is granted to allUsers: {PUBLIC}"]
@@ -505,7 +633,7 @@ def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
     name = "serving-keeps-warm-minimum"
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "dev")) == []
     assert evaluate(name, copy.deepcopy(rs), policy_config(name, run.resolved, "prod")) == [
-        f"cloud-run-service: {NO_WARM}"
+        f"cloud-run-revision-stable: {NO_WARM}"
     ]
     for other in CLOUD_RUN_POLICIES:
         assert evaluate(other, copy.deepcopy(rs), policy_config(other, run.resolved, "dev")) == [], other
@@ -518,8 +646,14 @@ def test_dev_cloudrun_scales_to_zero_only_under_devs_config() -> None:
 CLOUD_RUN_UNKNOWN_KEYS = [
     {"image"},
     {"args"},
-    {"commands"},
-    {"envs"},
+    {"command"},
+    {"env"},
+    {"timeout"},
+    {"traffic"},
+    {"revision"},
+    {"percent"},
+    {"llm-serving.io/stream-bound-seconds"},
+    {"maxInstanceCount"},
     {"value"},
     {"valueSource"},
     {"volumeMounts"},
@@ -580,7 +714,7 @@ def test_unknown_value_is_skipped_but_the_rest_still_checked(
 ) -> None:
     resolved, resources = cloud_run
     rs = copy.deepcopy(resources)
-    _container(rs)["envs"] = COMPUTED_MARKER  # offline switch and logging env unknown at preview ...
+    _container(rs)["env"] = COMPUTED_MARKER  # offline switch and logging env unknown at preview ...
     _container(rs)["startupProbe"]["failureThreshold"] = COMPUTED_MARKER
     _container(rs, "collector")["image"] = f"{COLLECTOR}:latest"  # ... a tag is still a tag
     _replace_arg(rs, "--no-enable-log-outputs", "--enable-log-outputs")
@@ -588,9 +722,9 @@ def test_unknown_value_is_skipped_but_the_rest_still_checked(
     assert found == {
         **{n: [] for n in CLOUD_RUN_POLICIES},
         "serving-images-pinned-by-digest": [
-            f"cloud-run-service: container 'collector' image '{COLLECTOR}:latest' {LATEST}"
+            f"cloud-run-revision-canary: container 'collector' image '{COLLECTOR}:latest' {LATEST}"
         ],
-        "vllm-no-request-logging": [f"cloud-run-service: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
+        "vllm-no-request-logging": [f"cloud-run-revision-canary: container 'vllm' sets --enable-log-outputs: {LOGGED}"],
     }
 
 
@@ -614,13 +748,13 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
     inv = copy.deepcopy(plan_run(CLOUD_RUN_FIXTURE).inventory.to_dict())
     rs = inv["resources"]
     _container(rs, "collector")["image"] = f"{COLLECTOR}:latest"
-    _service(rs)["template"]["scaling"]["minInstanceCount"] = 0
+    _template(rs)["scaling"]["minInstanceCount"] = 0
     _set_env(rs, "HF_HUB_OFFLINE", "0")
     _replace_arg(rs, "--no-enable-log-requests", "--enable-log-requests")
     find(rs, IAM_MEMBER, CLOUD_RUN_INVOKER[1])["inputs"]["member"] = "allAuthenticatedUsers"
     _startup(rs)["failureThreshold"] = 20
     # Preview unknowns travel as the engine's sentinel and must neither crash nor hide the findings above.
-    _service(rs)["invokerIamDisabled"] = COMPUTED_MARKER
+    _service(rs)["service"]["invokerIamDisabled"] = COMPUTED_MARKER
     _container(rs)["volumeMounts"] = COMPUTED_MARKER
     _add(rs, IAM_BINDING, "cloud-run-invokers", _invoker_inputs(members=COMPUTED_MARKER))
     path = tmp_path / "inventory.json"
@@ -646,16 +780,16 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
         (
             "cloudrun-no-hub-download",
             "mandatory",
-            "cloud-run-service",
+            "cloud-run-revision-canary",
             "HF_HUB_OFFLINE is '0': set it to '1' so no library behind vLLM reaches a model hub at start",
         ),
         (
             "serving-images-pinned-by-digest",
             "mandatory",
-            "cloud-run-service",
+            "cloud-run-revision-canary",
             f"container 'collector' image '{COLLECTOR}:latest' {LATEST}",
         ),
-        ("serving-keeps-warm-minimum", "mandatory", "cloud-run-service", NO_WARM),
+        ("serving-keeps-warm-minimum", "mandatory", "cloud-run-revision-canary", NO_WARM),
         (
             "serving-no-public-access",
             "mandatory",
@@ -665,14 +799,14 @@ def test_mutated_cloud_run_inventory_fails_through_grpc_with_unknowns(tmp_path: 
         (
             "startup-window-covers-cold-load",
             "mandatory",
-            "cloud-run-service",
-            f"startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold 20), below the "
-            f"cold-load estimate of {COLD} s: set failureThreshold to at least 25",
+            "cloud-run-revision-canary",
+            f"startupProbe window is 110 s (initialDelaySeconds 10 + periodSeconds 5 x failureThreshold 20), below 2 x "
+            f"the cold-load estimate of {COLD} s ({TWICE} s): set failureThreshold to at least 56",
         ),
         (
             "vllm-no-request-logging",
             "mandatory",
-            "cloud-run-service",
+            "cloud-run-revision-canary",
             f"container 'vllm' sets --enable-log-requests: {LOGGED}",
         ),
     ]

@@ -180,17 +180,21 @@ def test_gke_adapter_keeps_unknowns_per_value(prod: tuple[ResolvedStack, Resourc
 
 # ---- Cloud Run ----------------------------------------------------------------------------------------------------
 
-SERVICE = "gcp:cloudrunv2/service:Service"
+SERVICE = "pulumi-python:dynamic/cloudrun:Service"
+REVISION = "pulumi-python:dynamic/cloudrun:Revision"
 
 
-def _cr_container(rs: Resources, name: str = "vllm") -> dict[str, Any]:
-    (c,) = [c for c in find(rs, SERVICE, "cloud-run-service")["inputs"]["template"]["containers"] if c["name"] == name]
+def _cr_container(rs: Resources, name: str = "vllm", role: str = "canary") -> dict[str, Any]:
+    template = find(rs, REVISION, f"cloud-run-revision-{role}")["inputs"]["template"]
+    (c,) = [c for c in template["containers"] if c["name"] == name]
     return c
 
 
-def test_cloud_run_adapter_reads_the_service(cloud_run: tuple[ResolvedStack, Resources]) -> None:  # noqa: F811
+def test_cloud_run_adapter_reads_each_revision_and_the_service(
+    cloud_run: tuple[ResolvedStack, Resources],  # noqa: F811
+) -> None:
     _, rs = cloud_run
-    svc = SERVICE, "cloud-run-service"
+    svc = REVISION, "cloud-run-revision-canary"
     vllm, collector = _cr_container(rs), _cr_container(rs, "collector")
     assert facts_of(cloud_run_adapter.ADAPTER, "images", rs, *svc) == [
         ImageRef("container 'vllm' image", vllm["image"], digest_required=True, starts="instance"),
@@ -205,7 +209,7 @@ def test_cloud_run_adapter_reads_the_service(cloud_run: tuple[ResolvedStack, Res
         )
     ]
     (server,) = facts_of(cloud_run_adapter.ADAPTER, "vllm_servers", rs, *svc)
-    argv = vllm["commands"] + vllm["args"]
+    argv = vllm["command"] + vllm["args"]
     assert server.container == "container 'vllm'"
     assert server.args == argv[argv.index("serve") + 1 :]  # behind the verifier's `--exec -- vllm serve`
     assert server.args[:2] == ["--model", f"/staged-weights/qwen3-8b-fp8/{CANARY_REVISION}"]
@@ -219,13 +223,19 @@ def test_cloud_run_adapter_reads_the_service(cloud_run: tuple[ResolvedStack, Res
             without_probe="Cloud Run's default TCP probe gives up long before a GPU cold load ends",
             cold_load=COLD,
             rendered_on="the revision template",
-            key="llm-prod",
+            key=find(rs, *svc)["inputs"]["revision"],
             limit=ProbeLimit(1800, "Cloud Run accepts for GPU services: the revision would be refused"),
+            min_factor=2.0,
         )
     ]
-    assert facts_of(cloud_run_adapter.ADAPTER, "endpoints", rs, *svc) == [
-        ServingEndpoint("service", iam_check_switch=IamCheckSwitch("invokerIamDisabled", False, "roles/run.invoker"))
+    # Stable's revision is read too (it is no longer hidden behind the canary's template).
+    assert len(facts_of(cloud_run_adapter.ADAPTER, "startup_windows", rs, REVISION, "cloud-run-revision-stable")) == 1
+    assert facts_of(cloud_run_adapter.ADAPTER, "endpoints", rs, SERVICE, "cloud-run-service") == [
+        ServingEndpoint(
+            "service", iam_check_switch=IamCheckSwitch("service.invokerIamDisabled", False, "roles/run.invoker")
+        )
     ]
+    assert facts_of(cloud_run_adapter.ADAPTER, "endpoints", rs, *svc) == []  # a revision is no endpoint
     invoker = find(rs, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", CLOUD_RUN_INVOKER[0])["inputs"]
     assert facts_of(
         cloud_run_adapter.ADAPTER,
@@ -242,9 +252,9 @@ def test_cloud_run_adapter_needs_the_gpu_and_keeps_unknowns_per_value(
     cloud_run: tuple[ResolvedStack, Resources],  # noqa: F811
 ) -> None:
     _, resources = cloud_run
-    svc = SERVICE, "cloud-run-service"
+    svc = REVISION, "cloud-run-revision-canary"
     rs = copy.deepcopy(resources)
-    _cr_container(rs)["envs"] = COMPUTED_MARKER
+    _cr_container(rs)["env"] = COMPUTED_MARKER
     find(rs, *svc)["inputs"]["template"]["annotations"]["llm-serving.io/cold-load-seconds"] = COMPUTED_MARKER
     (server,) = facts_of(cloud_run_adapter.ADAPTER, "vllm_servers", rs, *svc)
     assert server.env is UNKNOWN and server.args[0] == "--model"

@@ -421,6 +421,26 @@ def test_vertex_deployed_model_upload_change_replaces_and_replica_bounds_update(
     assert review(old, copy.deepcopy(old)).changes == ()
 
 
+def test_cloud_run_revision_changes_are_judged_by_its_providers_diff() -> None:
+    """The Revision provider's diff() replaces on a new revision name or template and updates a timeout in place;
+    it reads recorded inputs only, so the review calls it on the old plan's inputs (no stand-in create, no note)."""
+    old = _vertex("dev-cloudrun")
+    rev = "pulumi-python:dynamic/cloudrun:Revision"
+
+    def stable(inv: dict[str, Any]) -> dict[str, Any]:
+        return next(r for r in inv["resources"] if r["type"] == rev and r["name"] == "cloud-run-revision-stable")
+
+    new = copy.deepcopy(old)
+    stable(new)["inputs"]["revision"] += "-x"
+    (c,) = review(old, new).changes
+    assert (c.name, c.action, c.notes) == ("cloud-run-revision-stable", "replace", ())
+    assert [f.path for f in c.fields if f.forces_replacement] == ["revision"]
+    new = copy.deepcopy(old)
+    stable(new)["inputs"]["timeouts"]["create_seconds"] += 60
+    (c,) = review(old, new).changes
+    assert (c.action, [f.forces_replacement for f in c.fields]) == ("update", [False])
+
+
 # ---- output ---------------------------------------------------------------------------------------------------
 
 

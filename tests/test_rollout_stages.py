@@ -355,7 +355,8 @@ DEV_CLOUDRUN: dict[str, tuple[int, list[Action]]] = {
     "2 (canary at 0)": (
         1,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Revision", "cloud-run-revision-canary", "create", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
             (
                 "AlertPolicy",
                 "cloud-run-observability-alert-canary-canary-ttft-worse-than-stable",
@@ -381,7 +382,7 @@ DEV_CLOUDRUN: dict[str, tuple[int, list[Action]]] = {
     "3 (5)": (
         1,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
             (
                 "AlertPolicy",
                 "cloud-run-observability-alert-canary-canary-ttft-worse-than-stable",
@@ -405,25 +406,27 @@ DEV_CLOUDRUN: dict[str, tuple[int, list[Action]]] = {
     "3 (25)": (
         1,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
         ],
     ),
     "3 (50)": (
         1,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
         ],
     ),
     "3 (100)": (
         1,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
         ],
     ),
     "4 (promote)": (
         3,
         [
-            ("Service", "cloud-run-service", "update", False, False, 0),
+            ("Revision", "cloud-run-revision-canary", "delete", False, False, 0),
+            ("Revision", "cloud-run-revision-stable", "replace", False, False, 0),
+            ("Traffic", "cloud-run-traffic", "update", False, False, 0),
             (
                 "AlertPolicy",
                 "cloud-run-observability-alert-canary-canary-ttft-worse-than-stable",

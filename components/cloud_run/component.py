@@ -1,7 +1,9 @@
-"""The Cloud Run target's :class:`CloudRunServing` component: service account, grants, the service with one tagged
-revision per pool, invoker IAM.
+"""The Cloud Run target's :class:`CloudRunServing` component: service account, grants, the programs bucket and its
+content-addressed programs, the service, one revision resource per pool, the traffic split, invoker IAM.
 
-Thin: every argument of every child comes from the pure builders in :mod:`.service`.
+Thin: every body comes from the pure builders in :mod:`.service`, every API step from the dynamic providers in
+:mod:`.provider`. Order, by dependencies: identity and grants, programs -> service -> stable's revision -> the
+canary's revision -> traffic; so every ``services.patch`` of one ``pulumi up`` runs after the previous one.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import pulumi_gcp as gcp
 from .. import naming
 from ..base import Component
 from ..traffic import split_problem
+from . import provider as pv
 from . import service as svc
-from .spec import HubToken, RevisionSpec
+from .spec import HubToken, ProgramsVolume, RevisionSpec
 
 _ROLE_RE = re.compile(r"^[a-z][a-z0-9-]{0,19}\Z")
 _ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
 _SERVICE_RE = re.compile(r"^[a-z][-a-z0-9]{0,24}[a-z0-9]\Z")
 INGRESS_SETTINGS = ("INGRESS_TRAFFIC_ALL", "INGRESS_TRAFFIC_INTERNAL_ONLY", "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER")
+#: Programs are text: uploaded as such so a browser or ``gcloud storage cat`` shows them.
+PROGRAM_CONTENT_TYPE = "text/x-python; charset=utf-8"
 
 
 def service_account_email(project: str, account_id: str) -> str:
@@ -46,7 +51,7 @@ class CloudRunServingArgs:
     environment: str
     service_name: str
     service_account_id: str
-    #: Stable first; the last pool's revision is the service's template (the newest: the canary when present).
+    #: Stable first (the service is created with stable's template), then the canary.
     pools: tuple[ServingPool, ...]
     ingress: str
     invoker_members: tuple[str, ...]
@@ -54,6 +59,8 @@ class CloudRunServingArgs:
     hub_token: HubToken | None
     #: ``GA``, or ``BETA`` when a Preview feature (the RTX PRO 6000 GPU) is used.
     launch_stage: str
+    #: The verifier and stager at their content-addressed folder of the stack's programs bucket.
+    programs: ProgramsVolume
     protect: bool
 
     def __post_init__(self) -> None:
@@ -90,16 +97,37 @@ class CloudRunServingArgs:
             collector_image=self.collector_image,
             hub_token=self.hub_token,
             environment=self.environment,
+            programs=self.programs,
         )
 
+    def templates(self) -> dict[str, svc.Body]:
+        """Each pool's named revision template (deterministic: a function of what it renders)."""
+        return {p.role: svc.revision_template(p.revision, self.context, self.service_name) for p in self.pools}
+
     def revision_names(self) -> dict[str, str]:
-        """Each pool's revision name (deterministic: a function of its rendered template)."""
-        return {p.role: svc.revision_name(self.service_name, p.revision, self.context) for p in self.pools}
+        return {role: t["revision"] for role, t in self.templates().items()}
+
+    def service_fields(self) -> svc.Body:
+        return svc.service_fields(
+            environment=self.environment,
+            ingress=self.ingress,
+            launch_stage=self.launch_stage,
+            description=f"vLLM serving ({self.environment}): each pool is a tagged revision",
+        )
+
+    @property
+    def full_service_name(self) -> str:
+        return pv.service_name(self.project, self.region, self.service_name)
+
+
+def creation_timeout(spec: RevisionSpec) -> int:
+    """How long creating a pool's revision may take: its whole startup window plus image pull and GPU provisioning."""
+    return spec.probes.startup_window_seconds + pv.PROVISIONING_MARGIN_S
 
 
 class CloudRunServing(Component):
-    """vLLM on Cloud Run GPUs: the serving identity and its grants, the service (one tagged revision per pool),
-    invoker IAM for the configured members only."""
+    """vLLM on Cloud Run GPUs: the serving identity and its grants, the programs, the service, one revision per pool,
+    the split, invoker IAM for the configured members only."""
 
     TYPE = "llm-serving:cloudrun:CloudRunServing"
 
@@ -145,25 +173,92 @@ class CloudRunServing(Component):
         )
         grants.append(self.metric_writer)
 
-        # ---- the service: the newest pool's revision as template, traffic by revision name and tag --------------
-        ctx = args.context
-        self.revision_names = args.revision_names()
-        newest = args.pools[-1]
-        self.service = gcp.cloudrunv2.Service(
-            f"{name}-service",
-            name=args.service_name,
+        # ---- programs: the verifier and the stager at their content-addressed folder --------------------------------
+        progs = args.programs
+        self.programs_bucket = gcp.storage.Bucket(
+            f"{name}-programs",
+            name=progs.bucket,
             project=p,
-            location=r,
-            ingress=args.ingress,
-            launch_stage=args.launch_stage,
-            deletion_protection=args.protect,
-            invoker_iam_disabled=False,
-            description=f"vLLM serving ({args.environment}): each pool is a tagged revision",
+            location=r.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            # A prototype tears down to nothing; a protected stack keeps every program a revision may still run.
+            force_destroy=not args.protect,
             labels=svc.resource_labels(args.environment),
-            template=svc.revision_template(newest.revision, ctx, self.revision_names[newest.role]),
-            traffics=svc.traffic(self.revision_names, {pool.role: pool.weight for pool in args.pools}),
-            # A revision that starts before its grants cannot mount the bucket or read the secret.
-            opts=self.child_opts(depends_on=[self.service_account, *grants], protect=args.protect),
+            opts=self.child_opts(protect=args.protect),
+        )
+        self.programs_reader = gcp.storage.BucketIAMMember(
+            f"{name}-programs-reader",
+            bucket=self.programs_bucket.name,
+            role=svc.WEIGHTS_READER_ROLE,
+            member=member,
+            opts=self.child_opts(),
+        )
+        grants.append(self.programs_reader)
+        self.program_objects = [
+            gcp.storage.BucketObject(
+                f"{name}-program-{file_name.removesuffix('.py').replace('_', '-')}",
+                bucket=self.programs_bucket.name,
+                name=f"{progs.folder}/{file_name}",
+                # An asset, not ``content``: the SDK marks ``content`` secret, and program text is no secret.
+                source=pulumi.StringAsset(text),
+                content_type=PROGRAM_CONTENT_TYPE,
+                # Never deleted: a revision created with these bytes keeps starting with them (a rollback by hand
+                # to an old revision included); a new folder replaces the resource, the old objects stay.
+                opts=self.child_opts(retain_on_delete=True),
+            )
+            for file_name, text in progs.files
+        ]
+        before_revisions: list[pulumi.Resource] = [self.service_account, *grants, *self.program_objects]
+
+        # ---- the service, created with stable's template; then each pool's revision; then the split -------------
+        templates = args.templates()
+        fields = args.service_fields()
+        stable = args.pools[0]
+        self.service = pv.CloudRunService(
+            f"{name}-service",
+            pv.ServiceInputs(
+                project=p,
+                region=r,
+                service_id=args.service_name,
+                service=fields,
+                initial_template=templates[stable.role],
+                timeouts=pv.ServiceTimeouts(create_seconds=creation_timeout(stable.revision)),
+            ),
+            # A revision that starts before its grants and programs cannot mount the buckets or read the secret.
+            opts=self.child_opts(depends_on=before_revisions, protect=args.protect),
+        )
+        self.revisions: dict[str, pv.CloudRunRevision] = {}
+        previous: list[pulumi.Resource] = [self.service]
+        for pool in args.pools:
+            self.revisions[pool.role] = pv.CloudRunRevision(
+                f"{name}-revision-{pool.role}",
+                pv.RevisionInputs(
+                    project=p,
+                    region=r,
+                    service=args.full_service_name,
+                    revision=templates[pool.role]["revision"],
+                    template=templates[pool.role],
+                    service_fields=fields,
+                    timeouts=pv.RevisionTimeouts(create_seconds=creation_timeout(pool.revision)),
+                ),
+                # One patch at a time: each revision after the service's and the previous pool's.
+                opts=self.child_opts(depends_on=[*before_revisions, *previous]),
+            )
+            previous = [self.revisions[pool.role]]
+        self.revision_names = args.revision_names()
+        self.traffic = pv.CloudRunTraffic(
+            f"{name}-traffic",
+            pv.TrafficInputs(
+                project=p,
+                region=r,
+                service=args.full_service_name,
+                traffic=svc.traffic(self.revision_names, {pool.role: pool.weight for pool in args.pools}),
+                service_fields=fields,
+            ),
+            opts=self.child_opts(depends_on=list(self.revisions.values())),
         )
 
         # ---- callers: configured members only, never public ------------------------------------------------------
@@ -173,10 +268,10 @@ class CloudRunServing(Component):
                 f"{name}-invoker-{naming.member_key(m)}",
                 project=p,
                 location=r,
-                name=self.service.name,
+                name=args.service_name,
                 role=svc.INVOKER_ROLE,
                 member=svc.checked_member(m),
-                opts=self.child_opts(aliases=[pulumi.Alias(name=f"{name}-invoker-{i}")]),
+                opts=self.child_opts(depends_on=[self.service], aliases=[pulumi.Alias(name=f"{name}-invoker-{i}")]),
             )
             for i, m in enumerate(args.invoker_members)
         ]
@@ -189,5 +284,6 @@ class CloudRunServing(Component):
                 "service_account": self.service_account_email,
                 "revisions": self.revision_names,
                 "traffic": {pool.role: pool.weight for pool in args.pools},
+                "programs": f"gs://{progs.bucket}/{progs.folder}/",
             }
         )

@@ -11,8 +11,10 @@ from typing import Any
 from ..serving.spec import ReleaseInfo
 
 #: The Managed Prometheus collector sidecar's limits: 1 vCPU and 512 MiB, the limits Cloud Run gives a container
-#: that states none (its own sample service, run-gmp-sidecar run-service.yaml, states none). Billed with the
-#: instance, so the planner adds them to the instance price.
+#: that states none (its own sample service, run-gmp-sidecar run-service.yaml, states none). Not less: a container
+#: below 1 vCPU needs request-based billing, and GPU services must use instance-based billing (Cloud Run
+#: "Configure CPU limits for services"; "GPU support for services"). Part of every instance: the planner adds
+#: them to the instance shape it checks against the GPU's (infra/targets/cloud_run/planning.py) and to its price.
 COLLECTOR_CPU = 1
 COLLECTOR_MEMORY_MIB = 512
 #: The collector's own health endpoint and the probe timing of Google's sample service (run-gmp-sidecar
@@ -57,13 +59,23 @@ class CloudRunProbes:
 
 @dataclass(frozen=True)
 class InstanceShape:
-    """One Cloud Run GPU instance: the GPU and the vLLM container's CPU and memory."""
+    """One Cloud Run GPU instance: the GPU and the vLLM container's CPU and memory (the collector's share comes on
+    top: :attr:`instance_cpu`, :attr:`instance_memory_gib`)."""
 
     gpu: str
     gpu_count: int
     cpu: int
-    memory_gib: int
+    memory_gib: float
     zonal_redundancy_disabled: bool
+
+    @property
+    def instance_cpu(self) -> int:
+        """Every container's vCPU summed: what the GPU's instance shape bounds and what is billed."""
+        return self.cpu + COLLECTOR_CPU
+
+    @property
+    def instance_memory_gib(self) -> float:
+        return self.memory_gib + COLLECTOR_MEMORY_MIB / 1024
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,19 @@ class HubToken:
 
 
 @dataclass(frozen=True)
+class ProgramsVolume:
+    """The programs a revision runs besides vLLM (the release verifier and the in-memory stager), uploaded by the
+    program to a content-addressed folder of a stack-owned bucket and mounted read-only (``only-dir``): no program
+    text is inside the revision, and the folder's name changes exactly when the bytes do."""
+
+    bucket: str
+    #: ``programs/<16 hex>``: the first 16 hex digits of the SHA-256 over every file's name and SHA-256.
+    folder: str
+    #: File name -> its text, as uploaded.
+    files: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class RevisionSpec:
     """Everything one pool's revision is rendered from: identity, arguments, loading path, shape, probes, scaling and
     the planner facts the policies check it against."""
@@ -102,15 +127,16 @@ class RevisionSpec:
     #: In-memory staging: the volume's size limit (GiB) and where the copy appears; None = vLLM reads the mount.
     staging_size_gib: int | None
     staged_path: str | None
-    #: Hashing threads of the release verification.
-    verify_workers: int
+    #: Copy threads of the in-memory stager (the seed's 16).
+    stage_workers: int
     shape: InstanceShape
     probes: CloudRunProbes
     min_instances: int
     max_instances: int
     #: ``maxInstanceRequestConcurrency``: the planner's --max-num-seqs, within Cloud Run's 1,000.
     concurrency: int
-    #: ``template.timeout``: the stream bound rounded up, within Cloud Run's 3,600 s.
+    #: ``template.timeout``: the stream bound, plus the startup window where an instance can be cold (Cloud Run's
+    #: request deadline includes the instance's start), within Cloud Run's 3,600 s.
     timeout_seconds: int
     vpc_egress: VpcEgress | None
     stream_bound_seconds: float
@@ -130,3 +156,5 @@ class RevisionSpec:
             )
         if not self.min_instances <= self.max_instances:
             raise ValueError(f"RevisionSpec.max_instances: {self.max_instances} < min_instances {self.min_instances}")
+        if self.stage_workers < 1:
+            raise ValueError(f"RevisionSpec.stage_workers: at least 1, got {self.stage_workers}")

@@ -12,6 +12,8 @@ What it owns (each section sits between ``<!-- <name>:begin ... -->`` and ``<!--
 * docs/capacity.md ``capacity-headline``, ``capacity-recipes``, ``bench-example``: prod's planned capacity, its
   (instances x TP) layouts, and the stored CPU bench record's operating point;
 * docs/vertex.md ``cohosting-report``: the capacity report's lines for ``dev-cohost``'s co-hosted group;
+* docs/cloud-run.md ``cloud-run-report``: the Cloud Run rows and lines of ``dev-cloudrun``'s capacity report
+  (instance shape, cold-load phases, startup window, concurrency and request timeout, price, the quota it needs);
 * docs/policy-pack.md ``policy-table``: one row per discovered policy module (name, scope, severity, framework,
   description), and the policy count;
 * docs/bad-input.md ``input-limits``: the stack- and release-file loader's bounds with their reasons;
@@ -193,6 +195,18 @@ def cohosting_report() -> str:
     return _block("cohosting-report", ["```text", *lines, "```"])
 
 
+def cloud_run_report() -> str:
+    """``dev-cloudrun``'s Cloud Run rows and lines of the capacity report (``llm-serving capacity``)."""
+    from ..registry import REGISTRY
+
+    plan = shipped_plans()["dev-cloudrun"].resolved.plan
+    target = REGISTRY.target("cloud_run")
+    rows = [
+        f"{row.label:<40} {', '.join(row.values[r] for r in sorted(row.values))}" for row in target.report_rows(plan)
+    ]
+    return _block("cloud-run-report", ["```text", *rows, *target.report_lines(plan), "```"])
+
+
 # ---- the policy pack, the loader's limits -------------------------------------------------------------------------
 
 
@@ -327,6 +341,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("capacity-recipes", DOCS / "capacity.md", recipes_sentence),
     Section("bench-example", DOCS / "capacity.md", bench_example),
     Section("cohosting-report", DOCS / "vertex.md", cohosting_report),
+    Section("cloud-run-report", DOCS / "cloud-run.md", cloud_run_report),
     Section("policy-table", DOCS / "policy-pack.md", policy_table),
     Section("input-limits", DOCS / "bad-input.md", limits_table),
     Section("config-reference", DOCS / "configuration.md", reference.render),

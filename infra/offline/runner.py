@@ -50,7 +50,7 @@ CLOUD_OUTPUTS: dict[str, tuple[str, ...]] = {
     "gcp:serviceaccount/account:Account": ("uniqueId",),
     "gcp:secretmanager/secret:Secret": ("name",),
     "gcp:monitoring/notificationChannel:NotificationChannel": ("name",),
-    "gcp:cloudrunv2/service:Service": ("uri",),
+    "pulumi-python:dynamic/cloudrun:Service": ("uri",),
 }
 
 

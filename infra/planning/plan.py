@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from components.serving.spec import ReleaseInfo
 
@@ -76,6 +76,9 @@ class PoolPlan:
     accelerator: str | None
     #: The machine a record of this pool must have measured.
     machine: MachineIdentity
+    #: The config keys of the pool's warm minimum and scaling bound (``serving.<role>.<key>``), for rules to name.
+    MIN_KEY: ClassVar[str] = "min_replicas"
+    MAX_KEY: ClassVar[str] = "max_replicas"
 
     def to_dict(self) -> dict[str, Any]:
         """The pool's entry of ``capacity.json``: its capacity, and what its target derived beyond it."""

@@ -85,9 +85,9 @@ def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> 
         )
         if p.min_replicas < cap.required_replicas:
             yield (
-                ("serving", role, "min_replicas"),
+                ("serving", role, p.MIN_KEY),
                 f"{p.min_replicas} is below the measured need of {need}: raise it to {cap.required_replicas}, or "
                 "lower the peak rate or weight if the contract changed",
             )
         if cap.max_replicas < cap.required_replicas:
-            yield (("serving", role, "max_replicas"), f"{cap.max_replicas} cannot reach the measured need of {need}")
+            yield (("serving", role, p.MAX_KEY), f"{cap.max_replicas} cannot reach the measured need of {need}")

@@ -41,9 +41,9 @@ def pools_reach_their_share_of_the_peak(cfg: StackConfig, plan: StackPlan) -> It
             need = math.ceil(peak * p.weight / 100)
             if p.capacity.max_replicas < need:
                 yield (
-                    ("serving", role, "max_replicas"),
+                    ("serving", role, p.MAX_KEY),
                     f"pool {role} carries {p.weight} % of the traffic but can scale to {p.capacity.max_replicas} "
                     f"replica(s), and the split's peak is sized at {peak} (pool {peak_role}'s bound, unmeasured): it "
-                    f"needs ceil({peak} x {p.weight} / 100) = {need}. Raise serving.{role}.max_replicas to {need} "
+                    f"needs ceil({peak} x {p.weight} / 100) = {need}. Raise serving.{role}.{p.MAX_KEY} to {need} "
                     f"(and lower another pool's bound if the reservation cannot hold both; docs/rollout.md, stage 100)",
                 )

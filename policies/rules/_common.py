@@ -601,7 +601,12 @@ def stack_validator(
 
 # ---- Cloud Run services ------------------------------------------------------------------------------------------
 
-CLOUD_RUN_SERVICE = "gcp:cloudrunv2/service:Service"
+#: The program's Cloud Run resources (components/cloud_run/provider.py, dynamic providers over run.v2): the service
+#: (service-level fields under ``service``), one revision per pool (its run.v2 ``RevisionTemplate`` under
+#: ``template``, run.v2 spellings: ``command``, ``env``, ``volumeMounts``) and the traffic split (``traffic``).
+CLOUD_RUN_SERVICE = "pulumi-python:dynamic/cloudrun:Service"
+CLOUD_RUN_REVISION = "pulumi-python:dynamic/cloudrun:Revision"
+CLOUD_RUN_TRAFFIC = "pulumi-python:dynamic/cloudrun:Traffic"
 CLOUD_RUN_IAM = (
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
     "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding",
@@ -611,26 +616,26 @@ CLOUD_RUN_IAM = (
 CLOUD_RUN_PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
 
 
-def cloud_run_containers(service: Res) -> list[dict[str, Any]]:
-    """The template's containers of a Cloud Run service (Pulumi names: ``commands``, ``envs``, ``volumeMounts``)."""
-    items = get(service.props, "template", "containers", default=[])
+def cloud_run_containers(revision: Res) -> list[dict[str, Any]]:
+    """The template's containers of a Cloud Run revision resource."""
+    items = get(revision.props, "template", "containers", default=[])
     return [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
 
 
-def cloud_run_serving_container(service: Res) -> dict[str, Any] | None:
+def cloud_run_serving_container(revision: Res) -> dict[str, Any] | None:
     """The container the GPU is attached to (the vLLM server), else None."""
-    for c in cloud_run_containers(service):
+    for c in cloud_run_containers(revision):
         if get(c, "resources", "limits", GPU_RESOURCE) is not None:
             return c
     return None
 
 
 def cloud_run_argv(container: dict[str, Any] | None) -> list[Any] | Any:
-    """``commands`` + ``args`` of a Cloud Run container; UNKNOWN if either is unknown."""
+    """``command`` + ``args`` of a Cloud Run container; UNKNOWN if either is unknown."""
     if container is None:
         return []
     parts: list[Any] = []
-    for key in ("commands", "args"):
+    for key in ("command", "args"):
         val = get(container, key, default=[])
         if val is UNKNOWN:
             return UNKNOWN
@@ -651,7 +656,7 @@ def vllm_serve_args(argv: list[Any]) -> list[Any] | None:
 def cloud_run_env(container: dict[str, Any] | None, name: str) -> Any:
     """An env var of a Cloud Run container: its literal value, ``{"valueSource": ...}``, None if absent, UNKNOWN if the
     list is unknown (a preview must not report a variable it cannot see)."""
-    envs = get(container or {}, "envs", default=[])
+    envs = get(container or {}, "env", default=[])
     if envs is UNKNOWN:
         return UNKNOWN
     for e in envs or []:

@@ -11,7 +11,7 @@ from typing import Any
 from pulumi_policy import ResourceValidationPolicy, Severity
 
 from ._common import (
-    CLOUD_RUN_SERVICE,
+    CLOUD_RUN_REVISION,
     UNKNOWN,
     Res,
     cloud_run_argv,
@@ -89,7 +89,7 @@ def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
 POLICY = ResourceValidationPolicy(
     name=NAME,
     description="Cloud Run vLLM loads the model from a mounted volume with HF_HUB_OFFLINE=1, never from a hub.",
-    validate=resource_validator((CLOUD_RUN_SERVICE,), check),
+    validate=resource_validator((CLOUD_RUN_REVISION,), check),
     severity=SEVERITY,
     framework=FRAMEWORK,
     remediation_steps=REMEDIATION,

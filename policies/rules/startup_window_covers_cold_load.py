@@ -24,8 +24,8 @@ FRAMEWORK = None
 REMEDIATION = (
     "Give the vLLM container a startupProbe whose window (initialDelaySeconds + periodSeconds x "
     f"failureThreshold) is at least the {COLD_LOAD_ANNOTATION} estimate: on GKE beside a separate, fast-failing "
-    "readinessProbe; on Cloud Run an HTTP probe with periodSeconds x failureThreshold at most 1800 s (load faster "
-    "if that cannot hold)."
+    "readinessProbe; on Cloud Run at least twice the estimate, an HTTP probe with periodSeconds x failureThreshold "
+    "at most 1800 s (load faster if that cannot hold)."
 )
 FACTS: tuple[FactKind, ...] = ("startup_windows",)
 
@@ -71,11 +71,15 @@ def _window(w: StartupWindow, cfg: dict[str, Any]) -> Iterator[str]:
         return
     delay, period, failures = probe
     window = delay + period * failures
-    if window < cold:
+    need = cold * w.min_factor
+    if window < need:
+        what = f"the cold-load estimate of {fmt(cold)} s"
+        if w.min_factor != 1:
+            what = f"{fmt(w.min_factor)} x {what} ({fmt(round(need, 3))} s)"
         yield (
             f"startupProbe window is {window} s (initialDelaySeconds {delay} + periodSeconds {period} x "
-            f"failureThreshold {failures}), below the cold-load estimate of {fmt(cold)} s: set failureThreshold "
-            f"to at least {math.ceil((cold - delay) / max(period, 1))}"
+            f"failureThreshold {failures}), below {what}: set failureThreshold "
+            f"to at least {math.ceil((need - delay) / max(period, 1))}"
         )
 
 

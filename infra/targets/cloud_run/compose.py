@@ -2,7 +2,8 @@
 
 Maps the validated config and the resolved plan to the components' small typed Args: one
 :class:`~components.cloud_run.spec.RevisionSpec` per pool (the planner's arguments, probes, concurrency, timeout,
-shape), the service-wide settings, and the observability views named by each pool's revision.
+shape), the service-wide settings, the programs (verifier and stager) at their content-addressed folder of the
+stack's programs bucket, and the observability views named by each pool's revision.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pulumi
 from components import naming
 from components.cloud_run.component import CloudRunServing, CloudRunServingArgs, ServingPool
 from components.cloud_run.observability import CloudRunObservability, CloudRunObservabilityArgs, revision_views
+from components.cloud_run.programs import programs_volume
 from components.cloud_run.spec import HubToken, InstanceShape, RevisionSpec, VpcEgress
 from components.project import ProjectServices
 from infra.config.stack import StackConfig
@@ -51,7 +53,7 @@ def revision_spec(
         mount_options=run.mount_options,
         staging_size_gib=run.staging_size_gib,
         staged_path=naming.staged_weights_path(rel.weights_prefix) if run.staging_size_gib is not None else None,
-        verify_workers=run.verify_workers,
+        stage_workers=run.stage_workers,
         shape=InstanceShape(
             gpu=run.gpu,
             gpu_count=run.gpu_count,
@@ -97,6 +99,7 @@ def serving_args(cfg: StackConfig, plan: StackPlan) -> CloudRunServingArgs:
             (runs[r].cloud_run.launch_stage for r, _ in pools if runs[r].cloud_run.launch_stage != GA_LAUNCH_STAGE),
             GA_LAUNCH_STAGE,
         ),
+        programs=programs_volume(c.programs_bucket or naming.cloud_run_programs_bucket(cfg.project, c.service_name)),
         protect=c.protect,
     )
 
@@ -141,6 +144,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                     "release": runs[role].release.release,
                     "vllm_args": list(runs[role].vllm_args),
                     "startup_window_seconds": runs[role].cloud_run.probes.startup_window_seconds,
+                    "request_timeout_seconds": runs[role].cloud_run.request_timeout_seconds,
                     "concurrency": runs[role].cloud_run.concurrency,
                     "min_instances": runs[role].cloud_run.min_instances,
                     "max_instances": runs[role].cloud_run.max_instances,

@@ -8,10 +8,20 @@ metrics collector image, an optional hub-token secret) is the root section ``clo
 
 The GPU shape table below is the one fact source for what Cloud Run allows; it could not be checked against a live
 project here. Sources: Cloud Run "GPU support for services" (cloud.google.com/run/docs/configuring/services/gpu:
-one GPU per instance; L4 needs at least 4 CPU and 16 GiB, NVIDIA RTX PRO 6000 Blackwell (Preview) at least 20 CPU
-and 80 GiB), "Configure CPU limits for services" (4 vCPU: 2-16 GiB, 6 vCPU: 4-24 GiB, 8 vCPU: 4-32 GiB), the run.v2
-discovery document (``ResourceRequirements.limits``: the only ``nvidia.com/gpu`` value is 1) and the issue's seed
-for RTX PRO 6000 needing GPU zonal redundancy turned off.
+one GPU per instance, attached to one container; "For L4 GPUs, you must use a minimum of 4 CPU and 16 GiB of
+memory", for the NVIDIA RTX PRO 6000 Blackwell (Preview) "a minimum of 20 CPU and 80 GiB"; the supported regions),
+"Configure CPU limits for services" (the container CPU values 1, 2, 4, 6, 8 and the memory each allows: 4 vCPU
+2-16 GiB, 6 vCPU 4-24 GiB, 8 vCPU 4-32 GiB; below 1 vCPU only with request-based billing, which GPUs cannot use),
+"Configure memory limits" (at most 32 GiB without a GPU shape), the run.v2 discovery document
+(``ResourceRequirements.limits``: the only ``nvidia.com/gpu`` value is 1) and the issue's seed for RTX PRO 6000
+needing GPU zonal redundancy turned off.
+
+**The instance is the sum of its containers** (issue 23): vLLM's ``cpu`` / ``memory_gib`` plus the metrics
+collector's 1 vCPU / 0.5 GiB (``components/cloud_run/spec.py``) must lie within the GPU's documented instance shape,
+and a config that overflows it is refused naming both totals (the planner checks the sum: this module may not
+import the components that own the collector's share). The GPU page states the minimum per GPU type and the
+CPU page the 8 vCPU / 32 GiB ceiling of the L4 shape; only the documented RTX PRO 6000 shape (20 vCPU / 80 GiB) is
+offered until a larger one is confirmed, so its vLLM container takes 19 vCPU / 79.5 GiB.
 """
 
 from __future__ import annotations
@@ -44,13 +54,20 @@ MAX_INSTANCES = 1000
 
 @dataclass(frozen=True)
 class GpuShape:
-    """What Cloud Run accepts with one GPU of a type, for the serving container: vCPU choices with the memory range
-    each allows, and the GPU memory the planner sizes KV cache from."""
+    """What Cloud Run accepts with one GPU of a type: the instance's bounds (the sum of its containers), the vLLM
+    container's own CPU / memory choices, where it is offered, and the GPU memory the planner sizes KV cache from."""
 
     #: Usable memory per GPU (GiB) the capacity planner applies ``gpu_memory_utilization`` to.
     gpu_memory_gib: float
-    #: vCPU -> (min, max) memory in GiB.
-    cpu_memory_gib: dict[int, tuple[int, int]]
+    #: The instance (every container summed): vCPU and GiB, each (min, max).
+    instance_cpu: tuple[int, int]
+    instance_memory_gib: tuple[float, float]
+    #: The GPU-attached vLLM container: vCPU -> (min, max) memory in GiB; None: whatever the instance bounds leave
+    #: once the collector's share is taken (no per-container table is documented above 8 vCPU).
+    container_cpu_memory_gib: dict[int, tuple[float, float]] | None
+    #: Regions Cloud Run offers the GPU in; None: the list could not be confirmed here (docs/cloud-run.md lists it
+    #: as a precondition).
+    regions: tuple[str, ...] | None
     #: Cloud Run offers the GPU as a Preview feature: the service needs ``launchStage: BETA``.
     preview: bool
     #: The GPU is offered only with GPU zonal redundancy turned off.
@@ -59,20 +76,39 @@ class GpuShape:
 
 GPU_SHAPES: dict[str, GpuShape] = {
     # 24 GB L4; 22.5 GiB is what nvidia-smi reports (23,034 MiB), the figure the GKE dev stack uses for the same
-    # GPU. The CPU / memory pairs: the CPU table's ranges cut at the L4 minimum of 4 CPU and 16 GiB.
+    # GPU. Instance: the L4 minimum of 4 vCPU / 16 GiB up to the CPU table's largest 8 vCPU / 32 GiB. vLLM's
+    # container: the CPU table's values from the L4 minimum on (4, 6, 8), its memory ranges cut at 16 GiB; with
+    # the collector on top, 8 vCPU no longer fits the instance (8 + 1 > 8) and the sum check says so.
+    # Regions: "GPU support for services", supported regions (asia-south1 by invitation only).
     "nvidia-l4": GpuShape(
         gpu_memory_gib=22.5,
-        cpu_memory_gib={4: (16, 16), 6: (16, 24), 8: (16, 32)},
+        instance_cpu=(4, 8),
+        instance_memory_gib=(16, 32),
+        container_cpu_memory_gib={4: (16, 16), 6: (16, 24), 8: (16, 32)},
+        regions=("asia-south1", "asia-southeast1", "europe-west1", "europe-west4", "us-central1", "us-east4"),
         preview=False,
         requires_zonal_redundancy_disabled=False,
     ),
     # 96 GB RTX PRO 6000 Blackwell, taken as 96e9 bytes = 89.4 GiB: the usable figure Cloud Run's driver reports
     # could not be read here, and a lower figure only under-sizes the KV cache. Only the documented minimum shape
-    # (20 CPU, 80 GiB) is offered until a larger one is confirmed.
+    # (20 vCPU, 80 GiB for the whole instance) is offered until a larger one is confirmed. Its regions could not be
+    # read here (the page's list was not retrievable): a precondition, not a guess.
     "nvidia-rtx-pro-6000": GpuShape(
-        gpu_memory_gib=89.4, cpu_memory_gib={20: (80, 80)}, preview=True, requires_zonal_redundancy_disabled=True
+        gpu_memory_gib=89.4,
+        instance_cpu=(20, 20),
+        instance_memory_gib=(80, 80),
+        container_cpu_memory_gib=None,
+        regions=None,
+        preview=True,
+        requires_zonal_redundancy_disabled=True,
     ),
 }
+
+
+def span(low: float, high: float, unit: str) -> str:
+    """``4-8 vCPU`` or ``20 vCPU`` when the range is one value."""
+    return f"{low:g} {unit}" if low == high else f"{low:g}-{high:g} {unit}"
+
 
 #: Cloud Run's resource names: a letter first, lower-case letters, digits and '-'. 26 characters at most: the
 #: serving account id ``<name>-run`` must fit IAM's 30, and ``<tag>---<name>`` of the longest traffic tag
@@ -245,16 +281,19 @@ class CloudRunPool(PoolCommon):
     # 32 vCPU: above the largest documented GPU shape (RTX PRO 6000: 20); the GPU shape table is the real check.
     cpu: Annotated[int, Field(ge=1, le=32)] = Field(
         description=(
-            "vCPUs of the vLLM container: one of the GPU's allowed shapes (nvidia-l4: 4, 6 or 8; nvidia-rtx-pro-6000: "
-            "20). The metrics collector sidecar's 1 vCPU comes on top."
+            "vCPUs of the vLLM container (nvidia-l4: 4 or 6; nvidia-rtx-pro-6000: 19). The metrics collector's 1 vCPU "
+            "comes on top, and the sum must lie within the GPU's instance shape (nvidia-l4: 4-8 vCPU; "
+            "nvidia-rtx-pro-6000: 20 vCPU)."
         )
     )
-    # 256 GiB: above the largest documented GPU shape (80 GiB); the table is the real check.
-    memory_gib: Annotated[int, Field(ge=1, le=256)] = Field(
+    # 256 GiB: above the largest documented GPU shape (80 GiB); the table is the real check. Half GiB steps: the
+    # collector's 0.5 GiB leaves vLLM 79.5 GiB of the RTX PRO 6000's documented 80 GiB instance.
+    memory_gib: Annotated[float, Field(ge=1, le=256, multiple_of=0.5)] = Field(
         description=(
-            "Memory of the vLLM container, GiB, within the range the GPU shape allows for ``cpu`` (nvidia-l4: 16 at "
-            "4 CPU, 16-24 at 6, 16-32 at 8; nvidia-rtx-pro-6000: 80). It holds gcsfuse's buffers, the server "
-            "processes and any in-memory staged copy."
+            "Memory of the vLLM container, GiB in steps of 0.5, within the range the GPU allows for ``cpu`` "
+            "(nvidia-l4: 16 at 4 vCPU, 16-24 at 6); with the collector's 0.5 GiB the sum must lie within the "
+            "instance shape (nvidia-l4: 16-32 GiB; nvidia-rtx-pro-6000: 80 GiB, so 79.5 here). It holds gcsfuse's "
+            "buffers, the server processes and any in-memory staged copy."
         )
     )
     gpu_zonal_redundancy_disabled: bool = Field(
@@ -294,11 +333,15 @@ class CloudRunPool(PoolCommon):
     pricing: CloudRunPricing = Field(
         description=("Per-second prices (GPU, vCPU, memory) for cost per million tokens and the cost of a cold start.")
     )
-    startup_margin: Annotated[float, Field(ge=0, le=4)] = Field(
-        0.5,
+    # At least 1: the startup window is at least twice the cold-load estimate (issue 23). The estimate rests on a
+    # stated throughput and init time; a bucket at a quarter of the stated speed or a slow first CUDA-graph capture
+    # must not kill a start that would have succeeded, and a long window costs nothing on a healthy start (the
+    # probe passes as soon as /health answers; seed 002's lesson). 4: beyond 5x the estimate is no longer a margin.
+    startup_margin: Annotated[float, Field(ge=1, le=4)] = Field(
+        1.0,
         description=(
-            "Extra fraction over the cold-load estimate the startup probe waits (as on GKE): window >= cold load x "
-            "(1 + margin), within Cloud Run's 1,800 s for GPU services."
+            "Extra fraction over the cold-load estimate the startup probe waits: window >= cold load x (1 + margin), "
+            "at least 2x the estimate, within Cloud Run's 1,800 s for GPU services."
         ),
     )
 
@@ -310,20 +353,24 @@ class CloudRunPool(PoolCommon):
             problems.append(
                 ("max_instances", f"must be >= min_instances ({self.min_instances}), got {self.max_instances}")
             )
-        if self.cpu not in shape.cpu_memory_gib:
+        table = shape.container_cpu_memory_gib
+        if table is not None and self.cpu not in table:
             problems.append(
                 (
                     "cpu",
-                    f"{self.gpu} instances take {' or '.join(str(c) for c in sorted(shape.cpu_memory_gib))} "
-                    f"vCPU, got {self.cpu}",
+                    f"the {self.gpu} vLLM container takes {' or '.join(str(c) for c in sorted(table))} vCPU, "
+                    f"got {self.cpu}",
                 )
             )
-        else:
-            low, high = shape.cpu_memory_gib[self.cpu]
+        elif table is not None:
+            low, high = table[self.cpu]
             if not low <= self.memory_gib <= high:
-                allowed = f"{low} GiB" if low == high else f"{low}-{high} GiB"
                 problems.append(
-                    ("memory_gib", f"{self.gpu} with {self.cpu} vCPU takes {allowed}, got {self.memory_gib}")
+                    (
+                        "memory_gib",
+                        f"the {self.gpu} vLLM container with {self.cpu} vCPU takes {span(low, high, 'GiB')}, "
+                        f"got {self.memory_gib:g}",
+                    )
                 )
         for i, member in enumerate(self.invoker_members):
             if member in PUBLIC_MEMBERS:
@@ -395,11 +442,20 @@ class CloudRunConfig(Strict):
             "Optional existing model-hub token secret, exposed as HF_TOKEN (vLLM still runs with HF_HUB_OFFLINE=1)."
         ),
     )
+    # 63 characters: Cloud Storage's limit for a bucket name without dots.
+    programs_bucket: Annotated[str, Field(pattern=r"^[a-z0-9][-_a-z0-9]{1,61}[a-z0-9]$")] | None = Field(
+        None,
+        description=(
+            "Bucket the stack creates for the programs its revisions run from a read-only volume (the release "
+            "verifier and the in-memory stager, at a content-addressed folder); default ``<project>-<service_name>-run``. "
+            "Bucket names are global: name another one if that name is taken."
+        ),
+    )
     protect: bool = Field(
         False,
         description=(
-            "Protect the service from deletion (Pulumi ``protect`` and the provider's deletion_protection); required in "
-            "prod. Off lets a prototype tear down to nothing."
+            "Protect the service and the programs bucket from deletion (Pulumi ``protect``; the bucket also keeps "
+            "its objects: no ``force_destroy``); required in prod. Off lets a prototype tear down to nothing."
         ),
     )
 

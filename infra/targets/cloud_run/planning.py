@@ -1,25 +1,27 @@
-"""Planning of one Cloud Run pool (pure): the capacity planner's inputs for a Cloud Run GPU instance, the cold load
-through the Cloud Storage volume (optionally staged into memory), the memory rule for that staging, probe timing,
-request concurrency and timeout, and the per-second cost.
+"""Planning of one Cloud Run pool (pure): the capacity planner's inputs for a Cloud Run GPU instance, the instance
+shape (every container summed) against the GPU's, the cold load through the Cloud Storage volume (optionally staged
+into memory), the memory rule for that staging, probe timing, request concurrency and the request timeout that
+covers a cold start, the Cloud Run quota the pools need, and the per-second cost.
 
 Cold load, in the order the container runs it (``components/cloud_run/service.py`` renders the same chain):
 
-* streamed from the mount: verify (every byte hashed through gcsfuse at min(volume, hash rate x threads)), then
-  vLLM reads the mount (W / volume throughput), then engine init;
-* staged: copy the mount into memory (W / volume throughput), verify the copy (W / hash rate x threads: memory is
-  faster than hashing), vLLM reads the copy (W / ``capacity.STAGED_READ_MIB_S``), then engine init.
+* streamed from the mount: verify (a metadata check: the release's object listing against the manifest, sizes and
+  CRC32C, ``capacity.METADATA_VERIFY_SECONDS``; the weights are not read for it), then vLLM reads the mount
+  (W / volume throughput), then engine init;
+* staged: verify (the same metadata check), copy the mount into memory on the stager's parallel threads
+  (W / volume throughput: the stated throughput is what the mount delivers to parallel readers), vLLM reads the
+  copy (W / ``capacity.STAGED_READ_MIB_S``), then engine init.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar
 
 from components import naming
 from components.cloud_run.spec import COLLECTOR_CPU, COLLECTOR_MEMORY_MIB, CloudRunProbes
-from components.serving.verify_release import MAX_HASH_WORKERS
 from infra.config.measurement import Measurement
 from infra.config.release import ReleaseIdentity
 from infra.config.stack import StackConfig
@@ -46,6 +48,7 @@ from .config import (
     MAX_REQUEST_TIMEOUT_SECONDS,
     TARGET,
     CloudRunPool,
+    span,
 )
 
 #: Cloud Run sends SIGKILL 10 s after SIGTERM (Cloud Run container runtime contract, "Instance shutdown"). Cloud Run
@@ -66,6 +69,11 @@ PREVIEW_LAUNCH_STAGE = "BETA"
 GA_LAUNCH_STAGE = "GA"
 #: A Cloud Run GPU instance is billed as one "accelerator" key in the capacity plan's tables.
 ACCELERATOR_PREFIX = "cloud-run:"
+#: Copy threads of the in-memory stager: the seed's 16 ("16 parallel threads copy weights from GCS into /dev/shm",
+#: the RTX PRO 6000 row of its GPU table). gcsfuse serves each open file over its own connections, so parallel
+#: copies of several shards are how the mount reaches its stated throughput; change it with a measured copy rate
+#: (the stager logs MiB/s) and the mount's ``max-conns-per-host``.
+STAGE_COPY_WORKERS = 16
 
 
 # ---- Cloud Run (HTTP probes: Cloud Run runs no exec probes) -----------------------------------------------------
@@ -87,7 +95,10 @@ CLOUD_RUN_LIVENESS_FAILURE_THRESHOLD = 3
 
 
 def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float, max_probe_seconds: int) -> CloudRunProbes:
-    """The startup failure count whose window covers cold_load x (1 + margin):
+    """The startup failure count whose window covers cold_load x (1 + margin), the margin at least 1 (config): the
+    window is at least twice the estimate, because the estimate rests on a stated throughput and init time and a
+    start the probe kills is lost whole, while a longer window costs nothing on a healthy start (the probe passes
+    at the first /health that answers):
     ``initial delay + period x failureThreshold >= required``, i.e. ``failureThreshold = ceil((required - 10) / 5)``.
     Raises ProbeError when ``period x failureThreshold`` would exceed ``max_probe_seconds`` (Cloud Run's 1,800 s for
     GPU services)."""
@@ -100,7 +111,7 @@ def plan_cloud_run_probes(*, cold_load_seconds: float, startup_margin: float, ma
             f"{startup_margin:g}) = {required:.0f} s needs {delay} s + {threshold} x {period} s, but Cloud Run allows "
             f"failureThreshold x periodSeconds of at most {max_probe_seconds} s for GPU services ({threshold} x "
             f"{period} s = {period * threshold} s); load faster (loading.throughput_mib_s, loading.staging) or "
-            f"lower startup_margin knowingly"
+            f"lower startup_margin knowingly (at least 1: the window keeps twice the estimate)"
         )
     return CloudRunProbes(
         cold_load_seconds=cold_load_seconds,
@@ -122,24 +133,32 @@ class CloudRunPlan:
 
     gpu: str
     gpu_count: int
+    #: The vLLM container's limits, and the instance's (every container summed: what the GPU shape bounds).
     cpu: int
-    memory_gib: int
+    memory_gib: float
+    instance_cpu: int
+    instance_memory_gib: float
     zonal_redundancy_disabled: bool
     launch_stage: str
     min_instances: int
     max_instances: int
     #: ``maxInstanceRequestConcurrency``: the planner's --max-num-seqs, capped at Cloud Run's 1,000.
     concurrency: int
-    #: ``template.timeout``: the stream bound rounded up to whole seconds.
+    #: Whether a request can meet a starting instance: scale to zero (the first request after idle, every request to
+    #: an idle 0 % canary) or room to scale out (requests queued for a new instance).
+    cold_path: bool
+    #: ``template.timeout``: the stream bound, plus the startup window when ``cold_path`` (Cloud Run's deadline
+    #: includes the instance's start), rounded up to whole seconds.
     request_timeout_seconds: int
     #: vLLM ``--shutdown-timeout``: the stream bound, at most ``MAX_DRAIN_SECONDS`` (exit inside the SIGTERM grace).
     shutdown_timeout_seconds: int
     probes: CloudRunProbes
-    verify_workers: int
-    #: Cold-load phases (s): copy into memory (0 when not staged), verification, vLLM's read of the weights,
-    #: engine init. They add up to ``cold_load_seconds``.
-    copy_seconds: float
+    #: Copy threads of the in-memory stager.
+    stage_workers: int
+    #: Cold-load phases (s), in the container's order: verification (metadata), copy into memory (0 when not
+    #: staged), vLLM's read of the weights, engine init. They add up to ``cold_load_seconds``.
     verify_seconds: float
+    copy_seconds: float
     weights_read_seconds: float
     engine_init_seconds: float
     cold_load_seconds: float
@@ -153,11 +172,14 @@ class CloudRunPlan:
     #: What one cold start costs before the instance serves its first request (instance-based billing starts with
     #: the instance): cold load x instance price per second.
     cold_start_usd: float
+    #: Guidance the pool departs from (not an error): e.g. max_instances below Google's starting point outside dev.
+    advice: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["probes"] = self.probes.to_dict()
         d["mount_options"] = list(self.mount_options)
+        d["advice"] = list(self.advice)
         return d
 
 
@@ -165,31 +187,42 @@ def accelerator_key(pool: CloudRunPool) -> str:
     return f"{ACCELERATOR_PREFIX}{pool.gpu}"
 
 
-def verify_workers(pool: CloudRunPool) -> int:
-    """Hashing threads: one per vCPU of the vLLM container, within the verifier's cap."""
-    return max(1, min(MAX_HASH_WORKERS, pool.cpu))
+def instance_shape(pool: CloudRunPool) -> tuple[int, float]:
+    """(vCPU, GiB) of one instance: the vLLM container's and the collector sidecar's limits summed."""
+    return pool.cpu + COLLECTOR_CPU, pool.memory_gib + COLLECTOR_MEMORY_MIB / 1024
 
 
 def instance_second_usd(pool: CloudRunPool) -> float:
     """GPU-seconds + vCPU-seconds + GiB-seconds of one instance, the collector sidecar included."""
     p = pool.pricing
-    return (
-        pool.gpu_count * p.gpu_second_usd
-        + (pool.cpu + COLLECTOR_CPU) * p.vcpu_second_usd
-        + (pool.memory_gib + COLLECTOR_MEMORY_MIB / 1024) * p.gib_second_usd
+    cpu, memory = instance_shape(pool)
+    return pool.gpu_count * p.gpu_second_usd + cpu * p.vcpu_second_usd + memory * p.gib_second_usd
+
+
+def shape_problem(pool: CloudRunPool) -> PoolPlanningError | None:
+    """The instance (every container summed) outside the GPU's instance shape, naming both: the sum and the bounds."""
+    shape = GPU_SHAPES[pool.gpu]
+    cpu, memory = instance_shape(pool)
+    (cpu_lo, cpu_hi), (mem_lo, mem_hi) = shape.instance_cpu, shape.instance_memory_gib
+    if cpu_lo <= cpu <= cpu_hi and mem_lo <= memory <= mem_hi:
+        return None
+    key = "cpu" if not cpu_lo <= cpu <= cpu_hi else "memory_gib"
+    return PoolPlanningError(
+        (key,),
+        (
+            f"the instance's containers total {cpu} vCPU / {memory:g} GiB (vllm {pool.cpu} vCPU / {pool.memory_gib:g} "
+            f"GiB + collector {COLLECTOR_CPU} vCPU / {COLLECTOR_MEMORY_MIB / 1024:g} GiB), but a {pool.gpu} instance "
+            f"takes {span(cpu_lo, cpu_hi, 'vCPU')} and {span(mem_lo, mem_hi, 'GiB')}: lower cpu / memory_gib so the "
+            "sum fits"
+        ),
     )
-
-
-def _mount_verify_mib_s(pool: CloudRunPool) -> float:
-    """The verifier reads at the slower of the mount and its hashing threads (the same rule as GKE's mounts)."""
-    return min(pool.loading.throughput_mib_s, capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
 
 
 def pool_inputs(
     rel: ReleaseIdentity, role: str, pool: CloudRunPool, geometry: capacity.Geometry, d: Demand
 ) -> capacity.PoolInputs:
     """The capacity planner's inputs for a Cloud Run instance: one GPU of the table's memory, the instance's hourly
-    price, and the loading path's phases."""
+    price, and the loading path's phases (verification by metadata: ``verify_read_mib_s`` None)."""
     staged = pool.loading.staging is not None
     return capacity.PoolInputs(
         role=role,
@@ -209,10 +242,8 @@ def pool_inputs(
         target_utilization=d.target_utilization,
         load_throughput_mib_s=pool.loading.throughput_mib_s,
         engine_init_seconds=pool.loading.engine_init_seconds,
-        # Staged: the copy is hashed in memory (hash-bound); else the mount is hashed through gcsfuse.
-        verify_read_mib_s=(capacity.HASH_MIB_S_PER_WORKER * verify_workers(pool))
-        if staged
-        else _mount_verify_mib_s(pool),
+        # The verifier compares the object listing with the manifest (sizes, CRC32C): no byte is read for it.
+        verify_read_mib_s=None,
         theta_o=d.theta_o,
         theta_i=d.theta_i,
         min_replicas=pool.min_instances,
@@ -238,10 +269,21 @@ def model_root(rel: ReleaseIdentity, pool: CloudRunPool) -> str:
     return naming.weights_mount_path(rel.weights_prefix)
 
 
-def request_timeout_seconds(stream_bound_seconds: float) -> int:
-    """The longest allowed stream rounded up to whole seconds (as the GKE backend timeout); Cloud Run cuts a
-    response at ``template.timeout``."""
-    return math.ceil(stream_bound_seconds - 1e-9)
+def can_be_cold(pool: CloudRunPool) -> bool:
+    """Whether a request can wait for an instance's start: with no warm instance (scale to zero: the first request
+    after idle; a 0 % canary's tagged requests) or with room to scale out (Cloud Run holds a request for a new
+    instance when the running ones are at their concurrency). Only a fixed, warm pool (min = max >= 1) has none."""
+    return pool.min_instances == 0 or pool.max_instances > pool.min_instances
+
+
+def request_timeout_seconds(stream_bound_seconds: float, startup_window_seconds: int, cold: bool) -> int:
+    """``template.timeout``: Cloud Run's request deadline includes the instance's start ("the container must send a
+    response within the time specified in the request timeout setting after it receives the request, including the
+    container startup time", Cloud Run container runtime contract, Responses), so where an instance can be cold the
+    timeout is the longest start the startup probe accepts (its window, >= 2x the cold-load estimate) plus the
+    longest allowed stream; else the stream bound. Rounded up to whole seconds."""
+    longest = stream_bound_seconds + (startup_window_seconds if cold else 0)
+    return math.ceil(longest - 1e-9)
 
 
 def vllm_inputs(
@@ -276,6 +318,9 @@ def plan_cloud_run(
     """Everything beside capacity; raises PoolPlanningError naming the pool key a refusal concerns.
     ``weights_bytes``: W = P x b_w of the release (what ``cap`` was sized from)."""
     w = weights_bytes
+    shape = shape_problem(pool)
+    if shape is not None:
+        raise shape
     staging = pool.loading.staging
     if staging is not None:
         need = math.ceil(cap.weights_gib)
@@ -289,13 +334,17 @@ def plan_cloud_run(
             )
         budget = staging.size_gib + staging.process_memory_gib + GCSFUSE_MEMORY_GIB
         if budget > pool.memory_gib:
+            most = ", ".join(
+                f"{g}: up to {s.instance_memory_gib[1] - COLLECTOR_MEMORY_MIB / 1024:g} GiB"
+                for g, s in sorted(GPU_SHAPES.items())
+            )
             raise PoolPlanningError(
                 ("loading", "staging"),
                 (
                     f"the staged copy does not fit the instance: {staging.size_gib} GiB copy + {staging.process_memory_gib} "
-                    f"GiB server + {GCSFUSE_MEMORY_GIB} GiB gcsfuse = {budget} GiB > memory_gib {pool.memory_gib} GiB; "
+                    f"GiB server + {GCSFUSE_MEMORY_GIB} GiB gcsfuse = {budget} GiB > memory_gib {pool.memory_gib:g} GiB; "
                     "read the weights from the volume instead (remove loading.staging) or choose a shape with more memory "
-                    f"({', '.join(f'{g}: up to {max(h for _, h in s.cpu_memory_gib.values())} GiB' for g, s in sorted(GPU_SHAPES.items()))})"
+                    f"for vLLM ({most})"
                 ),
             )
     thr = pool.loading.throughput_mib_s * capacity.MIB
@@ -306,8 +355,7 @@ def plan_cloud_run(
         startup_margin=pool.startup_margin,
         max_probe_seconds=MAX_GPU_STARTUP_WINDOW_SECONDS,
     )
-    timeout = request_timeout_seconds(stream_bound_seconds)
-    if timeout > MAX_REQUEST_TIMEOUT_SECONDS:
+    if stream_bound_seconds > MAX_REQUEST_TIMEOUT_SECONDS:
         raise PoolPlanningError(
             ("target",),
             (
@@ -316,23 +364,42 @@ def plan_cloud_run(
                 "would cut the longest legitimate streams; lower contract.max_output_tokens or serve this pool on gke"
             ),
         )
+    cold = can_be_cold(pool)
+    window = probes.startup_window_seconds
+    timeout = request_timeout_seconds(stream_bound_seconds, window, cold)
+    if timeout > MAX_REQUEST_TIMEOUT_SECONDS:
+        why = "scales to zero" if pool.min_instances == 0 else f"scales out from {pool.min_instances} instance(s)"
+        raise PoolPlanningError(
+            ("min_instances",),
+            (
+                f"the pool {why}, so a request can wait for an instance's start: up to its startup window ({window} s, "
+                f"the cold load {cap.cold_load_seconds:.0f} s x (1 + margin {pool.startup_margin:g})) plus the longest "
+                f"stream ({stream_bound_seconds:.0f} s) = {timeout} s, beyond Cloud Run's request timeout of at most "
+                f"{MAX_REQUEST_TIMEOUT_SECONDS} s; keep instances warm (min_instances = max_instances), load faster or "
+                "lower contract.max_output_tokens"
+            ),
+        )
+    cpu, memory = instance_shape(pool)
     second = instance_second_usd(pool)
     return CloudRunPlan(
         gpu=pool.gpu,
         gpu_count=pool.gpu_count,
         cpu=pool.cpu,
         memory_gib=pool.memory_gib,
+        instance_cpu=cpu,
+        instance_memory_gib=memory,
         zonal_redundancy_disabled=pool.gpu_zonal_redundancy_disabled,
         launch_stage=PREVIEW_LAUNCH_STAGE if GPU_SHAPES[pool.gpu].preview else GA_LAUNCH_STAGE,
         min_instances=pool.min_instances,
         max_instances=pool.max_instances,
         concurrency=min(cap.max_num_seqs, MAX_REQUEST_CONCURRENCY),
+        cold_path=cold,
         request_timeout_seconds=timeout,
         shutdown_timeout_seconds=min(math.ceil(stream_bound_seconds), MAX_DRAIN_SECONDS),
         probes=probes,
-        verify_workers=verify_workers(pool),
-        copy_seconds=copy,
+        stage_workers=STAGE_COPY_WORKERS,
         verify_seconds=cap.verify_seconds,
+        copy_seconds=copy,
         weights_read_seconds=read,
         engine_init_seconds=float(pool.loading.engine_init_seconds),
         cold_load_seconds=cap.cold_load_seconds,
@@ -350,9 +417,42 @@ class CloudRunPoolPlan(PoolPlan):
     """A ``cloud_run`` pool: one revision of the stack's Cloud Run service."""
 
     cloud_run: CloudRunPlan
+    MIN_KEY: ClassVar[str] = "min_instances"
+    MAX_KEY: ClassVar[str] = "max_instances"
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "cloud_run": self.cloud_run.to_dict()}
+
+
+@dataclass(frozen=True)
+class QuotaDemand:
+    """What the stack's Cloud Run pools can hold at once in one region: every pool at its max_instances (stable and
+    canary both count: each is its own revision). Cloud Run accounts each per region and project ("About maximum
+    instances": the regional CPU, memory and GPU quotas, with or without zonal redundancy, divided by the
+    configuration; "a sum of all in-use resources in the region")."""
+
+    #: (GPU type, zonal redundancy disabled) -> GPUs = sum of max_instances.
+    gpus: tuple[tuple[str, bool, int], ...]
+    vcpu: int
+    memory_gib: float
+
+
+def quota_demand(pools: Mapping[str, CloudRunPlan]) -> QuotaDemand:
+    gpus: dict[tuple[str, bool], int] = {}
+    for p in pools.values():
+        key = (p.gpu, p.zonal_redundancy_disabled)
+        gpus[key] = gpus.get(key, 0) + p.max_instances * p.gpu_count
+    return QuotaDemand(
+        gpus=tuple((g, z, n) for (g, z), n in sorted(gpus.items())),
+        vcpu=sum(p.max_instances * p.instance_cpu for p in pools.values()),
+        memory_gib=sum(p.max_instances * p.instance_memory_gib for p in pools.values()),
+    )
+
+
+#: Google's starting point for max_instances ("About maximum instances", best practices: "a good rule of thumb is
+#: to start with a maximum of 3 instances and monitor for invocation failures"): below it, one lost or starting
+#: instance leaves the pool with little to queue on. Advice outside dev (a dev stack may hold one GPU).
+ADVISED_MAX_INSTANCES = 3
 
 
 #: What a Cloud Run pool's record names as its machine: Cloud Run has no machine type, only the GPU shape.
@@ -397,6 +497,14 @@ def plan_pools(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> Tar
         except ProbeError as exc:
             issues.append(PlanIssue(("serving", role, "loading"), str(exc)))
             continue
+        if cfg.environment != "dev" and pool.max_instances < ADVISED_MAX_INSTANCES:
+            run = replace(
+                run,
+                advice=(
+                    f"max_instances {pool.max_instances} < {ADVISED_MAX_INSTANCES}: Google's starting point outside "
+                    "dev (About maximum instances); one starting or lost instance leaves little room",
+                ),
+            )
         inputs = vllm_inputs(
             rel, pool, cap, contract.stream_bound_seconds, cfg.serving.model_name, contract.max_output_tokens
         )

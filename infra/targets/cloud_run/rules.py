@@ -1,6 +1,7 @@
-"""Rules of the ``cloud_run`` target: its section exists, a pool's release fits one Cloud Run GPU, the service-wide
-settings the pools share agree, prod protects the service, the images come from the stack's registry, and a canary
-is a revision of its own. (The warm minimum and the one-target split are the neutral rules', ``infra/rules/common.py``.)"""
+"""Rules of the ``cloud_run`` target: its section exists, a pool's release fits one Cloud Run GPU, the GPU is offered
+in the stack's region, the service-wide settings the pools share agree, prod protects the service, the images come
+from the stack's registry, and a canary is a revision of its own. (The instance shape, the startup window and the
+request timeout are the planner's: ``planning.py``.) (The warm minimum and the one-target split are the neutral rules', ``infra/rules/common.py``.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from components.naming import registry_prefix
 from infra.config.stack import StackConfig
 from infra.rules import Finding, rule
 
-from .config import TARGET, cloud_run_section
+from .config import GPU_SHAPES, TARGET, cloud_run_section
 from .planning import run_pools
 
 #: Pool keys a revision's template does not depend on: a canary equal to stable in everything else renders the
@@ -41,6 +42,21 @@ def release_fits_one_gpu(cfg: StackConfig) -> Iterator[Finding]:
                 ("serving", role, "release"),
                 f"release {pool.release!r} runs on tensor_parallel_size {tp} GPUs; a Cloud Run instance attaches "
                 f"{pool.gpu_count} (gpu_count): serve it on gke, or release it for one GPU",
+            )
+
+
+@rule(target=TARGET, needs={"serving", "region"})
+def gpu_offered_in_the_region(cfg: StackConfig) -> Iterator[Finding]:
+    """Cloud Run offers each GPU type in a few regions only ("GPU support for services", supported regions; the
+    table in config.py). A type whose region list could not be confirmed is left to the preconditions
+    (docs/cloud-run.md)."""
+    for role, pool in run_pools(cfg):
+        regions = GPU_SHAPES[pool.gpu].regions
+        if regions is not None and cfg.region not in regions:
+            yield (
+                ("serving", role, "gpu"),
+                f"Cloud Run offers {pool.gpu} in {', '.join(regions)} (asia-south1 by invitation), not in "
+                f"{cfg.region}: choose one of those regions for the stack, or serve this pool on gke",
             )
 
 

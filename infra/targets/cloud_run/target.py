@@ -35,3 +35,6 @@ class CloudRunTarget(Target):
 
     def report_rows(self, plan: StackPlan) -> Sequence[ReportRow]:
         return report.report_rows(plan)
+
+    def report_lines(self, plan: StackPlan) -> Sequence[str]:
+        return report.report_lines(plan)

@@ -1,6 +1,7 @@
-"""The Cloud Run target's facts: the run.v2 Service's revision template (Pulumi spellings: ``commands``, ``envs``,
-``volumeMounts``; ``components/cloud_run/service.py`` renders it) and its IAM resources. Cloud Run has no
-reservations and no shared GPUs: those readers stay empty."""
+"""The Cloud Run target's facts: each pool's revision resource (its run.v2 ``RevisionTemplate``, run.v2 spellings
+``command``, ``env``, ``volumeMounts``; ``components/cloud_run/service.py`` renders it), the service resource's
+service-level fields and its IAM resources. Every pool's revision is read, stable's as well as the canary's. Cloud
+Run has no reservations and no shared GPUs: those readers stay empty."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from .._common import (
     CLOUD_RUN_IAM,
     CLOUD_RUN_PROBE_DEFAULTS,
+    CLOUD_RUN_REVISION,
     CLOUD_RUN_SERVICE,
     COLD_LOAD_ANNOTATION,
     UNKNOWN,
@@ -45,6 +47,9 @@ CLOUD_RUN_V1_IAM = (
 #: container health checks": "can't exceed 600 seconds (1800 for GPU)").
 MAX_GPU_PROBE_SECONDS = 1800
 INVOKER_ROLE = "roles/run.invoker"
+#: A Cloud Run startup window covers twice the cold-load estimate (issue 23; infra/targets/cloud_run/config.py,
+#: ``startup_margin`` >= 1): the estimate rests on a stated throughput, and a start the probe kills is lost whole.
+STARTUP_WINDOW_FACTOR = 2.0
 
 
 def images(res: Res) -> Iterator[ImageRef]:
@@ -68,7 +73,7 @@ def warm_floors(res: Res) -> Iterator[WarmFloor]:
 
 
 def _env(container: dict[str, Any]) -> Any:
-    envs = get(container, "envs", default=[])
+    envs = get(container, "env", default=[])
     if envs is UNKNOWN:
         return UNKNOWN
     out: dict[str, Any] = {}
@@ -94,11 +99,11 @@ def vllm_servers(res: Res) -> Iterator[VllmServer]:
 
 def startup_windows(res: Res) -> Iterator[StartupWindow]:
     """The vLLM container's startup probe (run.v2 defaults); the estimate is the revision template's annotation, the
-    fallback key the service's name; Cloud Run bounds a GPU service's probe."""
+    fallback key the revision's name; Cloud Run bounds a GPU service's probe."""
     c = cloud_run_serving_container(res)
     if c is None:
         return
-    service = res.props.get("name")
+    service = res.props.get("revision")
     yield StartupWindow(
         container=f"container {c.get('name')!r}",
         probe=c.get("startupProbe"),
@@ -108,6 +113,7 @@ def startup_windows(res: Res) -> Iterator[StartupWindow]:
         rendered_on="the revision template",
         key=service if isinstance(service, str) else res.name,
         limit=ProbeLimit(MAX_GPU_PROBE_SECONDS, "Cloud Run accepts for GPU services: the revision would be refused"),
+        min_factor=STARTUP_WINDOW_FACTOR,
     )
 
 
@@ -118,16 +124,16 @@ def caller_grants(res: Res) -> Iterator[CallerGrant]:
 
 def endpoints(res: Res) -> Iterator[ServingEndpoint]:
     """A service admits anyone who reaches its URL when its invoker IAM check is off."""
-    switch = IamCheckSwitch("invokerIamDisabled", get(res.props, "invokerIamDisabled"), INVOKER_ROLE)
+    switch = IamCheckSwitch("service.invokerIamDisabled", get(res.props, "service", "invokerIamDisabled"), INVOKER_ROLE)
     yield ServingEndpoint("service", iam_check_switch=switch)
 
 
 ADAPTER = Adapter(
     target="cloud_run",
-    images=Reader((CLOUD_RUN_SERVICE,), images),
-    warm_floors=Reader((CLOUD_RUN_SERVICE,), warm_floors),
-    vllm_servers=Reader((CLOUD_RUN_SERVICE,), vllm_servers),
-    startup_windows=Reader((CLOUD_RUN_SERVICE,), startup_windows),
+    images=Reader((CLOUD_RUN_REVISION,), images),
+    warm_floors=Reader((CLOUD_RUN_REVISION,), warm_floors),
+    vllm_servers=Reader((CLOUD_RUN_REVISION,), vllm_servers),
+    startup_windows=Reader((CLOUD_RUN_REVISION,), startup_windows),
     caller_grants=Reader((*CLOUD_RUN_IAM, *CLOUD_RUN_V1_IAM), caller_grants),
     endpoints=Reader((CLOUD_RUN_SERVICE,), endpoints),
 )

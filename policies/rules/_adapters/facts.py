@@ -89,6 +89,9 @@ class StartupWindow:
     #: The readiness probe when ``readiness_required`` (same conventions as ``probe``).
     readiness: Any = None
     limit: ProbeLimit | None = None
+    #: How many times the estimate the window must cover: Cloud Run 2 (issue 23: a start the probe kills is lost
+    #: whole, and the estimate rests on stated throughputs); 1 elsewhere.
+    min_factor: float = 1.0
 
 
 @dataclass(frozen=True)
