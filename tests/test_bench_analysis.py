@@ -20,11 +20,21 @@ from infra.offline.bench.analysis import (
     read_guidellm_report,
 )
 from infra.offline.bench.runner import SweepConfig, sweep
-from infra.offline.bench.scrape import GaugeSummary, parse_samples, summarise
+from infra.offline.bench.scrape import GaugeSummary, ServerWindow, TokenItl, parse_samples, summarise
 from infra.offline.bench.stats import nearest_rank, weighted_nearest_rank
 
 SLO = Slo(ttft_ms=500, itl_ms=50)
 T0 = 1_000_000.0  # an arbitrary unix time; only differences matter
+
+
+def server(itl_p95: float = 20.0, observations: int = 1000) -> ServerWindow:
+    """What /metrics said over a window: a short queue, a quarter of the KV cache, the token ITL p95 given."""
+    return ServerWindow(
+        GaugeSummary(0.5, 2.0, 18), GaugeSummary(0.25, 0.3, 18), TokenItl(Quantiles(10.0, itl_p95, 40.0), observations)
+    )
+
+
+SERVER = server()
 
 
 def ok(
@@ -92,14 +102,49 @@ def test_cut_off_requests_count_only_once_they_breached_ttft():
 def test_percentiles_and_throughput_of_a_passing_rate():
     # 20 arrivals 0.45 s apart from t = 1 s, TTFT 10..200 ms, ITL 20 ms, 11 output tokens, 100 prompt tokens.
     reqs = [ok(1 + 0.45 * i, 10.0 * (i + 1), 20.0) for i in range(20)]
-    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0)
+    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0, server=SERVER)
     assert p.ttft_ms == Quantiles(p50=100.0, p95=190.0, p99=200.0)
-    assert p.itl_ms == Quantiles(p50=20.0, p95=20.0, p99=20.0)
+    assert p.request_itl_ms == Quantiles(p50=20.0, p95=20.0, p99=20.0)
+    assert p.token_itl_ms == Quantiles(10.0, 20.0, 40.0) and p.token_itl_observations == 1000
+    assert (p.queue_waiting, p.kv_cache_usage) == (SERVER.queue_waiting, SERVER.kv_cache_usage)
     assert p.meets_slo and p.goodput_share == 1.0
     # Every request's 11 tokens and 100 prompt tokens fall inside the 9 s window.
     assert p.output_tokens_per_s == pytest.approx(20 * 11 / 9)
     assert p.input_tokens_per_s == pytest.approx(20 * 100 / 9)
     assert p.achieved_rps == pytest.approx(20 / 9)
+
+
+def test_the_itl_objective_is_judged_on_vllms_token_histogram_not_the_request_means():
+    # Every request's mean gap is 80 ms (over the 50 ms objective): the per-request view fails, but the ITL the
+    # alerts judge is vLLM's per-token histogram, whose p95 here is 45 ms: the rate meets the objective. Goodput
+    # still judges each request on its own mean, so every request misses it.
+    reqs = [ok(1 + 0.45 * i, 100.0, 80.0) for i in range(20)]
+    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0, server=server(itl_p95=45.0))
+    assert p.request_itl_ms is not None and p.request_itl_ms.p95 == 80.0
+    assert p.token_itl_ms is not None and p.token_itl_ms.p95 == 45.0
+    assert p.failures == ("goodput 0.0% < 95%",)
+    # The other way round: request means of 20 ms, a token p95 of 60 ms: the ITL objective fails.
+    reqs = [ok(1 + 0.45 * i, 100.0, 20.0) for i in range(20)]
+    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0, server=server(itl_p95=60.0))
+    assert p.failures == ("ITL p95 (vLLM per-token histogram) 60.0 ms > objective 50 ms",)
+
+
+def test_without_the_servers_histogram_a_rate_cannot_meet_the_itl_objective():
+    reqs = [ok(1 + 0.45 * i, 100.0, 20.0) for i in range(20)]
+    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0)
+    assert p.failures == (
+        "no inter-token latency in vLLM's histogram for the window (no token after a first one was generated)",
+    )
+    assert (p.queue_waiting, p.kv_cache_usage, p.token_itl_observations) == (None, None, 0)
+
+
+def test_achieved_rate_and_the_tolerance_of_its_label():
+    # 20 arrivals in the 9 s window at 2 req/s offered: 2.22 req/s achieved, 11 % over the label.
+    reqs = [ok(1 + 0.45 * i, 10.0, 20.0) for i in range(20)]
+    p = rate_point(2.0, [run(*reqs)], SLO, warmup_s=1.0, server=SERVER)
+    assert p.achieved_rps == pytest.approx(20 / 9) and not p.arrivals_on_label
+    # The same arrivals labelled 2.1 req/s: 20/9 / 2.1 = 1.058, within 10 %.
+    assert rate_point(2.1, [run(*reqs)], SLO, warmup_s=1.0, server=SERVER).arrivals_on_label
 
 
 def test_tokens_straddling_the_window_edge_count_pro_rata():
@@ -125,7 +170,7 @@ def test_runs_that_never_overlap_are_an_error():
 
 def test_a_lagging_load_generator_invalidates_the_rate():
     reqs = [ok(1 + i, 100, 10, delay=0.5) for i in range(5)]
-    p = rate_point(1.0, [run(*reqs)], SLO, warmup_s=1.0)
+    p = rate_point(1.0, [run(*reqs)], SLO, warmup_s=1.0, server=SERVER)
     assert p.failures == (
         "load generator fell behind: mean dispatch delay 0.500 s > 0.2 s (not the offered open loop)",
     )
@@ -137,7 +182,7 @@ def test_class_runs_that_barely_overlap_did_not_measure_the_rate():
     # 1 req/s offered) describe nothing.
     a = run(ok(9.7, 100, 10), cls="interactive", start=0, end=10)
     b = run(cls="batch", start=8.6, end=18.6)
-    p = rate_point(1.0, [a, b], SLO, warmup_s=1.0)
+    p = rate_point(1.0, [a, b], SLO, warmup_s=1.0, server=SERVER)
     assert p.window_seconds == pytest.approx(0.4) and p.window_too_short and not p.meets_slo
     assert p.failures == (
         "not measured: the class runs measured together for 0.4 s, under 50% of the 9.0 s each "
@@ -159,7 +204,15 @@ def test_an_unmeasured_rate_ends_the_sweep_without_calling_it_the_knee():
 # ---- operating point -----------------------------------------------------------------------------------------
 
 
-def point(rate: float, ttft_p95: float, itl_p95: float = 10.0, goodput: float = 1.0, tps: float = 0.0) -> RatePoint:
+def point(
+    rate: float,
+    ttft_p95: float,
+    itl_p95: float = 10.0,
+    goodput: float = 1.0,
+    tps: float = 0.0,
+    achieved: float | None = None,
+) -> RatePoint:
+    """A point over a 100 s window with ``achieved x 100`` arrivals (default: the offered rate)."""
     failures = []
     if ttft_p95 > SLO.ttft_ms:
         failures.append("ttft")
@@ -168,27 +221,29 @@ def point(rate: float, ttft_p95: float, itl_p95: float = 10.0, goodput: float = 
     if goodput < SLO.min_goodput_share:
         failures.append("goodput")
     q = lambda v: Quantiles(v / 2, v, v)  # noqa: E731
+    n = round(100 * (rate if achieved is None else achieved))
     return RatePoint(
-        rate,
-        T0,
-        T0 + 10,
-        10,
-        10,
-        0,
-        0,
-        0,
-        q(ttft_p95),
-        q(itl_p95),
-        tps or 10 * rate,
-        5 * rate,
-        0.0,
-        goodput,
-        tps,
-        0.0,
-        0.0,
-        None,
-        None,
-        tuple(failures),
+        offered_rps=rate,
+        window_start=T0,
+        window_end=T0 + 100,
+        arrivals=n,
+        successful=n,
+        errored=0,
+        cut_off_late=0,
+        cut_off_undetermined=0,
+        ttft_ms=q(ttft_p95),
+        request_itl_ms=q(itl_p95),
+        token_itl_ms=q(itl_p95),
+        output_tokens_per_s=tps or 10 * rate,
+        input_tokens_per_s=5 * rate,
+        error_rate=0.0,
+        goodput_share=goodput,
+        goodput_output_tokens_per_s=tps,
+        dispatch_delay_mean_s=0.0,
+        dispatch_delay_p95_s=0.0,
+        queue_waiting=None,
+        kv_cache_usage=None,
+        failures=tuple(failures),
     )
 
 
@@ -213,7 +268,16 @@ def test_goodput_alone_can_fail_a_rate():
 def test_no_rate_meeting_the_slo_means_no_operating_point():
     found, reason = operating_point([point(2, 800), point(1, 600)])
     assert found is None
-    assert reason == "no offered rate met the SLO: the lowest, 1 req/s, failed (ttft)"
+    assert reason == "no offered rate met the SLO: the lowest, 1 req/s (1 achieved), failed (ttft)"
+
+
+def test_rates_are_judged_in_the_order_of_their_achieved_load():
+    # Two bisection steps 12 % apart: 4.0 offered achieved 4.36, 4.5 offered achieved 4.10 (both within 10 % of
+    # their labels). The 4.5 point failed, and it was measured at the lower load: so 4.0's pass above a failure is
+    # not capacity, and the operating point is 2.
+    curve = [point(1, 100), point(2, 200), point(4, 300, achieved=4.36), point(4.5, 900, achieved=4.10)]
+    found, _ = operating_point(curve)
+    assert found is not None and found.point.offered_rps == 2
 
 
 def test_every_rate_passing_is_a_lower_bound():
@@ -223,7 +287,7 @@ def test_every_rate_passing_is_a_lower_bound():
 
 # ---- sweep ---------------------------------------------------------------------------------------------------
 
-CFG = SweepConfig(rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=10, warmup_s=1)
+CFG = SweepConfig(rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=10, warmup_fraction=0.1)
 
 
 def fake_server(knee: float):
@@ -281,7 +345,8 @@ vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny",reason="capacit
 
 def test_parse_samples_filters_name_and_model():
     assert parse_samples(METRICS, "vllm:num_requests_waiting", "tiny") == [3.0, 2.0]
-    assert parse_samples(METRICS, "vllm:kv_cache_usage_perc") == [0.25, 0.5]
+    assert parse_samples(METRICS, "vllm:kv_cache_usage_perc", "tiny") == [0.25, 0.5]
+    assert parse_samples(METRICS, "vllm:kv_cache_usage_perc", "other") == []
     assert summarise([1.0, 3.0]) == GaugeSummary(mean=2.0, max=3.0, samples=2)
     assert summarise([]) is None
 
@@ -389,6 +454,6 @@ def test_a_completion_without_a_text_chunk_is_judged_on_its_latency():
     # guidellm reports no TTFT for a completion whose only token decodes to empty text; the request's 44 ms
     # latency bounds its TTFT from above, so it conforms (and enters the TTFT percentiles as 44 ms).
     empty = RequestObs("successful", T0 + 2, T0 + 2, None, None, T0 + 2.044, None, None, 45, 1, 0.0)
-    p = rate_point(1.0, [run(empty)], SLO, warmup_s=1.0)
+    p = rate_point(1.0, [run(empty)], SLO, warmup_s=1.0, server=SERVER)
     assert p.goodput_share == 1.0
     assert p.ttft_ms is not None and p.ttft_ms.p95 == pytest.approx(44.0)

@@ -118,3 +118,50 @@ def test_default_guidellm_location_is_the_vllm_venv():
 
     assert DEFAULT_GUIDELLM == REPO / ".venv-vllm" / "bin" / "guidellm"
     assert os.path.basename(DEFAULT_GUIDELLM) == "guidellm"
+
+
+# ---- where a stack's release and measurement paths resolve ---------------------------------------------------
+
+
+def test_with_stacks_dir_paths_stay_relative_to_the_project_root_and_the_error_says_so(tmp_path: Path, capsys):
+    """A team keeping its stack files elsewhere puts the record beside them: it is not read from there, and the error
+    states the rule (release and measured paths are relative to the project root, as the Pulumi program reads them)."""
+    import yaml
+
+    from infra.offline import cli
+    from infra.offline.stackfile import ROOT, STACKS_DIR
+
+    stacks = tmp_path / "team-stacks"
+    (stacks / "measurements").mkdir(parents=True)
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    doc["config"]["llm-serving:serving"]["stable"]["measured"] = "stacks/measurements/dev-stable.json"
+    (stacks / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
+    (stacks / "measurements" / "dev-stable.json").write_text("{}")  # beside the stack file: never read
+
+    assert cli.main(["capacity", "--stack", "dev", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "1 configuration error(s):",
+        "  - llm-serving:serving.stable.measured: stacks/measurements/dev-stable.json: file not found",
+        f"note: --stacks-dir {stacks} moves only the stack files; release and `measured:` paths "
+        f"(stacks/releases/..., stacks/measurements/...) are read from the project root {ROOT}, as the Pulumi "
+        "program reads them, not from beside the stack file",
+        "nothing was registered.",
+    ]
+    # The release files the stack names are read from the project root too: the same stack without the record plans.
+    del doc["config"]["llm-serving:serving"]["stable"]["measured"]
+    (stacks / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
+    assert cli.main(["capacity", "--stack", "dev", "--stacks-dir", str(stacks)]) == 0
+
+
+def test_without_stacks_dir_a_missing_file_gets_no_note(capsys):
+    from infra.config import ConfigError, ConfigIssue
+    from infra.offline.cli import paths_note
+    from infra.offline.stackfile import STACKS_DIR
+
+    err = ConfigError([ConfigIssue("llm-serving:releases[0]", "stacks/releases/dev/x.json: file not found")])
+    assert paths_note(None, err) is None
+    assert paths_note(STACKS_DIR, err) is None  # the default folder, named explicitly
+    other = ConfigError([ConfigIssue("llm-serving:contract.ttft_p95_ms", "must be > 0")])
+    assert paths_note(Path("/elsewhere"), other) is None  # an error naming no file path
+    assert paths_note(Path("/elsewhere"), err) is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +33,7 @@ from infra.config import bench as bench_config
 from infra.offline import cli
 from infra.offline.bench import cli as bench_cli
 from infra.offline.bench import runner as bench_runner
+from infra.offline.bench import scrape as bench_scrape
 from infra.offline.bench import store
 from infra.offline.bench.record import write_measurement
 from infra.offline.planrun import run_plan
@@ -255,10 +257,13 @@ def test_job(enabled):
     assert job["metadata"]["name"] == "bench-canary" and job["metadata"]["namespace"] == "llm-bench"
     assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
     spec = job["spec"]
-    # Automatic sweep: at most 10 doubling + 2 bisection = 12 rates, each bounded by guidellm's run timeout
-    # 240 (start-up) + 120 (duration) + 120 (drain) = 480 s -> 12 x 480 = 5760 s; + 600 s outside the rates
-    # + 900 s pod start = 7260 s.
-    assert spec["activeDeadlineSeconds"] == 12 * (240 + 120 + 120) + 600 + 900 == 7260
+    # Automatic sweep: at most 10 doubling rates (1 .. 512 req/s) + 2 bisection rates (bounded by the start rate) + 3
+    # re-measurements (bounded by the longest run) = 15 runs, each bounded by guidellm's run timeout 240 (start-up)
+    # + the run + 120 (drain). A run is max(120 s, 400 arrivals / (rate x 0.9)): 444.4 s at 1 req/s, 222.2 s at 2,
+    # 120 s from 4 up. 6 x 444.4 + 222.2 + 8 x 120 = 3848.9 s of load + 15 x 360 = 9248.9 -> 9249 s; + 600 s outside
+    # the rates + 900 s pod start = 10749 s.
+    load = 6 * 400 / 0.9 + 400 / 1.8 + 8 * 120
+    assert spec["activeDeadlineSeconds"] == math.ceil(load + 15 * 360) + 600 + 900 == 10749
     assert (spec["backoffLimit"], spec["completions"], spec["parallelism"]) == (0, 1, 1)
     assert spec["ttlSecondsAfterFinished"] == 7 * 24 * 3600
     template = spec["template"]
@@ -365,10 +370,11 @@ def test_quick_job_with_rates_and_duration(quick):
         "--record-uri",
         f"gs://{WEIGHTS}/measurements/prod-stable-{STABLE_RELEASE}.json",
     ]
-    # 3 explicit rates x (240 + 30 + 120) = 1170 s, + 600 + 900 = 2670 s.
-    assert (
-        inputs(quick, JOB, "bench-stable-job")["spec"]["activeDeadlineSeconds"] == 3 * (240 + 30 + 120) + 1500 == 2670
-    )
+    # 3 explicit rates, the 30 s floor raised to 400 arrivals: 888.9 s at 0.5 req/s, 444.4 at 1, 222.2 at 2; + 3
+    # re-measurements of 888.9 s: 4222.2 s of load + 6 x 360 = 6382.2 -> 6383 s, + 600 + 900 = 7883 s.
+    load = 4 * 400 / 0.45 + 400 / 0.9 + 400 / 1.8
+    deadline = inputs(quick, JOB, "bench-stable-job")["spec"]["activeDeadlineSeconds"]
+    assert deadline == math.ceil(load + 6 * 360) + 1500 == 7883
     assert inputs(quick, SERVICE, "bench-stable-service")["metadata"]["namespace"] == "llm-serving-stable"
     assert "llm-bench" in json.dumps(inputs(quick, NETPOL, "vllm-stable-netpol")["spec"]["ingress"])
     assert "llm-bench" not in json.dumps(inputs(quick, NETPOL, "vllm-canary-netpol")["spec"]["ingress"])
@@ -378,11 +384,21 @@ def test_deadline_arithmetic_and_its_sources():
     def cfg(**kw):
         return bench_config.BenchConfig(image=IMAGE, pool="stable", **kw)
 
-    # quick, automatic: 3 + 0 rates x (240 + 10 + 120) = 1110, + 600 + 900
-    assert bench_deadline(cfg(quick=True)).active_deadline_seconds == 3 * 370 + 1500 == 2610
-    # explicit rates override the automatic count; "auto" is the automatic sweep
-    assert bench_deadline(cfg(rates="1,2,4,8,16", duration_seconds=60)).active_deadline_seconds == 5 * 420 + 1500
-    assert bench_deadline(cfg(rates="auto")).runs == 12
+    # quick, automatic: rates 1, 2, 4 with a 10 s floor run 444.4, 222.2, 111.1 s (400 arrivals after a 10 %
+    # warm-up), + 3 re-measurements of 444.4 s: 2111.1 s of load + 6 x 360 = 4271.1 -> 4272, + 600 + 900
+    assert (
+        bench_deadline(cfg(quick=True)).active_deadline_seconds
+        == math.ceil(4 * 400 / 0.9 + 400 / 1.8 + 400 / 3.6 + 6 * 360) + 1500
+        == 5772
+    )
+    # explicit rates override the automatic ones: 1, 2, 4 run 444.4, 222.2, 111.1 s; 8 and 16 the 60 s floor
+    assert (
+        bench_deadline(cfg(rates="1,2,4,8,16", duration_seconds=60)).active_deadline_seconds
+        == math.ceil(4 * 400 / 0.9 + 400 / 1.8 + 400 / 3.6 + 2 * 60 + 8 * 360) + 1500
+        == 6612
+    )
+    # "auto" is the automatic sweep: 10 + 2 rates and 3 re-measurements
+    assert bench_deadline(cfg(rates="auto")).runs == 15
     # The numbers are the bench's own: its guidellm run timeout and what it does outside the rates.
     assert bench_runner.STARTUP_ALLOWANCE_S == bench_config.RUN_STARTUP_ALLOWANCE_S == 240
     assert bench_runner.DRAIN_ALLOWANCE_S == bench_config.RUN_DRAIN_ALLOWANCE_S == 120
@@ -639,7 +655,8 @@ def test_fetch_round_trip(gcs: Gcs, tmp_path: Path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(
         f"wrote {to}: release {record(CURVE).release} on a3-highgpu-2g (TP 2), measured "
-        "2026-08-24T09:30:15Z; operating point 4 req/s: θ_o 1400.0, θ_i 7200.0 tokens/s per replica."
+        "2026-08-24T09:30:15Z; operating point 4 req/s achieved (4 offered): θ_o 1400.0, θ_i 7200.0 tokens/s per "
+        "replica."
     )
     assert f"measured: stacks/measurements/{to.name}" in err
     assert sorted(p.name for p in to.parent.iterdir()) == [to.name]  # no temporary file left behind
@@ -750,6 +767,19 @@ def test_fetch_needs_to(capsys):
 # ---- bench --record-uri: the run uploads its record, create-only ---------------------------------------------------
 
 
+class QuietScraper(bench_scrape.MetricsScraper):
+    """A scraper that never touches the network (the points it would summarise are CURVE's, gauges included)."""
+
+    def check(self) -> bench_scrape.Sample:
+        return bench_scrape.Sample(0.0, 0.0, 0.0, {math.inf: 0.0})
+
+    def start(self) -> QuietScraper:
+        return self
+
+    def stop(self) -> None:
+        pass
+
+
 def _bench(tmp_path: Path, monkeypatch, *argv: str) -> int:
     """``llm-serving bench`` with everything that needs guidellm and a server replaced: the sweep measures CURVE."""
     points = {p.offered_rps: p for p in CURVE}
@@ -757,11 +787,12 @@ def _bench(tmp_path: Path, monkeypatch, *argv: str) -> int:
     monkeypatch.setattr(bench_cli, "guidellm_version", lambda exe: "0.8.1")
     monkeypatch.setattr(bench_cli, "_check_health", lambda url: None)
     monkeypatch.setattr(bench_cli, "measure_rate_fn", lambda *a, **k: lambda rate, index: (points[rate], ()))
+    monkeypatch.setattr(bench_cli, "MetricsScraper", QuietScraper)
     p = argparse.ArgumentParser(prog="llm-serving")
     bench_cli.register(
         p.add_subparsers(dest="command", required=True), lambda args: target(tokenizer_path=str(tmp_path))
     )
-    args = p.parse_args(["bench", "--rates", "1,2,4,8", "--no-metrics", *argv])
+    args = p.parse_args(["bench", "--rates", "1,2,4,8", *argv])
     return args.fn(args)
 
 

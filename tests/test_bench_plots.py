@@ -32,13 +32,21 @@ def test_plots_are_valid_deterministic_pngs(tmp_path: Path, draw):
     assert a.read_bytes() == b.read_bytes()
 
 
-def test_plots_without_operating_point_or_metrics(tmp_path: Path):
-    points = [rp(1, 2000, 0.9), rp(2, 3000, 0.6)]
-    points = [p.__class__(**{**p.__dict__, "queue_waiting": None, "kv_cache_usage": None}) for p in points]
-    rec = record(points)
+def test_plots_without_operating_point(tmp_path: Path):
+    rec = record([rp(1, 2000, 0.9), rp(2, 3000, 0.6)])
     assert rec.operating_point is None
     for draw in (latency_plot, goodput_plot, server_plot):
         assert png_size(draw(rec, tmp_path / f"{draw.__name__}.png")) == (800, 700)
+
+
+@pytest.mark.parametrize("draw", [latency_plot, goodput_plot, server_plot])
+def test_points_sit_at_their_achieved_rate(tmp_path: Path, draw):
+    # The same measurements, 1 req/s offered in both; achieved 1.0 (108 arrivals in 108 s) or 1.05 (113): the x axis
+    # is the achieved load, so the pictures differ.
+    on = record([rp(1, 400, 1.0), rp(2, 700, 1.0)])
+    off = record([rp(1, 400, 1.0, arrivals=113), rp(2, 700, 1.0)])
+    assert on.curve[0].achieved_rps == 1.0 and off.curve[0].achieved_rps == pytest.approx(113 / 108)
+    assert draw(on, tmp_path / "on.png").read_bytes() != draw(off, tmp_path / "off.png").read_bytes()
 
 
 # ---- the capacity page's picture ----------------------------------------------------------------------------

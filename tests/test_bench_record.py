@@ -20,14 +20,21 @@ from infra.offline.bench.scrape import GaugeSummary
 from infra.offline.bench.target import BenchTarget, TargetError
 from infra.offline.bench.workload import parse_priority_mix, plan_workload
 
-ARGS = ("--model", "/models/qwen3-32b", "--tensor-parallel-size", "2", "--max-model-len", "16384")
+#: As the renderer writes them: the release id first among the served names (vLLM's metrics label), then the public
+#: name requests carry.
+ARGS = (
+    "--model", "/models/qwen3-32b",
+    "--served-model-name", "qwen3-32b-fp8-2026-08-23.1", "qwen3-32b",
+    "--tensor-parallel-size", "2",
+    "--max-model-len", "16384",
+)  # fmt: skip
 WHEN = datetime(2026, 8, 24, 9, 30, 15, tzinfo=UTC)
 
 
 def target(**over) -> BenchTarget:
     fields: dict[str, Any] = dict(
         base_url="http://127.0.0.1:8000",
-        served_model_name="qwen3-32b-fp8-2026-08-23.1",
+        served_model_name="qwen3-32b",
         release="qwen3-32b-fp8-2026-08-23.1",
         image_digest="sha256:" + "ab" * 32,
         vllm_version="0.32.0",
@@ -52,19 +59,23 @@ def target(**over) -> BenchTarget:
     return BenchTarget(**fields)
 
 
-def rp(rate: float, ttft_p95: float, goodput: float) -> RatePoint:
+def rp(rate: float, ttft_p95: float, goodput: float, arrivals: int | None = None) -> RatePoint:
+    """A point measured over a 108 s window (a 120 s run less 12 s of warm-up) with ``rate x 108`` arrivals (achieved
+    = offered) unless ``arrivals`` says otherwise."""
     failures = tuple(f for f, bad in (("TTFT", ttft_p95 > 1500), ("goodput", goodput < 0.95)) if bad)
+    n = int(rate * 108) if arrivals is None else arrivals
     return RatePoint(
         offered_rps=rate,
         window_start=0.0,
         window_end=108.0,
-        arrivals=int(rate * 108),
-        successful=int(rate * 108),
+        arrivals=n,
+        successful=n,
         errored=0,
         cut_off_late=0,
         cut_off_undetermined=0,
         ttft_ms=Quantiles(ttft_p95 / 3, ttft_p95, ttft_p95 * 1.2),
-        itl_ms=Quantiles(20, 35, 40),
+        request_itl_ms=Quantiles(22, 41, 48),
+        token_itl_ms=Quantiles(20, 35, 40),
         output_tokens_per_s=350 * rate,
         input_tokens_per_s=1800 * rate,
         error_rate=0.0,
@@ -75,6 +86,9 @@ def rp(rate: float, ttft_p95: float, goodput: float) -> RatePoint:
         queue_waiting=GaugeSummary(rate / 2, rate, 200),
         kv_cache_usage=GaugeSummary(0.1 * rate, 0.12 * rate, 200),
         failures=failures,
+        token_itl_observations=int(rate * 108 * 349),
+        warmup_s=12.0,
+        runs=(("interactive", 1000 + int(rate), rate * 0.8, 120.0), ("batch", 2000 + int(rate), rate * 0.2, 120.0)),
         prompt_tokens_sent=(1900, 2000, 8100),
         output_tokens_sent=(300, 360, 1490),
     )
@@ -93,7 +107,9 @@ def record(points: list[RatePoint], t: BenchTarget | None = None) -> Measurement
         mix=parse_priority_mix("interactive=0.8,batch=0.2", t.priority_classes),
     )
     found, reason = operating_point(points)
-    cfg = SweepConfig(rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=120, warmup_s=12)
+    cfg = SweepConfig(
+        rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=120, warmup_fraction=0.1
+    )
     return build_measurement(
         target=t,
         plan=plan,
@@ -104,6 +120,7 @@ def record(points: list[RatePoint], t: BenchTarget | None = None) -> Measurement
         no_point_reason=reason,
         guidellm_version="0.8.1",
         measured_at=WHEN,
+        metrics_period_s=0.5,
     )
 
 
@@ -119,13 +136,23 @@ def test_record_round_trip(tmp_path: Path):
     assert doc["measured_at"] == "2026-08-24T09:30:15Z"
     assert doc["operating_point"] == {
         "offered_rps": 4.0,
+        "achieved_rps": 4.0,  # 432 arrivals in 108 s
         "output_tokens_per_s": 1400.0,
         "input_tokens_per_s": 7200.0,
         "ttft_p95_ms": 1400.0,
-        "itl_p95_ms": 35.0,
+        "token_itl_p95_ms": 35.0,
         "goodput_share": 0.96,
         "limit": "slo",
     }
+    assert doc["server_metrics"] == {
+        "model_name": "qwen3-32b-fp8-2026-08-23.1",  # the first --served-model-name of ARGS, not the request's name
+        "itl_histogram": "vllm:inter_token_latency_seconds",
+        "period_seconds": 0.5,
+    }
+    assert doc["curve"][0]["runs"] == [
+        {"priority_class": "interactive", "seed": 1001, "rate_rps": 0.8, "duration_seconds": 120.0},
+        {"priority_class": "batch", "seed": 2001, "rate_rps": 0.2, "duration_seconds": 120.0},
+    ]
     assert doc["no_operating_point_reason"] is None
     w = doc["workload"]
     assert (w["shared_prefix_tokens"], w["priority_header"]) == (450, "x-gateway-inference-objective")
@@ -142,7 +169,9 @@ def test_record_round_trip(tmp_path: Path):
 def test_no_operating_point_is_recorded_with_its_reason(tmp_path: Path):
     rec = record([rp(1, 2000, 0.9), rp(2, 3000, 0.6)])
     assert rec.operating_point is None
-    assert rec.no_operating_point_reason == ("no offered rate met the SLO: the lowest, 1 req/s, failed (TTFT; goodput)")
+    assert rec.no_operating_point_reason == (
+        "no offered rate met the SLO: the lowest, 1 req/s (1 achieved), failed (TTFT; goodput)"
+    )
     path = tmp_path / "none.json"
     write_measurement(rec, path)
     assert load_measurement(path).operating_point is None
@@ -172,6 +201,55 @@ def test_rejects_an_invented_operating_point(tmp_path: Path):
 
     assert _bad(tmp_path, mutate) == (
         "1 problem(s): operating_point.offered_rps: the curve point at 8.0 does not meet the SLO"
+    )
+
+
+def test_rejects_a_point_not_measured_at_its_label(tmp_path: Path):
+    # 1 req/s offered; 10 % off is the limit (1.1 passes), 1.11 req/s is refused, and so is 0.89.
+    def at(achieved: float):
+        def mutate(d):
+            d["curve"][0]["achieved_rps"] = achieved
+
+        return mutate
+
+    assert _bad(tmp_path, at(1.11)) == (
+        "1 problem(s): curve.0.achieved_rps: 1.11 req/s is more than 10% from the offered 1 req/s: the point was not "
+        "measured at its label"
+    )
+    assert _bad(tmp_path, at(0.89)).startswith("1 problem(s): curve.0.achieved_rps: 0.89 req/s is more than 10%")
+    doc = record(CURVE).model_dump(mode="json")
+    doc["curve"][0]["achieved_rps"] = 1.1
+    Measurement.model_validate(doc)
+
+
+def test_rejects_a_point_without_the_servers_gauges(tmp_path: Path):
+    def mutate(d):
+        d["curve"][1]["queue_waiting"] = None
+        d["curve"][2]["kv_cache_usage"] = None
+
+    assert _bad(tmp_path, mutate) == (
+        "2 problem(s): curve.1.queue_waiting: Input should be an object; curve.2.kv_cache_usage: Input should be an object"
+    )
+
+
+def test_a_point_without_gauges_is_no_record():
+    blind = dataclasses.replace(rp(1, 400, 1.0), queue_waiting=None)
+    with pytest.raises(MeasurementError) as err:
+        record([blind])
+    assert str(err.value) == (
+        "1 req/s: no vllm:num_requests_waiting from the server's /metrics; a record needs it at every rate"
+    )
+
+
+def test_the_operating_point_is_judged_in_achieved_order(tmp_path: Path):
+    # Offered 4 achieved 4.36 passes, offered 4.5 achieved 4.10 fails: 4.5 was the lower load, so 4 is no capacity.
+    def mutate(d):
+        d["curve"][2]["achieved_rps"] = 4.36
+        d["curve"].insert(3, {**d["curve"][3], "offered_rps": 4.5, "achieved_rps": 4.1})
+        d["curve"].pop()  # drop 8 req/s
+
+    assert (
+        _bad(tmp_path, mutate) == "1 problem(s): operating_point.offered_rps: a lower rate of the curve fails the SLO"
     )
 
 
@@ -236,7 +314,7 @@ def test_identity_differences_name_each_field_with_both_values():
         "accelerator.machine_type: record 'a3-highgpu-2g', expected 'a3-highgpu-4g'",
         "accelerator.gpus_per_node: record 2, expected 4",
         f"engine_args.rendered_sha256: record {args_sha256(ARGS)}, expected {args_sha256(other_args)} "
-        "(first difference at argument 5: record '16384', expected '8192')",
+        "(first difference at argument 8: record '16384', expected '8192')",
     ]
 
 

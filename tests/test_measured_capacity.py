@@ -162,9 +162,9 @@ def test_a_cpu_adapted_record_sizes_dev_only(root: Path):
 
 def test_a_missing_or_broken_record_names_the_key(root: Path):
     assert _errors(root, _values())["llm-serving:serving.stable.measured"] == f"{RECORD}: file not found"
-    (root / RECORD).write_text('{"schema_version": 1}')
+    (root / RECORD).write_text('{"schema_version": 2}')
     msg = _errors(root, _values())["llm-serving:serving.stable.measured"]
-    assert msg.startswith(f"{RECORD}: 13 problem(s): release: Field required")
+    assert msg.startswith(f"{RECORD}: 14 problem(s): release: Field required")
 
 
 def test_a_record_without_operating_point_sizes_nothing(root: Path):

@@ -77,7 +77,11 @@ NUM_REQUESTS_RUNNING = Gauge(naming.VLLM_NUM_REQUESTS_RUNNING)
 #: 0-1 fraction. Not the removed ``vllm:gpu_cache_usage_perc`` (gone since 0.12, vLLM vllm/v1/metrics/loggers.py).
 KV_CACHE_USAGE = Gauge(naming.VLLM_KV_CACHE_USAGE)
 TTFT = Histogram("vllm:time_to_first_token_seconds")
-#: Not the removed ``vllm:time_per_output_token_seconds`` (hidden in 0.12, absent in 0.33).
+#: The project's one inter-token latency: one observation per generated token after a request's first, the gap since
+#: its previous token (vLLM 0.32 ``PrometheusStatLogger``: ``inter_token_latencies_iter``). The alerts, the dashboards
+#: and the bench's SLO verdict (infra/offline/bench/scrape.py) all take ``histogram_quantile`` of it; a request's *mean*
+#: gap (``vllm:request_time_per_output_token_seconds``, guidellm's ITL) is a different statistic. Not the removed
+#: ``vllm:time_per_output_token_seconds`` (hidden in 0.12, absent in 0.33).
 ITL = Histogram("vllm:inter_token_latency_seconds")
 E2E_LATENCY = Histogram("vllm:e2e_request_latency_seconds")
 QUEUE_TIME = Histogram("vllm:request_queue_time_seconds")

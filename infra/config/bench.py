@@ -18,17 +18,32 @@ from .base import Strict, check
 from .release import IMAGE_DIGEST_RE
 
 # ---- the sweep (what ``llm-serving bench`` runs; infra/offline/bench/cli.py explains each choice) -------------
-#: Full run: 120 s per rate gives >= 100 arrivals from 1 req/s up, so p95 rests on real tail samples, and is long
-#: against the seconds-scale queueing transients of one replica.
+#: Full run: at least 120 s per rate, long against the seconds-scale queueing transients of one replica (a rate also
+#: runs long enough for MIN_WINDOW_ARRIVALS, see ``run_seconds``).
 DEFAULT_DURATION_S = 120.0
-#: --quick (CI smoke test): 10 s per rate leaves a window of >= 4.5 s after a 1 s warm-up while the concurrent
-#: class runs start at most 4.5 s apart (measured 0-5.4 s on 2 busy cores); a larger skew marks the rate "not
-#: measured" (bench/analysis.py MIN_WINDOW_SHARE): size nothing from a --quick run.
+#: --quick (CI smoke test): at least 10 s per rate; the arrival minimum below sets the real length at low rates.
 QUICK_DURATION_S = 10.0
-#: Automatic sweep: at most 10 doubling steps (1 .. 512 req/s), then 2 bisection steps at the knee.
+#: Warm-up excluded from each run's window, as a fraction of the run: an open loop starts from an empty server,
+#: whose first seconds are faster than steady state; 10 % drops that start without losing much data.
+WARMUP_FRACTION = 0.10
+#: Arrivals a rate's measurement window is sized to hold (in expectation): a Poisson count N has a relative spread
+#: 1/sqrt(N), so 400 arrivals put the achieved rate within +-10 % (ARRIVAL_TOLERANCE, 2 standard deviations) of the
+#: offered one 95 % of the time; the rest is measured again (MAX_REMEASUREMENTS). Measured before this rule: 10 s
+#: runs of 10-47 arrivals delivered 1.46, 2.96 and 5.80 req/s at 1, 2 and 4 req/s offered.
+MIN_WINDOW_ARRIVALS = 400
+#: How far a rate's achieved arrival rate may be from its label (offered): a record holding a point further off is
+#: refused (infra/config/measurement.py), so every label is the load the point was measured at, within 10 %.
+ARRIVAL_TOLERANCE = 0.10
+#: Re-measurements (fresh seeds) one sweep may spend on rates whose achieved rate missed ARRIVAL_TOLERANCE: with
+#: 400 arrivals one run in ~22 misses it, so 3 re-runs cover a 12-rate sweep except about once in 500.
+MAX_REMEASUREMENTS = 3
+#: Automatic sweep: start at 1 req/s (one replica of any model the planner sizes serves that), double each step,
+#: at most 10 doubling steps (1 .. 512 req/s), then 2 bisection steps (resolution 2^(1/4), about +-19 %) at the knee.
+AUTO_START_RPS = 1.0
+AUTO_GROWTH = 2.0
 AUTO_MAX_RATES = 10
 AUTO_REFINE_STEPS = 2
-#: --quick: at most 3 rates and no refinement keep a run near 2 minutes.
+#: --quick: at most 3 rates and no refinement.
 QUICK_MAX_RATES = 3
 QUICK_REFINE_STEPS = 0
 #: guidellm's start-up before its first request: measured 9 s (imports, backend check) + 10 s (worker spawn)
@@ -38,10 +53,9 @@ RUN_STARTUP_ALLOWANCE_S = 240.0
 RUN_DRAIN_ALLOWANCE_S = 120.0
 
 # ---- bounds of the config keys -----------------------------------------------------------------------------------
-#: Shortest run per rate: the --quick duration, the shortest window the analysis is documented to work with.
+#: Shortest floor per rate: the --quick floor (a rate's run is longer anyway until it expects MIN_WINDOW_ARRIVALS).
 MIN_DURATION_S = QUICK_DURATION_S
-#: Longest run per rate: 15x the default (a 2-minute window already holds >= 100 arrivals); 12 such rates keep the
-#: Job within ~7 h.
+#: Longest floor per rate: 15x the default; 12 such rates keep the Job within ~7 h.
 MAX_DURATION_S = 1800.0
 #: Explicit rates at most: twice the automatic sweep's 12 runs.
 MAX_RATES = 24
@@ -65,19 +79,35 @@ def parse_rates(text: str) -> tuple[float, ...] | None:
     return rates
 
 
-def sweep_runs(rates: tuple[float, ...] | None, quick: bool) -> int:
-    """How many rates one bench run measures at most: the explicit ones, or the automatic sweep's growth steps
-    plus its bisection steps."""
-    if rates is not None:
-        return len(rates)
-    return (QUICK_MAX_RATES + QUICK_REFINE_STEPS) if quick else (AUTO_MAX_RATES + AUTO_REFINE_STEPS)
-
-
 def run_duration(duration_seconds: float | None, quick: bool) -> float:
-    """Seconds of load per rate: as given, else the --quick or the full default."""
+    """The floor of every rate's run, s: as given, else the --quick or the full default."""
     if duration_seconds is not None:
         return duration_seconds
     return QUICK_DURATION_S if quick else DEFAULT_DURATION_S
+
+
+def run_seconds(rate_rps: float, floor_s: float) -> float:
+    """Seconds of load at ``rate_rps``: the floor, or longer so that the window after the warm-up expects
+    MIN_WINDOW_ARRIVALS arrivals: ``max(floor, N / (rate * (1 - WARMUP_FRACTION)))``.
+
+    Example: 1 req/s with a 120 s floor runs 400 / 0.9 = 444.4 s; 8 req/s runs the 120 s floor (55.6 s would do)."""
+    return max(floor_s, MIN_WINDOW_ARRIVALS / (rate_rps * (1 - WARMUP_FRACTION)))
+
+
+def sweep_rates(rates: tuple[float, ...] | None, quick: bool) -> tuple[float, ...]:
+    """The rates one bench run may measure, for bounding its time: the explicit ones, or the automatic sweep's
+    doubling steps followed by its bisection steps, each bisection rate bounded by the slowest (the start rate: a
+    bisection rate lies between two measured rates, so it is never below it)."""
+    if rates is not None:
+        return rates
+    growing = QUICK_MAX_RATES if quick else AUTO_MAX_RATES
+    refine = QUICK_REFINE_STEPS if quick else AUTO_REFINE_STEPS
+    return tuple(AUTO_START_RPS * AUTO_GROWTH**k for k in range(growing)) + (AUTO_START_RPS,) * refine
+
+
+def sweep_runs(rates: tuple[float, ...] | None, quick: bool) -> int:
+    """How many rates one bench run measures at most (re-measurements aside)."""
+    return len(sweep_rates(rates, quick))
 
 
 class BenchConfig(Strict):
@@ -100,8 +130,8 @@ class BenchConfig(Strict):
     quick: bool = Field(
         False,
         description=(
-            "``--quick``: 10 s per rate, at most 3 rates, no refinement (a smoke test, not a measurement to size a "
-            "fleet from)."
+            "``--quick``: at most 3 rates, a 10 s floor per rate, no refinement (a smoke test, not a measurement to "
+            "size a fleet from)."
         ),
     )
     rates: Annotated[str, Field(min_length=1, max_length=400)] | None = Field(
@@ -114,8 +144,9 @@ class BenchConfig(Strict):
     duration_seconds: Annotated[float, Field(ge=MIN_DURATION_S, le=MAX_DURATION_S)] | None = Field(
         None,
         description=(
-            "Seconds of load per rate (``--duration-seconds``); absent = 120, or 10 with ``quick``. Bounded by the "
-            "--quick duration (the shortest window the analysis works with) and 30 minutes (15x the default)."
+            "Seconds of load per rate at least (``--duration-seconds``); absent = 120, or 10 with ``quick``; a rate "
+            f"runs longer when its window would expect fewer than {MIN_WINDOW_ARRIVALS} arrivals. Bounded by the "
+            "--quick duration and 30 minutes (15x the default)."
         ),
     )
 

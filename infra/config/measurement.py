@@ -17,10 +17,13 @@ from typing import Annotated, Any, Final, Literal, Protocol
 from pydantic import Field, ValidationError, model_validator
 
 from .base import FieldErrors, Strict, check
+from .bench import ARRIVAL_TOLERANCE
 from .documents import DocumentError, load_json_file
 
-#: Bump on any change a reader of older records must know about.
-SCHEMA_VERSION: Final = 1
+#: Bump on any change a reader of older records must know about. 2: the server's gauges are required, the ITL is
+#: reported twice (vLLM's per-token histogram, which the SLO is judged on, and guidellm's per-request mean), every
+#: run's seed is recorded, and the achieved arrival rate must be within ARRIVAL_TOLERANCE of the offered one.
+SCHEMA_VERSION: Final = 2
 
 #: Largest count or rate the schema accepts: far above any single replica (1e9 tokens/s, 1e9 requests), low
 #: enough that an overflowed or garbage number is rejected.
@@ -51,13 +54,40 @@ class Gauge(Strict):
     samples: int = Field(ge=1, le=10**7, description="Number of samples taken in the window.")
 
 
+class Run(Strict):
+    """One guidellm run of a rate: one priority class's Poisson stream."""
+
+    priority_class: str = Field(min_length=1, description="The class the run sent (InferenceObjective).")
+    seed: int = Field(
+        ge=0, le=2**32 - 1, description="The run's scenario seed: its Poisson schedule and its synthetic prompts."
+    )
+    rate_rps: float = _num("The class stream's offered rate (its share of the rate), requests/s.", lo=1e-9)
+    duration_seconds: float = _num("guidellm max_duration of the run, s.", lo=1e-9)
+
+
+class RejectedAttempt(Strict):
+    """An earlier measurement of the rate whose achieved arrival rate missed the tolerance (measured again)."""
+
+    achieved_rps: float = _num("Its achieved arrival rate, requests/s.")
+    window_seconds: float = _num("Its measurement window, s.")
+    seeds: list[int] = Field(min_length=1, description="Its runs' seeds, in class order.")
+
+
 class CurvePoint(Strict):
     """Everything measured at one offered rate (definitions: infra/offline/bench/analysis.py)."""
 
-    offered_rps: float = _num("Offered Poisson arrival rate, all classes together, requests/s.", lo=1e-9)
-    achieved_rps: float = _num("Arrivals in the measurement window divided by its length, requests/s.")
+    offered_rps: float = _num("Offered Poisson arrival rate, all classes together, requests/s (the label).", lo=1e-9)
+    achieved_rps: float = _num(
+        "Arrivals in the measurement window divided by its length, requests/s: the load the point was measured and is "
+        f"judged at; within {ARRIVAL_TOLERANCE:.0%} of offered_rps."
+    )
     window_seconds: float = _num(
         "Length of the measurement window (all class streams active, after warm-up), s.", lo=1e-9
+    )
+    warmup_seconds: float = _num("Seconds of each run excluded before the window.")
+    runs: list[Run] = Field(min_length=1, description="The rate's guidellm runs, one per priority class.")
+    rejected_attempts: list[RejectedAttempt] = Field(
+        description="Earlier measurements of this rate whose achieved rate missed the tolerance."
     )
     arrivals: int = Field(ge=0, le=10**9, description="Requests scheduled to arrive in the window.")
     successful: int = Field(ge=0, le=10**9, description="Arrivals that completed.")
@@ -76,8 +106,19 @@ class CurvePoint(Strict):
         description=("Arrivals cut off by the end of the run before breaching an objective: excluded from goodput."),
     )
     ttft_ms: Quantiles | None = Field(description="Time to first token percentiles; null when no sample.")
-    itl_ms: Quantiles | None = Field(
-        description="Inter-token latency percentiles, token-weighted; null when no sample."
+    token_itl_ms: Quantiles | None = Field(
+        description=(
+            "Inter-token latency from vLLM's per-token histogram vllm:inter_token_latency_seconds over the window "
+            "(histogram_quantile of its bucket increase): the ITL the alerts and dashboards use, and the one the SLO "
+            "is judged on; null when the server generated no token gap in the window."
+        )
+    )
+    token_itl_observations: int = Field(ge=0, le=10**12, description="Token gaps the histogram observed in the window.")
+    request_itl_ms: Quantiles | None = Field(
+        description=(
+            "guidellm's per-request mean inter-token latency (client side), percentiles weighted by each request's "
+            "token gaps; what goodput judges each request on; null when no sample."
+        )
     )
     output_tokens_per_s: float = _num("Output tokens produced in the window per second.")
     input_tokens_per_s: float = _num("Prompt tokens prefilled in the window per second.")
@@ -99,9 +140,9 @@ class CurvePoint(Strict):
     dispatch_delay_p95_s: float | None = Field(
         ge=0, le=_BIG, allow_inf_nan=False, description=("p95 of the same, s; null without samples.")
     )
-    queue_waiting: Gauge | None = Field(description="vllm:num_requests_waiting during the window; null if not scraped.")
-    kv_cache_usage: Gauge | None = Field(
-        description=("vllm:kv_cache_usage_perc (a 0-1 fraction) during the window; null if not scraped.")
+    queue_waiting: Gauge = Field(description="vllm:num_requests_waiting during the window (summed over engines).")
+    kv_cache_usage: Gauge = Field(
+        description="vllm:kv_cache_usage_perc (a 0-1 fraction) during the window (the fullest engine)."
     )
     meets_slo: bool = Field(description="True when failures is empty.")
     failures: list[str] = Field(description="Why this rate does not meet the SLO (empty when it does).")
@@ -117,20 +158,29 @@ class CurvePoint(Strict):
             problems.append(("meets_slo", f"is {self.meets_slo} but failures has {len(self.failures)} entries"))
         if self.successful + self.errored + self.cut_off_late + self.cut_off_undetermined != self.arrivals:
             problems.append(("arrivals", "must equal successful + errored + cut_off_late + cut_off_undetermined"))
-        if self.kv_cache_usage is not None and self.kv_cache_usage.max > 1:
+        if self.kv_cache_usage.max > 1:
             problems.append(("kv_cache_usage.max", f"is a fraction and must be <= 1, got {self.kv_cache_usage.max}"))
+        if abs(self.achieved_rps / self.offered_rps - 1) > ARRIVAL_TOLERANCE + 1e-12:
+            problems.append(
+                (
+                    "achieved_rps",
+                    f"{self.achieved_rps:.4g} req/s is more than {ARRIVAL_TOLERANCE:.0%} from the offered "
+                    f"{self.offered_rps:g} req/s: the point was not measured at its label",
+                )
+            )
         check(problems)
         return self
 
 
 class OperatingPoint(Strict):
-    """The highest offered rate meeting the SLO with every lower rate meeting it too."""
+    """The highest achieved rate meeting the SLO with every lower rate meeting it too."""
 
     offered_rps: float = _num("Offered rate of the operating point, requests/s (one of the curve's rates).", lo=1e-9)
+    achieved_rps: float = _num("Its achieved arrival rate, requests/s: the load θ was measured at.", lo=1e-9)
     output_tokens_per_s: float = _num("θ_o: output tokens/s of one replica at the SLO.", lo=1e-9)
     input_tokens_per_s: float = _num("θ_i: prompt tokens/s of one replica at the SLO.", lo=1e-9)
     ttft_p95_ms: float = _num("TTFT p95 at this rate, ms.")
-    itl_p95_ms: float = _num("ITL p95 at this rate, ms.")
+    token_itl_p95_ms: float = _num("ITL p95 at this rate from vLLM's per-token histogram, ms.")
     goodput_share: Share = Field(description="Goodput at this rate.")
     limit: Literal["slo", "sweep_end"] = Field(
         description=(
@@ -224,6 +274,18 @@ class PriorityShare(Strict):
     share: Share = Field(description="Fraction of the offered rate sent as this class.")
 
 
+class ServerMetrics(Strict):
+    """How the server's /metrics were read."""
+
+    model_name: str = Field(
+        min_length=1, description="The model_name label scraped: vLLM's first --served-model-name of the server."
+    )
+    itl_histogram: Literal["vllm:inter_token_latency_seconds"] = Field(
+        description="The histogram token_itl_ms is read from (components/monitoring/metrics.py ITL)."
+    )
+    period_seconds: float = _num("Scrape period, s.", lo=1e-3, hi=60)
+
+
 class Workload(Strict):
     """What was offered."""
 
@@ -236,9 +298,11 @@ class Workload(Strict):
     )
     priority_mix: list[PriorityShare] = Field(min_length=1, description="Classes and shares.")
     priority_header: str | None = Field(description="Header naming the class on each request; null if not sent.")
-    duration_seconds_per_rate: float = _num("guidellm max_duration of every run.", lo=1e-9)
-    warmup_seconds: float = _num("Seconds excluded at the start of each window.")
-    seed: int = Field(ge=0, le=2**63 - 1, description="Seed of the first class stream (class i uses seed + i).")
+    duration_floor_seconds: float = _num(
+        "Shortest run per rate, s (a rate runs longer until its window expects min_window_arrivals).", lo=1e-9
+    )
+    warmup_fraction: Share = Field(description="Share of each run excluded at the start of its window.")
+    min_window_arrivals: int = Field(ge=1, le=10**9, description="Arrivals each rate's window was sized to expect.")
 
     @model_validator(mode="after")
     def _shares(self) -> Workload:
@@ -250,7 +314,7 @@ class Workload(Strict):
 class Measurement(Strict):
     """One replica's measured curve and operating point, and exactly what was measured."""
 
-    schema_version: Literal[1] = Field(description="Record schema version.")
+    schema_version: Literal[2] = Field(description="Record schema version.")
     release: str = Field(min_length=1, description="Release id of the served model.")
     image_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="Serving image digest.")
     vllm_version: str = Field(min_length=1, description="vLLM version of the serving image.")
@@ -259,6 +323,7 @@ class Measurement(Strict):
     engine_args: EngineArgs = Field(description="vLLM arguments, rendered and served.")
     tool: Tool = Field(description="Load generator and version.")
     workload: Workload = Field(description="The offered workload.")
+    server_metrics: ServerMetrics = Field(description="How the server's /metrics were read.")
     slo: Slo = Field(description="Objectives the curve is judged against.")
     measured_at: str = Field(
         pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
@@ -285,8 +350,15 @@ class Measurement(Strict):
                 problems.append(
                     ("operating_point.offered_rps", f"the curve point at {op.offered_rps} does not meet the SLO")
                 )
-            elif any(not p.meets_slo for p in self.curve if p.offered_rps < op.offered_rps):
+            elif any(not p.meets_slo for p in self.curve if p.achieved_rps < match[0].achieved_rps):
                 problems.append(("operating_point.offered_rps", "a lower rate of the curve fails the SLO"))
+            elif op.achieved_rps != match[0].achieved_rps:
+                problems.append(
+                    (
+                        "operating_point.achieved_rps",
+                        f"is not the achieved rate of its curve point, {match[0].achieved_rps}",
+                    )
+                )
         check(problems)
         return self
 

@@ -19,7 +19,10 @@ def _measured(plan: StackPlan, role: str) -> str:
     if op is None:
         return "unmeasured"
     bound = " (lower bound: sweep ended)" if op.limit == "sweep_end" else ""
-    return f"{op.output_tokens_per_s:.0f} / {op.input_tokens_per_s:.0f} at {op.offered_rps:g} req/s{bound}"
+    return (
+        f"{op.output_tokens_per_s:.0f} / {op.input_tokens_per_s:.0f} at {op.achieved_rps:.3g} req/s "
+        f"({op.offered_rps:g} offered){bound}"
+    )
 
 
 def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:

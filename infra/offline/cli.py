@@ -22,6 +22,7 @@ that cannot apply (diff); diff --exit-code: 0 no changes, 1 changes, 3 a replace
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -42,10 +43,33 @@ if TYPE_CHECKING:
 
 EXIT_CONFIG = 2
 EXIT_POLICY = 1
+STACKS_DIR_HELP = (
+    "folder of stack files (default stacks/); release and measured: paths in them stay relative to the project root"
+)
+
+
+#: Config keys whose values are paths of files the stack reads (release files, measurement records).
+_FILE_KEY = re.compile(r"^llm-serving:(releases\[\d+\]|serving\.[^.]+\.measured)$")
+
+
+def paths_note(stacks_dir: Path | None, err: ConfigError) -> str | None:
+    """With a ``--stacks-dir`` other than ``stacks/``, the rule for the file paths in a stack file, when the error
+    names one: they are relative to the project root (the folder of Pulumi.yaml) however the stack file is found,
+    because that is how the Pulumi program reads them (infra/entry.py resolves from the project root)."""
+    if stacks_dir is None or stacks_dir.resolve() == STACKS_DIR.resolve():
+        return None
+    if not any(_FILE_KEY.match(path) for path in err.paths):
+        return None
+    return (
+        f"note: --stacks-dir {stacks_dir} moves only the stack files; release and `measured:` paths "
+        f"(stacks/releases/..., stacks/measurements/...) are read from the project root {ROOT}, as the Pulumi "
+        "program reads them, not from beside the stack file"
+    )
 
 
 def resolve(stack: str, stacks_dir: Path | None = None) -> ResolvedStack:
-    """The stack resolved without running the program (for commands that need no resources)."""
+    """The stack resolved without running the program (for commands that need no resources). Release and measured
+    paths resolve from the project root whatever ``stacks_dir`` is (``paths_note``)."""
     sf = read_stack_file(stack, stacks_dir or STACKS_DIR)
     return resolve_stack(sf.values, stack, ROOT, frozenset(sf.secret_keys))
 
@@ -240,7 +264,7 @@ def parser() -> argparse.ArgumentParser:
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", required=True, help="stack name: reads <stacks-dir>/Pulumi.<stack>.yaml")
-    common.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default stacks/)")
+    common.add_argument("--stacks-dir", type=Path, default=None, help=STACKS_DIR_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     sp = sub.add_parser(
         "plan", parents=[common], help="run the program offline under mocks and write what it would create"
@@ -283,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
     from .bench.cli import register as register_bench
 
     sb = register_bench(sub, bench_target)
-    sb.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default stacks/)")
+    sb.add_argument("--stacks-dir", type=Path, default=None, help=STACKS_DIR_HELP)
     from .release import register as register_release
 
     register_release(sub)
@@ -299,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
+        note = paths_note(getattr(args, "stacks_dir", None), err)
+        if note:
+            print(note, file=sys.stderr)
         print("nothing was registered.", file=sys.stderr)
         return EXIT_CONFIG
     except (StackFileError, PolicyConfigError, InventoryError, OutputDirError, PlanDiffError) as err:

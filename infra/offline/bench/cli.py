@@ -10,6 +10,10 @@ The caller supplies ``resolve_target(args) -> BenchTarget`` (the stack's resolve
 ``register`` adds the subcommand to an existing ``argparse`` subparsers object. Any failure prints one line
 ``error: ...`` and exits 2, without a traceback.
 
+Before any load the server's ``/metrics`` must answer with vLLM's queue, KV and ITL series under the server's
+first ``--served-model-name`` (vLLM's ``model_name`` label); otherwise, and whenever a rate's window holds no such
+sample, the bench stops with an error instead of writing a record with blanks.
+
 Writes into ``--out`` (default ``build/bench/<release>-<UTC time>``): ``measurement.json`` (the record),
 ``latency.png``, ``goodput.png``, ``server.png``, ``guidellm-report.html`` (guidellm's own report of all runs)
 and ``raw/`` (every run's guidellm scenario, report and log, repeatable with ``guidellm run --scenario``).
@@ -39,12 +43,16 @@ from pydantic import ValidationError
 from components import naming
 
 from ...config.bench import (
+    AUTO_GROWTH,
     AUTO_MAX_RATES,
     AUTO_REFINE_STEPS,
+    AUTO_START_RPS,
     DEFAULT_DURATION_S,
+    MIN_WINDOW_ARRIVALS,
     QUICK_DURATION_S,
     QUICK_MAX_RATES,
     QUICK_REFINE_STEPS,
+    WARMUP_FRACTION,
     parse_rates,
 )
 from ...config.measurement import MeasurementError
@@ -63,23 +71,16 @@ from .runner import (
     resolve_guidellm,
     sweep,
 )
-from .scrape import MetricsScraper
+from .scrape import MetricsScraper, ScrapeError
 from .store import RecordStoreError, fetch_record, parse_gs_uri, storage_client, upload_record
 from .target import BenchTarget, TargetError
 from .workload import WorkloadError, parse_priority_mix, plan_workload
 
 EXIT_ERROR = 2
 
-#: Durations per rate (full 120 s, --quick 10 s) and the sweep's rate counts (10 doubling + 2 bisection steps;
+#: Durations per rate (floors: full 120 s, --quick 10 s; longer until a window expects MIN_WINDOW_ARRIVALS), the
+#: warm-up share, the arrival tolerance and the sweep's rates (start 1 req/s, doubling, 10 + 2 bisection steps;
 #: --quick 3 + 0) are in infra/config/bench.py with their reasons: the in-cluster Job's deadline uses them too.
-#: Warm-up excluded from each window, as a fraction of the duration: an open loop starts from an empty server,
-#: whose first seconds are faster than steady state; 10 % drops that start without losing much data.
-WARMUP_FRACTION = 0.10
-#: Automatic sweep: start at 1 req/s (one replica of any model the planner sizes serves that), double each step,
-#: at most AUTO_MAX_RATES steps (up to 512 req/s), then AUTO_REFINE_STEPS bisection steps (resolution 2^(1/4),
-#: about +-19 %) at the knee.
-AUTO_START_RPS = 1.0
-AUTO_GROWTH = 2.0
 #: The health check before any load: a server that does not answer in 10 s is not ready to be measured.
 HEALTH_TIMEOUT_S = 10.0
 
@@ -117,12 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--duration-seconds",
         type=float,
         default=None,
-        help=f"seconds of load per rate (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g})",
+        help=f"seconds of load per rate at least (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g}); "
+        f"a rate runs longer until its window expects {MIN_WINDOW_ARRIVALS} arrivals",
     )
     p.add_argument(
         "--quick",
         action="store_true",
-        help=f"CI-sized run: {QUICK_DURATION_S:g} s per rate, at most {QUICK_MAX_RATES} rates, no refinement",
+        help=f"CI-sized run: at most {QUICK_MAX_RATES} rates, a {QUICK_DURATION_S:g} s floor per rate, no refinement",
     )
     p.add_argument("--out", type=Path, help="output directory (default build/bench/<release>-<UTC time>)")
     p.add_argument("--priority-mix", help="NAME=SHARE,... of the contract's classes (default: equal shares)")
@@ -144,8 +146,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="gs://BUCKET/PATH.json",
         help="also upload the record there, create-only (an existing object is an error, never replaced)",
     )
-    p.add_argument("--metrics-url", help="Prometheus endpoint of the replica (default <url>/metrics)")
-    p.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
+    p.add_argument(
+        "--metrics-url",
+        help="Prometheus endpoint of the replica (default <url>/metrics); required reading: the record's queue, KV "
+        "and ITL come from it",
+    )
     p.add_argument("--tokenizer", help="local tokenizer directory (overrides the plan's)")
     p.add_argument(
         "--served-args",
@@ -211,7 +216,8 @@ def run_fetch(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     op = record.operating_point
     summary = (
-        f"operating point {op.offered_rps:g} req/s: θ_o {op.output_tokens_per_s:.1f}, θ_i "
+        f"operating point {op.achieved_rps:.3g} req/s achieved ({op.offered_rps:g} offered): θ_o "
+        f"{op.output_tokens_per_s:.1f}, θ_i "
         f"{op.input_tokens_per_s:.1f} tokens/s per replica"
         if op is not None
         else f"no operating point ({record.no_operating_point_reason})"
@@ -236,7 +242,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         max_rates=QUICK_MAX_RATES if args.quick else AUTO_MAX_RATES,
         refine_steps=QUICK_REFINE_STEPS if args.quick else AUTO_REFINE_STEPS,
         duration_s=duration,
-        warmup_s=duration * WARMUP_FRACTION,
+        warmup_fraction=WARMUP_FRACTION,
     )
 
 
@@ -256,19 +262,22 @@ def _check_health(base_url: str) -> None:
 
 def _describe(p: RatePoint) -> str:
     ttft = f"{p.ttft_ms.p95:.0f}" if p.ttft_ms else "-"
-    itl = f"{p.itl_ms.p95:.1f}" if p.itl_ms else "-"
+    itl = f"{p.token_itl_ms.p95:.1f}" if p.token_itl_ms else "-"
+    request_itl = f"{p.request_itl_ms.p95:.1f}" if p.request_itl_ms else "-"
     good = f"{p.goodput_share:.0%}" if p.goodput_share is not None else "-"
     verdict = "meets SLO" if p.meets_slo else "; ".join(p.failures)
+    again = f" (measured again {len(p.rejected)}x: achieved off the label)" if p.rejected else ""
     return (
-        f"{p.offered_rps:g} req/s: TTFT p95 {ttft} ms, ITL p95 {itl} ms, goodput {good}, "
-        f"{p.output_tokens_per_s:.1f} out tok/s, {p.arrivals} arrivals in {p.window_seconds:.1f} s — {verdict}"
+        f"{p.offered_rps:g} req/s offered, {p.achieved_rps:.3g} achieved ({p.arrivals} arrivals in "
+        f"{p.window_seconds:.0f} s){again}: TTFT p95 {ttft} ms, ITL p95 {itl} ms (vLLM per token; per-request mean "
+        f"{request_itl} ms), goodput {good}, {p.output_tokens_per_s:.1f} out tok/s — {verdict}"
     )
 
 
 def run_bench(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
     try:
         return _run(args, resolve_target)
-    except (BenchError, WorkloadError, TargetError, AnalysisError, MeasurementError) as err:
+    except (BenchError, WorkloadError, TargetError, AnalysisError, MeasurementError, ScrapeError) as err:
         print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
     except ValidationError as err:  # a record that fails its own schema: a bug, reported without a traceback
         print(f"error: the measurement record does not validate: {str(err).splitlines()[0]}", file=sys.stderr)
@@ -325,11 +334,9 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
                 f"({fit.lower_clip_share:.0%} at {fit.lower} token) — see the record's workload"
             )
 
-    scraper = (
-        None
-        if args.no_metrics
-        else MetricsScraper(args.metrics_url or f"{target.base_url}/metrics", target.served_model_name).start()
-    )
+    scraper = MetricsScraper(args.metrics_url or f"{target.base_url}/metrics", target.metrics_model_name)
+    scraper.check()  # before any load: a label that matches nothing is an error, not a record of blanks
+    scraper.start()
     measure = measure_rate_fn(exe, target, plan, slo, cfg, out, scraper)
     wall = time.monotonic()
     try:
@@ -348,8 +355,7 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
 
             result = sweep(timed, cfg, on_point=lambda p: progress.console.print(_describe(p)))
     finally:
-        if scraper:
-            scraper.stop()
+        scraper.stop()
     check_versions(result.runs, version)
     found, reason = operating_point(result.points)
     record = build_measurement(
@@ -362,6 +368,7 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         no_point_reason=reason,
         guidellm_version=version,
         measured_at=datetime.now(UTC),
+        metrics_period_s=scraper.period_s,
     )
     record_path = out / "measurement.json"
     write_measurement(record, record_path)
@@ -374,11 +381,6 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     ]
     reports = [Path(r.path) for group in result.runs for r in group]
     html, html_problem = export_html(exe, reports, out)
-    if scraper and not scraper.samples:
-        console.print(
-            f"[yellow]note:[/] no /metrics sample from {scraper.url} ({scraper.last_error}); "
-            "queue and KV usage are null in the record"
-        )
     uploaded = ""
     if remote is not None:
         assert client is not None
@@ -396,8 +398,8 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         op = record.operating_point
         assert op is not None
         console.print(
-            f"operating point {op.offered_rps:g} req/s ({op.limit}): θ_o {op.output_tokens_per_s:.1f} "
-            f"output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica"
+            f"operating point {op.achieved_rps:.3g} req/s achieved ({op.offered_rps:g} offered; {op.limit}): θ_o "
+            f"{op.output_tokens_per_s:.1f} output tokens/s, θ_i {op.input_tokens_per_s:.1f} prompt tokens/s per replica"
         )
     console.print(
         f"wrote {record_path}"

@@ -1,7 +1,8 @@
 """Pictures of a measurement record: latency, goodput and server state versus offered load.
 
 Drawn from the record alone (not from the run's raw files), so any stored record can be re-plotted. The x axis
-is the offered rate on a log-2 scale, the sweep's own geometric spacing. The contract's objectives are
+is the *achieved* arrival rate (the load each point was measured at, within 10 % of its offered label) on a log-2
+scale, the sweep's own geometric spacing. The contract's objectives are
 horizontal lines and the operating point a vertical line, so the knee reads at a glance. Output is
 deterministic for a given record and matplotlib version: Agg backend, fixed size and DPI, and no
 software/date metadata in the PNG.
@@ -35,25 +36,30 @@ def _mark_operating_point(ax: Axes, record: Measurement) -> None:
     op = record.operating_point
     if op is not None:
         ax.axvline(
-            op.offered_rps,
+            op.achieved_rps,
             color="tab:green",
             linestyle="--",
             linewidth=1.2,
-            label=f"operating point {op.offered_rps:g} req/s",
+            label=f"operating point {op.achieved_rps:.3g} req/s ({op.offered_rps:g} offered)",
         )
 
 
+def _x(record: Measurement) -> list[float]:
+    """The x of every curve point: its achieved arrival rate."""
+    return [p.achieved_rps for p in record.curve]
+
+
 def _finish(fig: Figure, axes: list[Axes], path: Path, title: str, record: Measurement) -> Path:
-    rates = [p.offered_rps for p in record.curve]
+    rates = sorted(_x(record))
     for ax in axes:
         ax.set_xscale("log", base=2)
         # Ticks at the measured rates, labelled as plain numbers (not powers of two).
         ax.xaxis.set_major_locator(FixedLocator(rates))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    axes[-1].set_xlabel("offered load (requests/s, Poisson)")
+    axes[-1].set_xlabel("achieved load (requests/s, open-loop Poisson arrivals)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,8 +78,9 @@ def _title(record: Measurement, what: str) -> str:
 
 
 def latency_plot(record: Measurement, path: Path) -> Path:
-    """TTFT p50/p95/p99 (top) and ITL p50/p95 (bottom) with the objectives and the operating point."""
-    x = [p.offered_rps for p in record.curve]
+    """TTFT p50/p95/p99 (top) and ITL (bottom: vLLM's per-token p50/p95, which the SLO and the alerts judge, and the
+    per-request-mean p95 guidellm measures) with the objectives and the operating point."""
+    x = _x(record)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
     for q, style in (("p50", ":"), ("p95", "-"), ("p99", "--")):
         top.plot(
@@ -94,12 +101,20 @@ def latency_plot(record: Measurement, path: Path) -> Path:
     for q, style in (("p50", ":"), ("p95", "-")):
         bottom.plot(
             x,
-            [getattr(p.itl_ms, q) if p.itl_ms else float("nan") for p in record.curve],
+            [getattr(p.token_itl_ms, q) if p.token_itl_ms else float("nan") for p in record.curve],
             style,
             marker="o",
             color="tab:purple",
-            label=f"ITL {q}",
+            label=f"ITL {q} (vLLM per-token histogram)",
         )
+    bottom.plot(
+        x,
+        [p.request_itl_ms.p95 if p.request_itl_ms else float("nan") for p in record.curve],
+        "--",
+        marker="x",
+        color="tab:gray",
+        label="ITL p95 of per-request means (guidellm)",
+    )
     bottom.axhline(
         record.slo.itl_p95_ms, color="tab:red", linewidth=1, label=f"ITL objective (p95) {record.slo.itl_p95_ms:g} ms"
     )
@@ -111,7 +126,7 @@ def latency_plot(record: Measurement, path: Path) -> Path:
 
 def goodput_plot(record: Measurement, path: Path) -> Path:
     """Goodput share and error rate (top); output and goodput tokens/s (bottom)."""
-    x = [p.offered_rps for p in record.curve]
+    x = _x(record)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
     top.plot(
         x,
@@ -156,13 +171,12 @@ def goodput_plot(record: Measurement, path: Path) -> Path:
 
 
 def server_plot(record: Measurement, path: Path) -> Path:
-    """Queue depth and KV-cache usage from the server's /metrics (top, bottom); empty panels say why."""
-    x = [p.offered_rps for p in record.curve]
+    """Queue depth and KV-cache usage from the server's /metrics (top, bottom)."""
+    x = _x(record)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=FIGSIZE, sharex=True)
-    nan = float("nan")
     top.plot(
         x,
-        [p.queue_waiting.mean if p.queue_waiting else nan for p in record.curve],
+        [p.queue_waiting.mean for p in record.curve],
         "-",
         marker="o",
         color="tab:orange",
@@ -170,7 +184,7 @@ def server_plot(record: Measurement, path: Path) -> Path:
     )
     top.plot(
         x,
-        [p.queue_waiting.max if p.queue_waiting else nan for p in record.curve],
+        [p.queue_waiting.max for p in record.curve],
         "--",
         marker="^",
         color="tab:orange",
@@ -179,7 +193,7 @@ def server_plot(record: Measurement, path: Path) -> Path:
     top.set_ylabel("requests waiting")
     bottom.plot(
         x,
-        [p.kv_cache_usage.mean if p.kv_cache_usage else nan for p in record.curve],
+        [p.kv_cache_usage.mean for p in record.curve],
         "-",
         marker="o",
         color="tab:brown",
@@ -187,7 +201,7 @@ def server_plot(record: Measurement, path: Path) -> Path:
     )
     bottom.plot(
         x,
-        [p.kv_cache_usage.max if p.kv_cache_usage else nan for p in record.curve],
+        [p.kv_cache_usage.max for p in record.curve],
         "--",
         marker="^",
         color="tab:brown",
@@ -195,9 +209,6 @@ def server_plot(record: Measurement, path: Path) -> Path:
     )
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel("KV-cache usage (fraction)")
-    if all(p.queue_waiting is None and p.kv_cache_usage is None for p in record.curve):
-        for ax in (top, bottom):
-            ax.text(0.5, 0.5, "server /metrics not scraped", transform=ax.transAxes, ha="center", va="center")
     for ax in (top, bottom):
         _mark_operating_point(ax, record)
     return _finish(fig, [top, bottom], path, _title(record, "server state"), record)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ...config.bench import MIN_WINDOW_ARRIVALS
 from ...config.measurement import (  # noqa: F401
     SCHEMA_VERSION,
     Accelerator,
@@ -30,6 +31,9 @@ from ...config.measurement import (  # noqa: F401
     OperatingPoint,
     PriorityShare,
     Quantiles,
+    RejectedAttempt,
+    Run,
+    ServerMetrics,
     Slo,
     Tool,
     Workload,
@@ -40,8 +44,8 @@ from .analysis import OperatingPoint as FoundOperatingPoint
 from .analysis import Quantiles as FoundQuantiles
 from .analysis import RatePoint
 from .analysis import Slo as SloSpec
-from .runner import BASE_SEED, REQUEST_FORMAT, SweepConfig
-from .scrape import GaugeSummary
+from .runner import REQUEST_FORMAT, SweepConfig
+from .scrape import ITL_HISTOGRAM, KV_USAGE, WAITING, GaugeSummary
 from .stats import nearest_rank
 from .target import BenchTarget
 from .workload import PRIORITY_HEADER, LengthFit, WorkloadPlan
@@ -58,8 +62,19 @@ def _quantiles(q: FoundQuantiles | None) -> Quantiles | None:
     return None if q is None else Quantiles(p50=q.p50, p95=q.p95, p99=q.p99)
 
 
-def _gauge(g: GaugeSummary | None) -> Gauge | None:
-    return None if g is None else Gauge(mean=g.mean, max=g.max, samples=g.samples)
+def _gauge(g: GaugeSummary | None, what: str, rate: float) -> Gauge:
+    if g is None:
+        raise MeasurementError(f"{rate:g} req/s: no {what} from the server's /metrics; a record needs it at every rate")
+    return Gauge(mean=g.mean, max=g.max, samples=g.samples)
+
+
+def _runs(p: RatePoint) -> list[Run]:
+    out = []
+    for name, seed, rate, duration in p.runs:
+        if seed is None or duration is None:
+            raise MeasurementError(f"{p.offered_rps:g} req/s: run {name} has no recorded seed or duration")
+        out.append(Run(priority_class=name, seed=seed, rate_rps=rate, duration_seconds=duration))
+    return out
 
 
 def curve_point(p: RatePoint) -> CurvePoint:
@@ -67,13 +82,21 @@ def curve_point(p: RatePoint) -> CurvePoint:
         offered_rps=p.offered_rps,
         achieved_rps=p.achieved_rps,
         window_seconds=p.window_seconds,
+        warmup_seconds=p.warmup_s,
+        runs=_runs(p),
+        rejected_attempts=[
+            RejectedAttempt(achieved_rps=a, window_seconds=w, seeds=[s for s in seeds if s is not None])
+            for a, w, seeds in p.rejected
+        ],
         arrivals=p.arrivals,
         successful=p.successful,
         errored=p.errored,
         cut_off_late=p.cut_off_late,
         cut_off_undetermined=p.cut_off_undetermined,
         ttft_ms=_quantiles(p.ttft_ms),
-        itl_ms=_quantiles(p.itl_ms),
+        token_itl_ms=_quantiles(p.token_itl_ms),
+        token_itl_observations=p.token_itl_observations,
+        request_itl_ms=_quantiles(p.request_itl_ms),
         output_tokens_per_s=p.output_tokens_per_s,
         input_tokens_per_s=p.input_tokens_per_s,
         error_rate=p.error_rate,
@@ -81,8 +104,8 @@ def curve_point(p: RatePoint) -> CurvePoint:
         goodput_output_tokens_per_s=p.goodput_output_tokens_per_s,
         dispatch_delay_mean_s=p.dispatch_delay_mean_s,
         dispatch_delay_p95_s=p.dispatch_delay_p95_s,
-        queue_waiting=_gauge(p.queue_waiting),
-        kv_cache_usage=_gauge(p.kv_cache_usage),
+        queue_waiting=_gauge(p.queue_waiting, WAITING, p.offered_rps),
+        kv_cache_usage=_gauge(p.kv_cache_usage, KV_USAGE, p.offered_rps),
         meets_slo=p.meets_slo,
         failures=list(p.failures),
         error_examples=list(p.error_examples),
@@ -121,21 +144,24 @@ def build_measurement(
     no_point_reason: str | None,
     guidellm_version: str,
     measured_at: datetime,
+    metrics_period_s: float,
 ) -> Measurement:
-    """The record of one bench run. ``found``/``no_point_reason`` come from ``analysis.operating_point``."""
+    """The record of one bench run. ``found``/``no_point_reason`` come from ``analysis.operating_point``;
+    ``metrics_period_s`` is the scrape period of the server's /metrics (whose label is the target's)."""
     ordered = sorted(points, key=lambda p: p.offered_rps)
     prompts = [n for p in ordered for n in p.prompt_tokens_sent]
     outputs = [n for p in ordered for n in p.output_tokens_sent]
     op = None
     if found is not None:
         p = found.point
-        assert p.ttft_ms is not None and p.itl_ms is not None and p.goodput_share is not None  # meets_slo implies
+        assert p.ttft_ms is not None and p.token_itl_ms is not None and p.goodput_share is not None  # meets_slo
         op = OperatingPoint(
             offered_rps=p.offered_rps,
+            achieved_rps=p.achieved_rps,
             output_tokens_per_s=p.output_tokens_per_s,
             input_tokens_per_s=p.input_tokens_per_s,
             ttft_p95_ms=p.ttft_ms.p95,
-            itl_p95_ms=p.itl_ms.p95,
+            token_itl_p95_ms=p.token_itl_ms.p95,
             goodput_share=p.goodput_share,
             limit=found.limit,
         )
@@ -168,9 +194,14 @@ def build_measurement(
             shared_prefix_tokens=plan.prefix_tokens,
             priority_mix=[PriorityShare(name=s.name, priority=s.priority, share=s.share) for s in plan.mix],
             priority_header=PRIORITY_HEADER if plan.send_priority_header else None,
-            duration_seconds_per_rate=sweep_cfg.duration_s,
-            warmup_seconds=sweep_cfg.warmup_s,
-            seed=BASE_SEED,
+            duration_floor_seconds=sweep_cfg.duration_s,
+            warmup_fraction=sweep_cfg.warmup_fraction,
+            min_window_arrivals=MIN_WINDOW_ARRIVALS,
+        ),
+        server_metrics=ServerMetrics(
+            model_name=target.metrics_model_name,
+            itl_histogram=ITL_HISTOGRAM,  # type: ignore[arg-type]  # the Literal of the schema
+            period_seconds=metrics_period_s,
         ),
         slo=Slo(ttft_p95_ms=slo.ttft_ms, itl_p95_ms=slo.itl_ms, min_goodput_share=slo.min_goodput_share),
         measured_at=utc_timestamp(measured_at),

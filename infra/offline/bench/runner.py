@@ -9,16 +9,32 @@ consecutive arrivals 0.196 s apart at 2 req/s); one worker gives a true Poisson 
 drives hundreds of concurrent streams; if it ever falls behind, the dispatch-delay check in ``analysis`` marks
 that rate as not the offered open loop.
 
+Arrivals (guidellm 0.8.1 guidellm/scheduler/strategies.py ``AsyncPoissonStrategy``): the n-th request's scheduled
+start (``targeted_start``) is the benchmark's start time plus the sum of n draws of ``random.Random(seed)
+.expovariate(rate)``, the seed being the scenario's ``seed`` (guidellm/benchmark/entrypoints.py passes
+``benchmark_args.seed.value`` to the profile and to the synthetic data). So the schedule is a Poisson process
+exactly when the seed is an independent draw: every run gets a fresh seed (``fresh_seed``), recorded in its scenario
+and in the record. The bench used to pin the same two seeds for every rate and run (common random numbers); those
+seeds' first 10-30 gaps averaged 0.58-0.77 of the mean, so every short run of the sweep delivered 1.2-1.5x its label.
+
+Length of a run: ``run_seconds`` (infra/config/bench.py), long enough that the window expects MIN_WINDOW_ARRIVALS
+arrivals. A rate whose achieved arrival rate still misses ARRIVAL_TOLERANCE is measured again with fresh seeds, at
+most MAX_REMEASUREMENTS times per sweep; a rate that still misses it ends the bench with an error (a record refuses
+such a point). The loop stays open: requests are sent at their scheduled times whatever the server does, as
+production traffic arrives (docs/capacity.md says why that, and not a concurrency sweep).
+
 Each run gets a scenario file (guidellm's ``BenchmarkScenario`` JSON) kept beside its report, so every run can be
 repeated exactly with ``guidellm run --scenario <file>``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -28,7 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...config.bench import RUN_DRAIN_ALLOWANCE_S, RUN_STARTUP_ALLOWANCE_S
+from ...config.bench import (
+    ARRIVAL_TOLERANCE,
+    MAX_REMEASUREMENTS,
+    RUN_DRAIN_ALLOWANCE_S,
+    RUN_STARTUP_ALLOWANCE_S,
+    run_seconds,
+)
 from .analysis import RatePoint, RunReport, Slo, measurement_window, rate_point, read_guidellm_report
 from .scrape import MetricsScraper
 from .target import BenchTarget
@@ -47,11 +69,17 @@ STARTUP_ALLOWANCE_S = RUN_STARTUP_ALLOWANCE_S
 DRAIN_ALLOWANCE_S = RUN_DRAIN_ALLOWANCE_S
 #: ``guidellm --version`` starts the package (imports torch): 120 s only catches a hung process.
 VERSION_TIMEOUT_S = 120.0
-#: Seed of the first class stream; class i uses BASE_SEED + i. Distinct seeds make the class streams independent
-#: Poisson processes (identical seeds would send the classes in lockstep); the same seed at every rate reuses the
-#: same unit-rate arrival sequence scaled by 1/rate (common random numbers), so rate-to-rate differences on the
-#: curve come from the load, not from a different draw.
-BASE_SEED = 20260823
+#: Seeds are drawn from [0, 2^32): guidellm takes any int (random.Random accepts it), the record's schema bounds it.
+SEED_BITS = 32
+
+
+def fresh_seed(taken: Sequence[int] = ()) -> int:
+    """A seed from the operating system's entropy, distinct from ``taken`` (the other classes of the same rate:
+    identical seeds would send two class streams in lockstep)."""
+    while True:
+        seed = secrets.randbits(SEED_BITS)
+        if seed not in taken:
+            return seed
 
 
 class BenchError(RuntimeError):
@@ -119,16 +147,25 @@ class SweepConfig:
     max_rates: int
     #: Automatic sweep: bisection steps between the last passing and the first failing rate.
     refine_steps: int
-    #: Seconds each guidellm run offers load (``max_duration``).
+    #: The floor of each guidellm run (``max_duration``), s; low rates run longer (``run_seconds``).
     duration_s: float
-    #: Seconds excluded at the start of each window (an open loop starts from an empty system).
-    warmup_s: float
+    #: Share of each run excluded at the start of its window (an open loop starts from an empty system).
+    warmup_fraction: float
     #: Automatic sweep stops growing below this goodput: the queue is collapsing, further rates add nothing.
     collapse_goodput: float = 0.5
     #: ... or above this error rate: the server is shedding load.
     max_error_rate: float = 0.05
     #: ... or after this many consecutive SLO failures: enough points past the knee to show its shape.
     failures_past_knee: int = 2
+    #: Re-measurements the sweep may spend on rates whose achieved rate missed the tolerance.
+    max_remeasurements: int = MAX_REMEASUREMENTS
+
+    def run_seconds(self, rate_rps: float) -> float:
+        """guidellm's ``max_duration`` at ``rate_rps``: long enough for the arrival minimum."""
+        return run_seconds(rate_rps, self.duration_s)
+
+    def warmup_seconds(self, rate_rps: float) -> float:
+        return self.run_seconds(rate_rps) * self.warmup_fraction
 
 
 @dataclass(frozen=True)
@@ -138,8 +175,9 @@ class RunFiles:
     log: Path
 
 
-def run_files(out_dir: Path, index: int, rate: float, share: ClassShare) -> RunFiles:
-    stem = out_dir / "raw" / f"rate{index:02d}-{rate:g}rps-{share.name}"
+def run_files(out_dir: Path, index: int, rate: float, share: ClassShare, attempt: int = 0) -> RunFiles:
+    again = f"-again{attempt}" if attempt else ""
+    stem = out_dir / "raw" / f"rate{index:02d}-{rate:g}rps{again}-{share.name}"
     return RunFiles(Path(f"{stem}.scenario.json"), Path(f"{stem}.json"), Path(f"{stem}.log"))
 
 
@@ -206,16 +244,26 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_rate(
-    exe: Path, target: BenchTarget, plan: WorkloadPlan, rate_rps: float, index: int, duration_s: float, out_dir: Path
+    exe: Path,
+    target: BenchTarget,
+    plan: WorkloadPlan,
+    rate_rps: float,
+    index: int,
+    duration_s: float,
+    out_dir: Path,
+    attempt: int = 0,
+    seed: Callable[[Sequence[int]], int] = fresh_seed,
 ) -> list[RunReport]:
-    """Start one guidellm run per class at once, wait for all, and read their reports."""
+    """Start one guidellm run per class at once, each with a fresh seed, wait for all, and read their reports."""
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
-    procs: list[tuple[ClassShare, RunFiles, subprocess.Popen[bytes]]] = []
+    procs: list[tuple[ClassShare, RunFiles, subprocess.Popen[bytes], int]] = []
+    seeds: list[int] = []
     try:
-        for i, share in enumerate(plan.mix):
-            files = run_files(out_dir, index, rate_rps, share)
+        for share in plan.mix:
+            files = run_files(out_dir, index, rate_rps, share, attempt)
+            seeds.append(seed(seeds))
             files.scenario.write_text(
-                json.dumps(scenario(target, plan, share, rate_rps, BASE_SEED + i, duration_s, files), indent=2) + "\n"
+                json.dumps(scenario(target, plan, share, rate_rps, seeds[-1], duration_s, files), indent=2) + "\n"
             )
             with open(files.log, "wb") as log:
                 proc = subprocess.Popen(
@@ -227,9 +275,9 @@ def run_rate(
                     cwd=files.scenario.parent,
                     start_new_session=True,
                 )
-            procs.append((share, files, proc))
+            procs.append((share, files, proc, seeds[-1]))
         deadline = time.monotonic() + STARTUP_ALLOWANCE_S + duration_s + DRAIN_ALLOWANCE_S
-        for share, files, proc in procs:
+        for share, files, proc, _ in procs:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -244,10 +292,13 @@ def run_rate(
                     f"{tail[0][:200]} (log {files.log})"
                 )
     finally:
-        for _, _, proc in procs:
+        for _, _, proc, _ in procs:
             if proc.poll() is None:
                 _stop_group(proc)
-    return [read_guidellm_report(files.report, share.name) for share, files, _ in procs]
+    return [
+        dataclasses.replace(read_guidellm_report(files.report, share.name), seed=s, duration_s=duration_s)
+        for share, files, _, s in procs
+    ]
 
 
 @dataclass(frozen=True)
@@ -325,13 +376,44 @@ def measure_rate_fn(
     cfg: SweepConfig,
     out_dir: Path,
     scraper: MetricsScraper | None,
+    seed: Callable[[Sequence[int]], int] = fresh_seed,
 ) -> Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]]:
-    """The ``measure`` callback of ``sweep`` for real guidellm runs."""
+    """The ``measure`` callback of ``sweep`` for real guidellm runs: each rate with fresh seeds, measured again
+    while its achieved rate misses the tolerance and the sweep's re-measurement budget lasts."""
+    budget = [cfg.max_remeasurements]
+
+    def attempt(rate: float, index: int, n: int) -> tuple[RatePoint, tuple[RunReport, ...]]:
+        duration, warmup = cfg.run_seconds(rate), cfg.warmup_seconds(rate)
+        reports = run_rate(exe, target, plan, rate, index, duration, out_dir, n, seed)
+        server = scraper.window(*measurement_window(reports, warmup)) if scraper else None
+        return rate_point(rate, reports, slo, warmup, server), tuple(reports)
+
+    return remeasuring(attempt, budget)
+
+
+def remeasuring(
+    attempt: Callable[[float, int, int], tuple[RatePoint, tuple[RunReport, ...]]], budget: list[int]
+) -> Callable[[float, int], tuple[RatePoint, tuple[RunReport, ...]]]:
+    """``attempt(rate, index, n)`` until its point's achieved rate is within the tolerance of its label, spending
+    ``budget[0]`` (shared by the whole sweep) on the repeats; BenchError when the budget runs out."""
 
     def measure(rate: float, index: int) -> tuple[RatePoint, tuple[RunReport, ...]]:
-        reports = run_rate(exe, target, plan, rate, index, cfg.duration_s, out_dir)
-        gauges = scraper.window(*measurement_window(reports, cfg.warmup_s)) if scraper else None
-        return rate_point(rate, reports, slo, cfg.warmup_s, gauges), tuple(reports)
+        rejected: list[tuple[float, float, tuple[int | None, ...]]] = []
+        n = 0
+        while True:
+            point, reports = attempt(rate, index, n)
+            if point.arrivals_on_label:
+                return dataclasses.replace(point, rejected=tuple(rejected)), reports
+            rejected.append((point.achieved_rps, point.window_seconds, tuple(seed for _, seed, _, _ in point.runs)))
+            if budget[0] <= 0:
+                tried = ", ".join(f"{a:.3g}" for a, _, _ in rejected)
+                raise BenchError(
+                    f"{rate:g} req/s offered: achieved {tried} req/s, outside +-{ARRIVAL_TOLERANCE:.0%} of the label, "
+                    "and the sweep's re-measurements are spent; a record refuses such a point "
+                    "(use a longer --duration-seconds, or fewer rates)"
+                )
+            budget[0] -= 1
+            n += 1
 
     return measure
 

@@ -12,9 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 
 _STD_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """p50 / p95 / p99 of one latency, ms."""
+
+    p50: float
+    p95: float
+    p99: float
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float:

@@ -125,3 +125,44 @@ class BenchTarget:
     @property
     def served_args_sha256(self) -> str | None:
         return None if self.served_args is None else args_sha256(self.served_args)
+
+    @property
+    def metrics_model_name(self) -> str:
+        """The ``model_name`` label vLLM puts on every series of this server's ``/metrics``.
+
+        vLLM 0.32 labels its metrics with ``ModelConfig.served_model_name``, which ``get_served_model_name`` sets to
+        the *first* ``--served-model-name`` when several are given, else to ``--model`` (vllm/config/model.py,
+        vllm/v1/metrics/loggers.py ``PrometheusStatLogger``). The rendered arguments list the release id first and
+        the public name second, so requests carry the public name while the metrics carry the release id.
+        """
+        return metrics_model_name(self.served_args if self.served_args is not None else self.vllm_args)
+
+
+def _flag_values(args: tuple[str, ...], flag: str) -> list[str] | None:
+    """The values of the last ``flag`` in ``args`` (argparse keeps the last), as ``--flag a b`` or ``--flag=a``."""
+    found: list[str] | None = None
+    for i, arg in enumerate(args):
+        if arg == flag:
+            values = []
+            for value in args[i + 1 :]:
+                if value.startswith("-"):
+                    break
+                values.append(value)
+            found = values
+        elif arg.startswith(flag + "="):
+            found = [arg[len(flag) + 1 :]]
+    return found
+
+
+def metrics_model_name(args: tuple[str, ...]) -> str:
+    """vLLM's ``model_name`` metric label for a server started as ``vllm serve <args>`` (see
+    :attr:`BenchTarget.metrics_model_name`); TargetError when the arguments name no model."""
+    names = _flag_values(args, "--served-model-name")
+    if names:
+        return names[0]
+    model = _flag_values(args, "--model")
+    if model:
+        return model[0]
+    if args and not args[0].startswith("-"):
+        return args[0]  # ``vllm serve <model> ...``
+    raise TargetError("the server's arguments name no --served-model-name and no --model: no metrics label to scrape")
