@@ -36,7 +36,6 @@ poll policy (ADC is read in the provider process at call time), exactly as ``com
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -48,12 +47,12 @@ from pulumi.dynamic import (
     CreateResult,
     DiffResult,
     ReadResult,
-    ResourceProvider,
     UpdateResult,
 )
 from pulumi.runtime import rpc as _rpc
 
 from .. import naming
+from ..dynamic_provider import PickledProvider
 from . import service as svc
 
 log = logging.getLogger(__name__)
@@ -312,10 +311,9 @@ def explicit_traffic(live: Mapping[str, Any]) -> list[Body]:
 # ---- providers ---------------------------------------------------------------------------------------------------
 
 
-class _RunProvider(ResourceProvider):
+class _RunProvider(PickledProvider[TransportFactory, PollPolicy]):
     """Shared plumbing: a transport per call, operation waiting, etag-checked patches, deterministic pickling."""
 
-    serialize_as_secret_always = False
     #: Every diff() here compares the recorded INPUTS only (no output read back): a plan review
     #: (infra/offline/review/providers.py) may call it on the old plan's inputs without running create().
     DIFF_READS_INPUTS_ONLY = True
@@ -327,29 +325,13 @@ class _RunProvider(ResourceProvider):
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] | None = None,
     ):
-        super().__init__()
-        self._transport_factory = transport_factory
-        self._poll = poll
-        self._sleep = sleep
-        self._clock = clock
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Exactly what defines the provider; nothing cached at runtime can leak into the pickled __provider.
-        return {
-            "_transport_factory": self._transport_factory,
-            "_poll": self._poll,
-            "_sleep": self._sleep,
-            "_clock": self._clock,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        super().__init__(transport_factory, poll, sleep, clock)
 
     def _transport(self) -> RunTransport:
         return (self._transport_factory or DiscoveryTransport)()
 
     def _waiter(self, transport: RunTransport) -> Waiter:
-        return Waiter(transport, self._poll, self._sleep or time.sleep, self._clock or time.monotonic)
+        return Waiter(transport, self._poll, self.sleeper(), self.monotonic())
 
     def _patch(
         self,

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -44,11 +43,11 @@ from pulumi.dynamic import (
     CreateResult,
     DiffResult,
     ReadResult,
-    ResourceProvider,
     UpdateResult,
 )
 from pulumi.runtime import rpc as _rpc
 
+from ..dynamic_provider import PickledProvider
 from . import requests as rq
 
 log = logging.getLogger(__name__)
@@ -366,10 +365,8 @@ def _diff(
 # ---- providers --------------------------------------------------------------------------------------------
 
 
-class _VertexProvider(ResourceProvider):
+class _VertexProvider(PickledProvider[TransportFactory, PollPolicy]):
     """Shared plumbing: transport per call, operation waiting, deterministic pickling."""
-
-    serialize_as_secret_always = False
 
     def __init__(
         self,
@@ -378,29 +375,13 @@ class _VertexProvider(ResourceProvider):
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] | None = None,
     ):
-        super().__init__()
-        self._transport_factory = transport_factory
-        self._poll = poll
-        self._sleep = sleep
-        self._clock = clock
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Exactly what defines the provider; nothing cached at runtime can leak into the pickled __provider.
-        return {
-            "_transport_factory": self._transport_factory,
-            "_poll": self._poll,
-            "_sleep": self._sleep,
-            "_clock": self._clock,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        super().__init__(transport_factory, poll, sleep, clock)
 
     def _transport(self, region: str) -> VertexTransport:
         return (self._transport_factory or DiscoveryTransport)(region)
 
     def _waiter(self, transport: VertexTransport) -> Waiter:
-        return Waiter(transport, self._poll, self._sleep or time.sleep, self._clock or time.monotonic)
+        return Waiter(transport, self._poll, self.sleeper(), self.monotonic())
 
 
 @dataclass(frozen=True)
