@@ -41,8 +41,9 @@ from .conftest import CLOUD_RUN_FIXTURE, CLOUD_RUN_FIXTURES, CLOUD_RUN_STACK, pl
 
 SERVICE = "gcp:cloudrunv2/service:Service"
 MiB, GiB = 2**20, 2**30
-#: Qwen3-8B at FP8: the catalogue's 8.2 B parameters x 1 byte (releases/dev/*.json: catalogue qwen3-8b, fp8).
-W = 8.2e9
+#: Qwen3-8B at FP8 (releases/dev/*.json: catalogue qwen3-8b, fp8): the quantised layers at 1 byte, the embedding and
+#: lm_head (untied: 2 x 151,936 x 4,096 = 1,244,659,712 parameters) at bf16's 2 bytes: 8.2e9 + 1,244,659,712 bytes.
+W = (8.2e9 - 2 * 151_936 * 4096) * 1 + 2 * 151_936 * 4096 * 2
 DEV_REVISION = "db8438d4453c4113736c3290c846f94bb7d08190"
 CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
 
@@ -144,15 +145,15 @@ def test_only_the_cloud_run_apis_are_enabled() -> None:
 def test_startup_failure_count_follows_from_the_cold_load_estimate() -> None:
     # Streamed from the Cloud Storage volume at the stated 400 MiB/s: the verifier hashes the mount at
     # min(400, 800 MiB/s x 6 threads) = 400 MiB/s, then vLLM reads it again at 400 MiB/s, then 90 s of init.
-    read = W / (400 * MiB)  # 19.55 s
-    cold = read + read + 90  # 129.10 s
-    required = cold * 1.5  # margin 0.5: 193.65 s
-    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(36.73) = 37
-    assert (round(read, 2), round(cold, 2), failures) == (19.55, 129.1, 37)
+    read = W / (400 * MiB)  # 22.52 s
+    cold = read + read + 90  # 135.04 s
+    required = cold * 1.5  # margin 0.5: 202.55 s
+    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(38.51) = 39
+    assert (round(read, 2), round(cold, 2), failures) == (22.52, 135.04, 39)
     run = plan_run(CLOUD_RUN_STACK).resolved.plan.pools["stable"]
     assert isinstance(run, CloudRunPoolPlan)
     assert run.capacity.cold_load_seconds == pytest.approx(cold)
-    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 37 == 195
+    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 39 == 205
     c = vllm_container(service(inv()))
     assert c["startupProbe"] == {
         "httpGet": {"path": "/health", "port": 8080},
@@ -174,24 +175,24 @@ def test_staged_cold_load_copies_verifies_in_memory_then_reads_the_copy() -> Non
     # Fixture: RTX PRO 6000, 20 vCPU, volume at 800 MiB/s, staged. Copy W at 800 MiB/s; hash the copy at
     # 800 MiB/s x 20 threads; vLLM reads the copy at the stated 2,000 MiB/s; 120 s init.
     copy_s, verify_s, read_s = W / (800 * MiB), W / (800 * 20 * MiB), W / (2000 * MiB)
-    cold = copy_s + verify_s + read_s + 120  # 9.78 + 0.49 + 3.91 + 120 = 134.17 s
-    failures = math.ceil((cold * 1.5 - 10) / 5)  # ceil(38.25) = 39
+    cold = copy_s + verify_s + read_s + 120  # 11.26 + 0.56 + 4.50 + 120 = 136.33 s
+    failures = math.ceil((cold * 1.5 - 10) / 5)  # ceil(38.90) = 39
     p = plan_run(CLOUD_RUN_FIXTURE).resolved.plan.pools["stable"]
     assert isinstance(p, CloudRunPoolPlan)
     r = p.cloud_run
     assert (r.copy_seconds, r.verify_seconds, r.weights_read_seconds) == pytest.approx((copy_s, verify_s, read_s))
-    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 134.17
+    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 136.33
     assert r.probes.startup_failure_threshold == failures == 39
     assert p.model_root == f"/staged-weights/qwen3-8b-fp8/{DEV_REVISION}"
 
 
 def test_concurrency_is_the_planners_max_num_seqs() -> None:
-    # L4: 22.5 GiB x 0.9 - 7.64 GiB weights - 2 GiB overhead = 10.61 GiB of KV; k = 2 x 36 layers x 8 KV heads x
+    # L4: 22.5 GiB x 0.9 - 8.80 GiB weights - 2 GiB overhead = 9.45 GiB of KV; k = 2 x 36 layers x 8 KV heads x
     # 128 x 2 bytes = 147,456 B/token; the mean context 600 + 200 = 800 tokens (50 whole 16-token blocks):
-    # floor(10.61 GiB / (147,456 B x 800)) = 96 sequences.
+    # floor(9.45 GiB / (147,456 B x 800)) = 86 sequences.
     budget = 22.5 * GiB * 0.9 - W - 2 * GiB
     seqs = math.floor(budget / (147_456 * 800))
-    assert seqs == 96
+    assert seqs == 86
     inputs = service(inv())
     assert inputs["template"]["maxInstanceRequestConcurrency"] == seqs
     assert int(flag(serve_args(vllm_container(inputs)), "--max-num-seqs")) == seqs
@@ -225,8 +226,8 @@ def test_instance_price_and_cold_start_cost() -> None:
     assert r.capacity.replica_hourly_usd == pytest.approx(3600 * second)
     assert r.cloud_run.cold_start_usd == pytest.approx(r.capacity.cold_load_seconds * second)
     table = render_table(plan_run(CLOUD_RUN_STACK).resolved.plan)
-    assert "$0.0467 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
-    assert "10 s + 37 x 5 s = 195 s" in table
+    assert "$0.0488 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
+    assert "10 s + 39 x 5 s = 205 s" in table
 
 
 def test_vllm_args_come_from_the_one_renderer() -> None:
@@ -599,7 +600,8 @@ def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
     q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
         "conditionPrometheusQueryLanguage"
     ]["query"]
-    assert f'revision_name="{names["canary"]}"' in q and ">= 644" in q and ">= 2" in q  # concurrency, max instances
+    # concurrency: floor((89.4 GiB x 0.9 - 8.80 GiB weights - 2 GiB) / (147,456 B x 800)) = 634; max instances 2
+    assert f'revision_name="{names["canary"]}"' in q and ">= 634" in q and ">= 2" in q
 
 
 def test_a_scale_to_zero_pool_has_no_no_traffic_alert() -> None:
@@ -785,18 +787,18 @@ def test_staging_memory_rule() -> None:
     v = values(CLOUD_RUN_FIXTURE)
     _stable(v)["loading"]["staging"]["size_gib"] = 7
     assert issues(v, CLOUD_RUN_FIXTURE) == [
-        "llm-serving:serving.stable.loading.staging.size_gib: 7 GiB cannot hold the release's weights (7.6 GiB = P x "
-        "b_w, so at least 8 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
+        "llm-serving:serving.stable.loading.staging.size_gib: 7 GiB cannot hold the release's weights (8.8 GiB = P x "
+        "b_w, so at least 9 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
     ]
 
 
 def test_an_uncoverable_cold_load_is_an_error() -> None:
-    # 5 MiB/s: 2 x 8.2e9 / (5 MiB/s) + 90 = 3,218 s; x 1.5 = 4,827 s needs 964 x 5 s = 4,820 s > Cloud Run's 1,800 s.
+    # 5 MiB/s: 2 x 9.44e9 / (5 MiB/s) + 90 = 3,693 s; x 1.5 = 5,540 s needs 1,106 x 5 s = 5,530 s > Cloud Run's 1,800 s.
     v = values()
     _stable(v)["loading"]["throughput_mib_s"] = 5
     cold = 2 * W / (5 * MiB) + 90
     n = math.ceil((cold * 1.5 - 10) / 5)
-    assert (round(cold), n) == (3218, 964)
+    assert (round(cold), n) == (3693, 1106)
     assert issues(v) == [
         f"llm-serving:serving.stable.loading: the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 "
         f"+ margin 0.5) = {cold * 1.5:.0f} s needs 10 s + {n} x 5 s, but Cloud Run allows failureThreshold x "
