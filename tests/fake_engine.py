@@ -34,7 +34,13 @@ def event(kind: str, **extra: Any) -> None:
     path = os.environ.get("FAKE_ENGINE_EVENTS")
     if not path:
         return
-    line = {"event": kind, "t": time.time(), "pid": os.getpid(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), **extra}
+    line = {
+        "event": kind,
+        "t": time.time(),
+        "pid": os.getpid(),
+        "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        **extra,
+    }
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -99,7 +105,9 @@ def main() -> int:
                 self.end_headers()
                 self.wfile.write(body)
             else:
-                self._json(404, {"error": {"message": "not found", "type": "NotFoundError", "param": None, "code": 404}})
+                self._json(
+                    404, {"error": {"message": "not found", "type": "NotFoundError", "param": None, "code": 404}}
+                )
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -114,7 +122,9 @@ def main() -> int:
                 model = req.get("model")
                 if model not in names:
                     msg = f"The model `{model}` does not exist."
-                    return self._json(404, {"error": {"message": msg, "type": "NotFoundError", "param": "model", "code": 404}})
+                    return self._json(
+                        404, {"error": {"message": msg, "type": "NotFoundError", "param": "model", "code": 404}}
+                    )
                 n = int(req.get("max_tokens") or 5)
                 if not req.get("stream"):
                     time.sleep(token_s * n)

@@ -1008,6 +1008,8 @@ class Supervisor:
 #: ``model_name`` label is the first served name, the release id). Not ``instance``: Prometheus owns that label.
 INSTANCE_LABEL = "cohost_instance"
 MODEL_LABEL = "cohost_model"
+#: The server's gauge of each instance (1 while healthy).
+INSTANCE_UP = "cohost:instance_up"
 #: Pod-level aggregates for an endpoint picker that reads one series per metric (GAIE v1.5.0 takes the first series
 #: of a family when none has a timestamp): (name, vLLM family, how instances combine, help).
 AGGREGATES = (
@@ -1072,9 +1074,7 @@ def merge_metrics(
 def own_metrics(sup: Supervisor) -> list[Metric]:
     from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 
-    up = GaugeMetricFamily(
-        "cohost:instance_up", "1 while the instance is healthy.", labels=[INSTANCE_LABEL, MODEL_LABEL]
-    )
+    up = GaugeMetricFamily(INSTANCE_UP, "1 while the instance is healthy.", labels=[INSTANCE_LABEL, MODEL_LABEL])
     restarts = CounterMetricFamily(
         "cohost:instance_restarts", "Restarts of the instance by the server.", labels=[INSTANCE_LABEL, MODEL_LABEL]
     )
