@@ -495,6 +495,13 @@ def test_update_models_keeps_an_unchanged_instance_and_replaces_the_rest(launch:
     put(gcs, "cohost/pair.json", bad)
     r.wait("refused", lambda: r.status()["generation"] != gen)
     assert r.pids() == after and "not applied" in r.log.read_text()
+    # A valid document naming another program (engine or release check) is refused: the object changes the model set,
+    # not what the pods run.
+    other = copy.deepcopy(new)
+    other["engine_command"] = ["/bin/sh", "-c", "exit 0"]
+    put(gcs, "cohost/pair.json", other)
+    r.wait("engine refused", lambda: "update refused: engine_command ['/bin/sh', '-c', 'exit 0']" in r.log.read_text())
+    assert r.pids() == after
     moved = copy.deepcopy(new)
     moved["instances"][0] = instance("a-0", ["rel-a", "model-a"], doc["instances"][0]["port"], 0.3)
     put(gcs, "cohost/pair.json", moved)
@@ -515,3 +522,32 @@ def test_the_watched_object_is_the_model_set_at_start_up(launch: Any, gcs: Gcs) 
     r.wait("healthy", r.healthy)
     assert set(r.pids()) == {"c-0"}
     assert "model set from gs://" in r.log.read_text()
+
+
+def test_an_update_keeps_the_command_lines_programs() -> None:
+    base = srv.load_config_bytes(
+        json.dumps(
+            document(
+                {**instance("a-0", ["rel-a", "model-a"], 8100), "verify": ["python3", "/v.py", "gcs", "--bucket", "b"]}
+            )
+        ).encode(),
+        "base",
+    )
+    assert srv.update_problems(base, base) == []
+    # Another release checked by the same program: its own arguments are fine.
+    moved = {**instance("c-0", ["rel-c", "model-c"], 8101), "verify": ["python3", "/v.py", "gcs", "--bucket", "c"]}
+    assert srv.update_problems(base, srv.load_config_bytes(json.dumps(document(moved)).encode(), "new")) == []
+    unchecked = instance("c-0", ["rel-c", "model-c"], 8101)
+    other = {**instance("d-0", ["rel-d", "model-d"], 8102), "verify": ["sh", "-c", "true"]}
+    doc = document(unchecked, other, gpus=2)
+    doc["instances"][1]["gpus"] = [1]
+    found = srv.update_problems(base, srv.load_config_bytes(json.dumps(doc).encode(), "new"))
+    assert found == [
+        "instance c-0: release check none is not one of the command line's (['python3', '/v.py'])",
+        "instance d-0: release check ['sh', '-c'] is not one of the command line's (['python3', '/v.py'])",
+    ]
+    doc = document(moved)
+    doc["engine_command"] = ["vllm", "serve"]
+    assert srv.update_problems(base, srv.load_config_bytes(json.dumps(doc).encode(), "new")) == [
+        f"engine_command ['vllm', 'serve'] is not the command line's {[sys.executable, str(FAKE)]}"
+    ]

@@ -719,8 +719,16 @@ def _reap_orphans() -> None:
 class Supervisor:
     """The current set of instances, their lifecycle and the routing table."""
 
-    def __init__(self, cfg: CohostConfig, session: aiohttp.ClientSession, log: Callable[[str], None] = say) -> None:
+    def __init__(
+        self,
+        cfg: CohostConfig,
+        session: aiohttp.ClientSession,
+        log: Callable[[str], None] = say,
+        base: CohostConfig | None = None,
+    ) -> None:
         self.cfg = cfg
+        #: The command line's document (the plan's): what an update may not change (:func:`update_problems`).
+        self.base = base if base is not None else cfg
         self.session = session
         self.log = log
         self.instances: dict[str, Instance] = {}
@@ -951,9 +959,12 @@ class Supervisor:
     async def update(self, new: CohostConfig, generation: str | None = None) -> None:
         """Apply a new model set: stop what left or changed, keep what is unchanged, start what is new."""
         async with self.update_lock:
+            problems = update_problems(self.base, new)
             if new.port != self.cfg.port:
+                problems.insert(0, f"the server's port cannot change live ({self.cfg.port} -> {new.port})")
+            if problems:
                 self.reloads["refused"] += 1
-                self.log(f"update refused: the server's port cannot change live ({self.cfg.port} -> {new.port})")
+                self.log(f"update refused: {'; '.join(problems)}")
                 return
             wanted = {s.name: s for s in new.instances}
             same_engine = new.engine_command == self.cfg.engine_command
@@ -1265,6 +1276,24 @@ async def watch(sup: Supervisor, reader: GcsReader, obj: GcsObject, poll_seconds
         await sup.update(new, gen)
 
 
+def update_problems(base: CohostConfig, new: CohostConfig) -> list[str]:
+    """Why a watched document may not replace the command line's (empty: it may). The object changes the model set
+    (releases, names, GPUs, partitions, engine arguments), not which programs the server runs: its engine command
+    is the command line's, and every instance runs one of the command line's release checks (the same program,
+    arguments of its own), so a writer of the object cannot make the pods run another program or skip the check."""
+    out = []
+    if new.engine_command != base.engine_command:
+        out.append(f"engine_command {list(new.engine_command)} is not the command line's {list(base.engine_command)}")
+    checks = {s.verify[:2] for s in base.instances}
+    for s in new.instances:
+        if s.verify[:2] not in checks:
+            out.append(
+                f"instance {s.name}: release check {list(s.verify[:2]) or 'none'} is not one of the command line's "
+                f"({', '.join(str(list(c)) for c in sorted(checks))})"
+            )
+    return out
+
+
 # ---- main ------------------------------------------------------------------------------------------------------------
 
 
@@ -1283,12 +1312,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def serve(
-    cfg: CohostConfig, host: str, watched: tuple[GcsReader, GcsObject, float] | None, generation: str | None = None
+    cfg: CohostConfig,
+    host: str,
+    watched: tuple[GcsReader, GcsObject, float] | None,
+    generation: str | None = None,
+    base: CohostConfig | None = None,
 ) -> int:
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
-        sup = Supervisor(cfg, session)
+        sup = Supervisor(cfg, session, base=base)
         sup.generation = generation
         runner = web.AppRunner(Router(sup).app(), handler_cancellation=True, access_log=None)
         await runner.setup()
@@ -1310,19 +1343,34 @@ async def serve(
 
 def initial_config(
     args: argparse.Namespace, reader: GcsReader | None, obj: GcsObject | None
-) -> tuple[CohostConfig, str | None]:
-    """The watched object's document when it exists, else the command line's."""
+) -> tuple[CohostConfig, str | None, CohostConfig]:
+    """The watched object's document when it exists and may replace the command line's (:func:`update_problems`),
+    else the command line's; its generation; and the command line's document."""
+    if args.config_json is not None:
+        base = load_config_bytes(args.config_json.encode("utf-8"), "--config-json")
+    else:
+        with open(args.config_file, "rb") as f:
+            base = load_config_bytes(f.read(MAX_CONFIG_BYTES + 1), args.config_file)
     if reader is not None and obj is not None:
         gen = reader.generation(obj)
         if gen is not None:
             data = reader.read(obj, gen)
             if data is not None:
-                say(f"model set from {obj}#{gen}")
-                return load_config_bytes(data, f"{obj}#{gen}"), gen
-    if args.config_json is not None:
-        return load_config_bytes(args.config_json.encode("utf-8"), "--config-json"), None
-    with open(args.config_file, "rb") as f:
-        return load_config_bytes(f.read(MAX_CONFIG_BYTES + 1), args.config_file), None
+                try:
+                    stored = load_config_bytes(data, f"{obj}#{gen}")
+                except ConfigError as e:
+                    what = "; ".join(f"{k + ': ' if k else ''}{m}" for k, m in e.problems)
+                    say(f"{obj}#{gen}: not applied: {what}; the command line's model set")
+                    return base, gen, base
+                problems = update_problems(base, stored)
+                if stored.port != base.port:
+                    problems.insert(0, f"port {stored.port} is not the command line's {base.port}")
+                if not problems:
+                    say(f"model set from {obj}#{gen}")
+                    return stored, gen, base
+                say(f"{obj}#{gen}: not applied: {'; '.join(problems)}; the command line's model set")
+                return base, gen, base
+    return base, None, base
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1332,7 +1380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.watch:
             obj = GcsObject.parse(args.watch)
             reader = GcsReader(os.environ)
-        cfg, gen = initial_config(args, reader, obj)
+        cfg, gen, base = initial_config(args, reader, obj)
     except ConfigError as e:
         for key, msg in e.problems:
             say(f"bad configuration: {key + ': ' if key else ''}{msg}")
@@ -1341,7 +1389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"cannot read the configuration: {e}")
         return 2 if not isinstance(e, GcsError) else 1
     watched = (reader, obj, args.poll_seconds) if reader is not None and obj is not None else None
-    return asyncio.run(serve(cfg, args.host, watched, gen))
+    return asyncio.run(serve(cfg, args.host, watched, gen, base))
 
 
 if __name__ == "__main__":
