@@ -11,8 +11,9 @@ requests get 503, in-flight streams finish, at most ``--shutdown-timeout`` secon
 
 Test hooks: ``FAKE_ENGINE_EVENTS`` (a file: one JSON line per ``start`` / ``ready`` / ``exit`` with the time, pid,
 name and ``CUDA_VISIBLE_DEVICES``), ``FAKE_ENGINE_UNHEALTHY`` (a file: while it exists ``/health`` answers 503),
-``FAKE_ENGINE_WORKER=1`` (a child process in the engine's process group, as vLLM's EngineCore is; its pid is in the
-``ready`` event).
+``FAKE_ENGINE_WORKER=1`` (a child process in the engine's process group, as vLLM's EngineCore and workers are; its pid
+is in the ``ready`` event; a SIGTERM of its own ends it at once and the streams in flight end with an error, as
+vLLM's do when a worker dies, while the engine's own SIGTERM drains first and ends the worker after).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def main() -> int:
     unhealthy = os.environ.get("FAKE_ENGINE_UNHEALTHY")
     state = {"in_flight": 0, "draining": False, "served": 0}
     lock = threading.Lock()
+    #: The engine's worker, once started (FAKE_ENGINE_WORKER): streams stop when it is gone.
+    worker_box: list[subprocess.Popen[bytes]] = []
     event("start", name=names[0])
 
     class Handler(BaseHTTPRequestHandler):
@@ -134,6 +137,11 @@ def main() -> int:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for i in range(n):
+                    if worker_box and worker_box[0].poll() is not None:
+                        # vLLM: the engine's worker is gone, the stream ends with an error (EngineDeadError).
+                        err = b'data: {"error": {"message": "EngineDeadError", "code": 500}}\n\n'
+                        self.wfile.write(f"{len(err):x}\r\n".encode() + err + b"\r\n")
+                        break
                     chunk = f"data: {json.dumps({'model': names[0], 'index': i, 't': time.time()})}\n\n".encode()
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
@@ -154,7 +162,9 @@ def main() -> int:
     server.daemon_threads = True
     worker = None
     if os.environ.get("FAKE_ENGINE_WORKER") == "1":
+        # As a vLLM worker: a SIGTERM of its own (the default action) ends it at once, whatever is in flight.
         worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        worker_box.append(worker)
     time.sleep(float(os.environ.get("FAKE_ENGINE_START_SECONDS", "0.2")))
     event("ready", name=names[0], worker=worker.pid if worker else None)
 

@@ -427,7 +427,9 @@ def test_an_unhealthy_child_is_replaced(launch: Any, tmp_path: Path) -> None:
 
 
 def test_sigterm_drains_in_flight_streams_then_exits_0(launch: Any) -> None:
-    r = launch(two_models(free_port()), env={"FAKE_ENGINE_TOKEN_SECONDS": "0.25"})
+    # Each engine has a worker that dies at once on a SIGTERM of its own (as vLLM's do): the server must signal the
+    # engine's API server only, which drains, then ends its worker.
+    r = launch(two_models(free_port()), env={"FAKE_ENGINE_TOKEN_SECONDS": "0.25", "FAKE_ENGINE_WORKER": "1"})
     r.wait("healthy", r.healthy)
     pieces = stream(r.port, "model-a", 8)  # 8 x 0.25 s = 2 s
     first = next(pieces)

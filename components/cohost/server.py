@@ -625,6 +625,9 @@ HEALTH_TIMEOUT_SECONDS = 5.0
 START_POLL_SECONDS = 1.0
 #: Grace after SIGTERM for a child being replaced because it is dead or unhealthy (nothing left to drain).
 KILL_GRACE_SECONDS = 10.0
+#: After an instance's API server exited on SIGTERM, how long its engine core and workers may take to follow it before
+#: the rest of its process group is killed: vLLM's server stops its engine before it exits, so they are normally gone.
+CHILDREN_EXIT_SECONDS = 10.0
 #: Longest wait for a killed child's whole process group (its engine workers) to be gone, so the GPU memory it held
 #: is free before anything starts in its place.
 GROUP_EXIT_SECONDS = 30.0
@@ -916,16 +919,27 @@ class Supervisor:
                 return
 
     async def _terminate(self, inst: Instance, grace: float) -> None:
-        """SIGTERM the instance's process group, SIGKILL it after ``grace``, and wait until the group is gone."""
+        """SIGTERM the instance's API server, SIGKILL its process group after ``grace`` (or once the server exited
+        and its children had CHILDREN_EXIT_SECONDS to follow), and wait until the group is gone.
+
+        Only the API server is signalled: it drains (``--shutdown-timeout``), then stops its engine core, which stops
+        its workers (vLLM 0.32 ``entrypoints/launchers/launcher.py`` ``handle_shutdown``, ``v1/engine/utils.py``).
+        A SIGTERM to the whole group reaches the engine core and workers too: the workers exit at once and every
+        in-flight stream fails (``EngineDeadError``, seen on the CPU vLLM in tests/integration/
+        test_cohost_server_real.py)."""
         proc = inst.proc
         if proc is None:
             return
         pgid = proc.pid
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGTERM)
+                os.kill(proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
+                end = time.monotonic() + CHILDREN_EXIT_SECONDS
+                while _alive(pgid) and time.monotonic() < end:
+                    _reap_orphans()
+                    await asyncio.sleep(0.2)
             except asyncio.TimeoutError:
                 self.log(f"{inst.spec.name}: still running {grace:g} s after SIGTERM: SIGKILL")
         with contextlib.suppress(ProcessLookupError):
