@@ -53,9 +53,10 @@ What the server does:
   restarting in place keeps the other models' warm engines serving through one model's crash (a reload costs minutes
   per model), but a model that keeps crashing (a bad release, a partition that does not fit) must surface as a
   failing container the platform restarts and alerts on, not loop silently inside a live one.
-* **SIGTERM drains.** New requests get 503; every child gets SIGTERM at once (vLLM's ``--shutdown-timeout`` drains
-  its in-flight streams) and the server keeps relaying those streams until each child has exited, at most
-  ``drain_seconds`` (then SIGKILL), then exits 0.
+* **SIGTERM drains.** New requests get 503; every child's API server (not its process group: vLLM's server stops its
+  own engine and workers after draining) gets SIGTERM at once (vLLM's ``--shutdown-timeout`` drains its in-flight
+  streams) and the server keeps relaying those streams until each child has exited, at most ``drain_seconds`` (then
+  SIGKILL of its group), then exits 0.
 * **update_models.** With ``--watch gs://BUCKET/OBJECT`` the server polls the object's generation every
   ``--poll-seconds``; a new generation holding a valid document is applied: instances absent from it (or changed) are
   drained and stopped first, then the new ones start, staggered; an instance whose whole entry (release, names, GPUs,
