@@ -548,6 +548,10 @@ def test_an_update_keeps_the_command_lines_programs() -> None:
         "instance c-0: release check none is not one of the command line's (['python3', '/v.py'])",
         "instance d-0: release check ['sh', '-c'] is not one of the command line's (['python3', '/v.py'])",
     ]
+    preload = {**moved, "env": {"LD_PRELOAD": "/tmp/x.so"}}
+    assert srv.update_problems(base, srv.load_config_bytes(json.dumps(document(preload)).encode(), "new")) == [
+        "instance c-0: env LD_PRELOAD is not set by the command line's instances"
+    ]
     doc = document(moved)
     doc["engine_command"] = ["vllm", "serve"]
     assert srv.update_problems(base, srv.load_config_bytes(json.dumps(doc).encode(), "new")) == [

@@ -1294,18 +1294,24 @@ async def watch(sup: Supervisor, reader: GcsReader, obj: GcsObject, poll_seconds
 def update_problems(base: CohostConfig, new: CohostConfig) -> list[str]:
     """Why a watched document may not replace the command line's (empty: it may). The object changes the model set
     (releases, names, GPUs, partitions, engine arguments), not which programs the server runs: its engine command
-    is the command line's, and every instance runs one of the command line's release checks (the same program,
-    arguments of its own), so a writer of the object cannot make the pods run another program or skip the check."""
+    is the command line's, every instance runs one of the command line's release checks (the same program,
+    arguments of its own) and sets only environment variables the command line's instances set, so a writer of the
+    object cannot make the pods run another program (LD_PRELOAD, PYTHONPATH) or skip the check."""
     out = []
     if new.engine_command != base.engine_command:
         out.append(f"engine_command {list(new.engine_command)} is not the command line's {list(base.engine_command)}")
     checks = {s.verify[:2] for s in base.instances}
+    # Environment variables only those the command line sets (values of their own): no LD_PRELOAD, PYTHONPATH, ...
+    names = {k for s in base.instances for k, _ in s.env}
     for s in new.instances:
         if s.verify[:2] not in checks:
             out.append(
                 f"instance {s.name}: release check {list(s.verify[:2]) or 'none'} is not one of the command line's "
                 f"({', '.join(str(list(c)) for c in sorted(checks))})"
             )
+        extra = sorted({k for k, _ in s.env} - names)
+        if extra:
+            out.append(f"instance {s.name}: env {', '.join(extra)} is not set by the command line's instances")
     return out
 
 
