@@ -74,6 +74,8 @@ LOG_LINE = re.compile(
 #: Longest wait for a state of the whole server: two CPU engines starting one after the other.
 WAIT_S = 2 * h.SERVER_START_TIMEOUT_S
 REQUEST_TIMEOUT_S = 120.0
+#: Tokens of the stream in flight when the server gets SIGTERM (test_sigterm_drains_an_in_flight_stream_then_exits_0).
+DRAIN_TOKENS = 300
 
 
 @dataclass
@@ -252,7 +254,16 @@ def chat(c: CoHost, model: str, max_tokens: int = 4) -> tuple[int, Any]:
 
 def stream(c: CoHost, model: str, tokens: int) -> Iterator[tuple[float, bytes]]:
     conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=REQUEST_TIMEOUT_S)
-    body = {"model": model, "prompt": "hi", "max_tokens": tokens, "stream": True, "ignore_eos": True}
+    # include_usage: the stream ends with a usage event counting the tokens generated (vLLM merges the deltas of
+    # several tokens into one event when the client reads slower than the engine generates, so events != tokens).
+    body = {
+        "model": model,
+        "prompt": "hi",
+        "max_tokens": tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = conn.getresponse()
     assert r.status == 200, r.read()
@@ -264,6 +275,14 @@ def stream(c: CoHost, model: str, tokens: int) -> Iterator[tuple[float, bytes]]:
             yield time.monotonic(), piece
     finally:
         conn.close()
+
+
+def completion_tokens(text: bytes) -> int:
+    """The ``completion_tokens`` of a finished stream's usage event (the last before ``[DONE]``)."""
+    events = [json.loads(e[len(b"data: ") :]) for e in text.split(b"\n\n") if e.startswith(b"data: {")]
+    usage = events[-1]["usage"]
+    assert events[-1]["choices"] == [] and usage is not None, events[-1]
+    return int(usage["completion_tokens"])
 
 
 def test_each_model_answers_only_its_names_through_the_one_port(cohost: CoHost) -> None:
@@ -295,12 +314,12 @@ def test_a_stream_arrives_piece_by_piece(cohost: CoHost) -> None:
     t0 = time.monotonic()
     pieces = list(stream(cohost, model, 64))
     text = b"".join(p for _, p in pieces)
-    # One event per token (vLLM 0.32's completions stream carries the finish reason on the last token's event),
-    # then the end marker.
-    assert text.count(b"data: {") == 64 and text.endswith(b"data: [DONE]\n\n")
+    assert completion_tokens(text) == 64 and text.endswith(b"data: [DONE]\n\n")
     assert text.count(b'"finish_reason":"length"') == 1
     first, last = pieces[0][0] - t0, pieces[-1][0] - t0
-    assert len(pieces) > 8 and first < last / 2, (len(pieces), first, last)
+    # Relayed as generated: many pieces, spread over the generation (a buffering relay delivers them at once). Not
+    # "first < last / 2": on loaded shared cores the prompt's prefill alone can take most of the time.
+    assert len(pieces) > 8 and last - first > 0.2 * last, (len(pieces), first, last)
     h.NOTES["cohost: stream of 64 tokens through the server"] = (
         f"{len(pieces)} pieces, first {first:.2f} s, last {last:.2f} s"
     )
@@ -411,12 +430,15 @@ def test_update_models_keeps_the_unchanged_instance(cohost: CoHost) -> None:
 
 def test_sigterm_drains_an_in_flight_stream_then_exits_0(cohost: CoHost) -> None:
     model = cohost.group.models[0].model_name
-    pieces = stream(cohost, model, 1000)  # output capped at the contract's 1,024: seconds of generation on a CPU
+    # 300 tokens: seconds to tens of seconds on 2 shared cores, well inside the instances' --shutdown-timeout (the
+    # stream bound, 84 s), at which vLLM would abort what still runs.
+    assert h.flag_value(cohost.document["instances"][0]["args"], "--shutdown-timeout") == "84"
+    pieces = stream(cohost, model, DRAIN_TOKENS)
     first = next(pieces)
     cohost.proc.send_signal(signal.SIGTERM)
     rest = b"".join(p for _, p in pieces)
     text = first[1] + rest
     assert text.endswith(b"data: [DONE]\n\n"), text[-300:]
-    assert text.count(b"data: {") == 1000 and text.count(b'"finish_reason":"length"') == 1
+    assert completion_tokens(text) == DRAIN_TOKENS and text.count(b'"finish_reason":"length"') == 1
     assert cohost.proc.wait(timeout=WAIT_S) == 0
     assert "cohost: draining 2 instance(s)" in cohost.log.read_text(errors="replace")
