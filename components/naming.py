@@ -69,6 +69,8 @@ CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION = "llm-serving.io/contract-max-output-toke
 #: On each InferenceObjective: "true" when its class may be shed (the picker sheds exactly priority < 0).
 SHEDDABLE_ANNOTATION = "llm-serving.io/sheddable"
 SCRIPTS_SHA_ANNOTATION = "llm-serving.io/scripts-sha256"
+#: The releases a co-host pod serves (comma-separated): it serves several, so it carries no release label.
+RELEASES_ANNOTATION = "llm-serving.io/releases"
 #: Name of the init container that verifies the release's weights against its manifest before vLLM starts.
 VERIFY_CONTAINER = "verify-release"
 
@@ -114,6 +116,31 @@ BODY_ROUTER_HEALTH_PORT = 9005
 
 #: Request header that chooses a priority class (GAIE v1.x InferenceObjective header).
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
+
+# ---- co-hosting (components/cohost/server.py) --------------------------------------------------------------------
+#: The co-host server's container in a group's pod.
+COHOST_CONTAINER = "cohost"
+#: Port of a group's first vLLM instance inside the co-host container (loopback only); instance k uses base + k. The
+#: server itself listens on VLLM_PORT, where the InferencePool, the picker and the collectors reach every pod.
+COHOST_INSTANCE_BASE_PORT = 8100
+#: Engine type of a co-host pod (``ENGINE_TYPE_LABEL``): the group's picker reads the server's pod-level aggregates
+#: (``cohost:*``) for it instead of one instance's vLLM series (GAIE v1.5.0 core-metrics-extractor engineConfigs).
+COHOST_ENGINE_TYPE = "llm-serving-cohost"
+#: The server's pod-level aggregates over its instances (``components/cohost/server.py`` AGGREGATES).
+COHOST_NUM_REQUESTS_WAITING = "cohost:num_requests_waiting"
+COHOST_NUM_REQUESTS_RUNNING = "cohost:num_requests_running"
+COHOST_KV_CACHE_USAGE = "cohost:kv_cache_usage_perc"
+#: The server's own gauge per instance: 1 while healthy (labels COHOST_INSTANCE_LABEL, COHOST_MODEL_LABEL).
+COHOST_INSTANCE_UP = "cohost:instance_up"
+#: Labels the server adds to every sample of an instance: the instance, and the model name clients send.
+COHOST_INSTANCE_LABEL = "cohost_instance"
+COHOST_MODEL_LABEL = "cohost_model"
+#: Where a serving pod mounts its scripts ConfigMap, and the file names in it.
+SCRIPTS_MOUNT_PATH = "/etc/llm-serving/scripts"
+VERIFY_SCRIPT_FILE = "verify_release.py"
+COHOST_SERVER_FILE = "cohost_server.py"
+#: Liveness endpoint of the co-host server (200 while it runs; /health is 200 only while every instance is healthy).
+LIVE_PATH = "/live"
 
 # ---- vLLM metric names (vLLM 0.32 ``vllm/v1/metrics/loggers.py``) ------------------------------------------------
 VLLM_NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"

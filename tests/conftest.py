@@ -59,10 +59,11 @@ def plans() -> dict[str, tuple[StackConfig, StackPlan, dict[str, Any]]]:
 
 
 def serving_roles(cfg: StackConfig, plan: StackPlan) -> dict[str, str]:
-    """role -> release of every vLLM server set a GKE stack deploys: its pools, then its co-hosted models."""
+    """role -> release of every vLLM server set a GKE stack deploys: its pools, then its co-hosted groups (a group's
+    first release)."""
     return {
         **{role: pool.release for role, pool in cfg.pools()},
-        **{role: m.pool.release.release for role, m in gke_part(plan).cohosted().items()},
+        **{role: g.models[0].release.release for role, g in gke_part(plan).cohosted().items()},
     }
 
 

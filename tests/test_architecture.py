@@ -179,6 +179,9 @@ def test_the_planner_runs_once_per_plan():
 #: Scripts shipped on their own into pods or into Helm (standard library only, no project imports): they receive
 #: every contract value on their command line, and their docstrings and vLLM's own API paths may spell them.
 STANDALONE = {
+    # Shipped alone into the serving image; its constants are checked against the naming contract by
+    # tests/test_cohost_gke.py.
+    "components/cohost/server.py",
     "components/serving/probe.py",
     "components/serving/verify_release.py",
     "components/gateway/chart_filter.py",

@@ -50,8 +50,9 @@ REVISION = "pulumi-python:dynamic/cloudrun:Revision"
 TRAFFIC = "pulumi-python:dynamic/cloudrun:Traffic"
 OBJECT = "gcp:storage/bucketObject:BucketObject"
 MiB, GiB = 2**20, 2**30
-#: Qwen3-8B at FP8: the catalogue's 8.2 B parameters x 1 byte (releases/dev/*.json: catalogue qwen3-8b, fp8).
-W = 8.2e9
+#: Qwen3-8B at FP8 (releases/dev/*.json: catalogue qwen3-8b, fp8): the quantised layers at 1 byte, the embedding and
+#: lm_head (untied: 2 x 151,936 x 4,096 = 1,244,659,712 parameters) at bf16's 2 bytes: 8.2e9 + 1,244,659,712 bytes.
+W = (8.2e9 - 2 * 151_936 * 4096) * 1 + 2 * 151_936 * 4096 * 2
 DEV_REVISION = "db8438d4453c4113736c3290c846f94bb7d08190"
 CANARY_REVISION = "5f0e2c1d9b8a7f6e5d4c3b2a1908f7e6d5c4b3a2"
 #: The verifier's metadata check (the manifest and one object listing), stated in capacity.METADATA_VERIFY_SECONDS.
@@ -181,14 +182,14 @@ def test_only_the_cloud_run_apis_are_enabled() -> None:
 def test_startup_window_is_twice_the_cold_load_estimate() -> None:
     # Streamed from the Cloud Storage volume at the stated 400 MiB/s: the verifier checks metadata only (10 s), vLLM
     # reads the mount once at 400 MiB/s, then 90 s of init.
-    read = W / (400 * MiB)  # 19.55 s
-    cold = METADATA_VERIFY + read + 90  # 119.55 s
-    required = cold * 2  # startup_margin 1 (the least allowed): 239.10 s
-    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(45.82) = 46
-    assert (round(read, 2), round(cold, 2), failures) == (19.55, 119.55, 46)
+    read = W / (400 * MiB)  # 22.52 s
+    cold = METADATA_VERIFY + read + 90  # 122.52 s
+    required = cold * 2  # startup_margin 1 (the least allowed): 245.04 s
+    failures = math.ceil((required - 10) / 5)  # 10 s initial delay, 5 s period: ceil(47.01) = 48
+    assert (round(read, 2), round(cold, 2), failures) == (22.52, 122.52, 48)
     run = stable_plan()
     assert run.capacity.cold_load_seconds == pytest.approx(cold)
-    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 46 == 240 >= 2 * cold
+    assert run.cloud_run.probes.startup_window_seconds == 10 + 5 * 48 == 250 >= 2 * cold
     c = vllm_container(template(inv()))
     assert c["startupProbe"] == {
         "httpGet": {"path": "/health", "port": 8080},
@@ -203,20 +204,20 @@ def test_startup_window_is_twice_the_cold_load_estimate() -> None:
         "timeoutSeconds": 4,
         "failureThreshold": 3,
     }
-    assert template(inv())["annotations"]["llm-serving.io/cold-load-seconds"] == f"{round(cold, 3):g}" == "119.55"
+    assert template(inv())["annotations"]["llm-serving.io/cold-load-seconds"] == f"{round(cold, 3):g}" == "122.518"
 
 
 def test_staged_cold_load_phases_are_the_commands_order() -> None:
     # Fixture: RTX PRO 6000, volume at 800 MiB/s, staged. The command verifies by metadata (10 s), the stager copies
     # W at 800 MiB/s, vLLM reads the copy at the stated 2,000 MiB/s, then 120 s of init.
     copy_s, read_s = W / (800 * MiB), W / (2000 * MiB)
-    cold = METADATA_VERIFY + copy_s + read_s + 120  # 10 + 9.78 + 3.91 + 120 = 143.69 s
-    failures = math.ceil((cold * 2 - 10) / 5)  # ceil(55.48) = 56
+    cold = METADATA_VERIFY + copy_s + read_s + 120  # 10 + 11.26 + 4.50 + 120 = 145.76 s
+    failures = math.ceil((cold * 2 - 10) / 5)  # ceil(56.31) = 57
     p = stable_plan(CLOUD_RUN_FIXTURE)
     r = p.cloud_run
     assert (r.verify_seconds, r.copy_seconds, r.weights_read_seconds) == pytest.approx((10, copy_s, read_s))
-    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 143.69
-    assert r.probes.startup_failure_threshold == failures == 56
+    assert r.cold_load_seconds == pytest.approx(cold) and round(cold, 2) == 145.76
+    assert r.probes.startup_failure_threshold == failures == 57
     assert p.model_root == f"/staged-weights/qwen3-8b-fp8/{DEV_REVISION}"
     # The command runs the phases in the planner's order: verify (gcs, metadata), stage (copy), vLLM (read + init).
     a = argv(vllm_container(template(inv(CLOUD_RUN_FIXTURE))))
@@ -235,12 +236,12 @@ def test_staged_cold_load_phases_are_the_commands_order() -> None:
 
 
 def test_concurrency_is_the_planners_max_num_seqs() -> None:
-    # L4: 22.5 GiB x 0.9 - 7.64 GiB weights - 2 GiB overhead = 10.61 GiB of KV; k = 2 x 36 layers x 8 KV heads x
+    # L4: 22.5 GiB x 0.9 - 8.80 GiB weights - 2 GiB overhead = 9.45 GiB of KV; k = 2 x 36 layers x 8 KV heads x
     # 128 x 2 bytes = 147,456 B/token; the mean context 600 + 200 = 800 tokens (50 whole 16-token blocks):
-    # floor(10.61 GiB / (147,456 B x 800)) = 96 sequences.
+    # floor(9.45 GiB / (147,456 B x 800)) = 86 sequences.
     budget = 22.5 * GiB * 0.9 - W - 2 * GiB
     seqs = math.floor(budget / (147_456 * 800))
-    assert seqs == 96
+    assert seqs == 86
     t = template(inv())
     assert t["maxInstanceRequestConcurrency"] == seqs
     assert int(flag(serve_args(vllm_container(t)), "--max-num-seqs")) == seqs
@@ -258,13 +259,13 @@ def test_concurrency_is_capped_at_cloud_runs_1000() -> None:
 
 def test_request_timeout_covers_a_cold_start_and_the_stream() -> None:
     # Stream bound = TTFT 2 s + 1,024 tokens x 80 ms = 83.92 s. dev scales to zero: a request can wait the whole
-    # startup window (240 s) first, so the timeout is ceil(240 + 83.92) = 324 s; the fixture's pools scale out
-    # (1..4, 1..4): ceil(290 + 83.92) = 374 s. Cloud Run kills 10 s after SIGTERM, vLLM needs ~2 s after its drain
+    # startup window (250 s) first, so the timeout is ceil(250 + 83.92) = 334 s; the fixture's pools scale out
+    # (1..4, 1..4): ceil(295 + 83.92) = 379 s. Cloud Run kills 10 s after SIGTERM, vLLM needs ~2 s after its drain
     # (3 s kept): the drain gets 10 - 3 = 7 s.
     stream = 2 + 1024 * 0.08
-    assert template(inv())["timeout"] == f"{math.ceil(240 + stream)}s" == "324s"
+    assert template(inv())["timeout"] == f"{math.ceil(250 + stream)}s" == "334s"
     for role in ("stable", "canary"):
-        assert template(inv(CLOUD_RUN_FIXTURE), role)["timeout"] == f"{math.ceil(290 + stream)}s" == "374s"
+        assert template(inv(CLOUD_RUN_FIXTURE), role)["timeout"] == f"{math.ceil(295 + stream)}s" == "379s"
     assert flag(serve_args(vllm_container(template(inv()))), "--shutdown-timeout") == "7"
     # A fixed, warm pool (min = max >= 1) never meets a starting instance: the stream bound alone, ceil(83.92).
     v = values(CLOUD_RUN_FIXTURE)
@@ -282,13 +283,13 @@ def test_instance_price_and_cold_start_cost() -> None:
     assert r.cloud_run.instance_hourly_usd == pytest.approx(3600 * second) == pytest.approx(1.30212)
     assert r.capacity.replica_hourly_usd == pytest.approx(3600 * second)
     cold = METADATA_VERIFY + W / (400 * MiB) + 90
-    assert r.cloud_run.cold_start_usd == pytest.approx(cold * second) == pytest.approx(0.04324, abs=1e-5)
+    assert r.cloud_run.cold_start_usd == pytest.approx(cold * second) == pytest.approx(0.04432, abs=1e-5)
     table = render_table(plan_run(CLOUD_RUN_STACK).resolved.plan)
-    assert "$0.0432 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
-    assert "10 s + 46 x 5 s = 240 s" in table
-    assert "96 / 324 s (window + stream: can be cold)" in table
+    assert "$0.0443 per cold start (min instances 0: scale to zero, the first request after idle waits it)" in table
+    assert "10 s + 48 x 5 s = 250 s" in table
+    assert "86 / 334 s (window + stream: can be cold)" in table
     assert "nvidia-l4 x1, 7 vCPU / 24.5 GiB (vllm 6 / 24), no zonal redundancy" in table
-    assert "10 / 0 / 20 / 90 s" in table  # verify / copy / read / init
+    assert "10 / 0 / 23 / 90 s" in table  # verify / copy / read / init (22.52 s read)
 
 
 def test_quota_and_advice_lines() -> None:
@@ -807,7 +808,8 @@ def test_dashboard_and_alerts_select_the_service_and_revision() -> None:
     q = alerts[("canary", "ConcurrencyCapAtMaxInstances")]["inputs"]["conditions"][0][
         "conditionPrometheusQueryLanguage"
     ]["query"]
-    assert f'revision_name="{names["canary"]}"' in q and ">= 644" in q and ">= 4" in q  # concurrency, max instances
+    cap = template(inv(CLOUD_RUN_FIXTURE), "canary")["maxInstanceRequestConcurrency"]  # the planner's max-num-seqs
+    assert f'revision_name="{names["canary"]}"' in q and f">= {cap}" in q and ">= 4" in q  # concurrency, max instances
 
 
 def test_a_scale_to_zero_pool_has_no_no_traffic_alert() -> None:
@@ -1054,8 +1056,8 @@ def test_staging_memory_rule() -> None:
     v = values(CLOUD_RUN_FIXTURE)
     _stable(v)["loading"]["staging"]["size_gib"] = 7
     assert issues(v, CLOUD_RUN_FIXTURE) == [
-        "llm-serving:serving.stable.loading.staging.size_gib: 7 GiB cannot hold the release's weights (7.6 GiB = P x "
-        "b_w, so at least 8 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
+        "llm-serving:serving.stable.loading.staging.size_gib: 7 GiB cannot hold the release's weights (8.8 GiB = P x "
+        "b_w, so at least 9 GiB; the staged folder is larger when the checkpoint keeps some tensors at 16 bits)"
     ]
 
 
@@ -1068,12 +1070,12 @@ def test_the_startup_margin_keeps_twice_the_estimate() -> None:
 
 
 def test_an_uncoverable_cold_load_is_an_error() -> None:
-    # 5 MiB/s: 10 s verify + 8.2e9 / (5 MiB/s) + 90 = 1,664 s; x 2 = 3,328 s needs 664 x 5 s = 3,320 s > 1,800 s.
+    # 5 MiB/s: 10 s verify + 9.44e9 B / (5 MiB/s) + 90 = 1,901 s; x 2 = 3,803 s needs 759 x 5 s = 3,795 s > 1,800 s.
     v = values()
     _stable(v)["loading"]["throughput_mib_s"] = 5
     cold = METADATA_VERIFY + W / (5 * MiB) + 90
     n = math.ceil((cold * 2 - 10) / 5)
-    assert (round(cold), n) == (1664, 664)
+    assert (round(cold), n) == (1901, 759)
     assert issues(v) == [
         f"llm-serving:serving.stable.loading: the startup probe cannot cover the cold-load estimate: {cold:.0f} s x (1 "
         f"+ margin 1) = {cold * 2:.0f} s needs 10 s + {n} x 5 s, but Cloud Run allows failureThreshold x "
@@ -1095,13 +1097,13 @@ def test_a_stream_longer_than_cloud_runs_timeout_is_an_error() -> None:
 
 def test_a_cold_start_plus_the_stream_beyond_cloud_runs_timeout_is_refused() -> None:
     """C1's refusal: the stream alone fits (2 s + 1,024 x 3.3 s = 3,381.2 s), but a request on a cold instance waits
-    the 240 s startup window first: ceil(3,621.2) = 3,622 s > 3,600 s. A warm, fixed pool has no cold path."""
+    the 250 s startup window first: ceil(3,631.2) = 3,632 s > 3,600 s. A warm, fixed pool has no cold path."""
     v = values()
     v["llm-serving:contract"]["itl_p95_ms"] = 3300
     assert issues(v) == [
         "llm-serving:serving.stable.min_instances: the pool scales to zero, so a request can wait for an instance's "
-        "start: up to its startup window (240 s, the cold load 120 s x (1 + margin 1)) plus the longest stream "
-        "(3381 s) = 3622 s, beyond Cloud Run's request timeout of at most 3600 s; keep instances warm (min_instances = "
+        "start: up to its startup window (250 s, the cold load 123 s x (1 + margin 1)) plus the longest stream "
+        "(3381 s) = 3632 s, beyond Cloud Run's request timeout of at most 3600 s; keep instances warm (min_instances = "
         "max_instances), load faster or lower contract.max_output_tokens"
     ]
     _stable(v).update(min_instances=1, max_instances=1)

@@ -37,8 +37,9 @@ PROJECT, REGION = "acme-llm-dev", "us-central1"
 GiB = 2**30
 #: H100 80GB as the stack states it (usable GiB per GPU).
 M = 79.6
-#: Llama 3.1 8B and Mistral 7B v0.3 at FP8: the catalogue's parameter counts x 1 byte.
-W_LLAMA, W_MISTRAL = 8.03e9, 7.25e9
+#: Llama 3.1 8B and Mistral 7B v0.3 at FP8 by tensor precision: the quantised layers at 1 byte, the embedding and
+#: lm_head (vocab x hidden each, untied) at bf16's 2: + 2 x 128,256 x 4,096 and + 2 x 32,768 x 4,096 bytes.
+W_LLAMA, W_MISTRAL = 8.03e9 + 2 * 128_256 * 4096, 7.25e9 + 2 * 32_768 * 4096
 #: KV bytes per token: 2 x 32 layers x 8 KV heads x 128 x 2 bytes (bf16 cache) for both models.
 K = 2 * 32 * 8 * 128 * 2
 #: The dev contract's mean context: 600 prompt + 200 output tokens (50 KV blocks of 16).
@@ -111,21 +112,21 @@ def test_two_plans_are_byte_identical(tmp_path: Path) -> None:
 def test_partitions_and_per_model_concurrency_by_hand() -> None:
     # Partition 0.4 of 79.6 GiB = 31.84 GiB per GPU, less the weights (TP 1) and 2 GiB overhead, is the KV budget.
     part = M * 0.4
-    llama_budget = part * GiB - W_LLAMA - 2 * GiB  # 22.36 GiB
-    mistral_budget = part * GiB - W_MISTRAL - 2 * GiB  # 23.09 GiB
-    assert (round(llama_budget / GiB, 2), round(mistral_budget / GiB, 2)) == (22.36, 23.09)
+    llama_budget = part * GiB - W_LLAMA - 2 * GiB  # 31.84 - 8.46 - 2 = 21.38 GiB
+    mistral_budget = part * GiB - W_MISTRAL - 2 * GiB  # 31.84 - 7.00 - 2 = 22.84 GiB
+    assert (round(llama_budget / GiB, 2), round(mistral_budget / GiB, 2)) == (21.38, 22.84)
     # Sequences at max_model_len 4096 (256 whole blocks): floor(B / (131,072 B x 4096)) = floor(B / 0.5 GiB).
-    assert (math.floor(llama_budget / (K * 4096)), math.floor(mistral_budget / (K * 4096))) == (44, 46)
+    assert (math.floor(llama_budget / (K * 4096)), math.floor(mistral_budget / (K * 4096))) == (42, 45)
     # ... and at the contract's mean context of 800 tokens (the useful concurrency of 32 fits both).
-    assert (math.floor(llama_budget / (K * MEAN)), math.floor(mistral_budget / (K * MEAN))) == (228, 236)
+    assert (math.floor(llama_budget / (K * MEAN)), math.floor(mistral_budget / (K * MEAN))) == (218, 233)
     g = group_plan()
     llama, mistral = (m.placement for m in g.models)
     assert (llama.model_name, mistral.model_name) == ("llama-3.1-8b", "mistral-7b")
     assert llama.preallocated_gib_per_gpu == pytest.approx(31.84)
     assert llama.kv_budget_gib_per_gpu == pytest.approx(llama_budget / GiB)
-    assert (llama.max_seqs_at_max_model_len, mistral.max_seqs_at_max_model_len) == (44, 46)
-    assert (llama.max_seqs_at_mean_context, mistral.max_seqs_at_mean_context) == (228, 236)
-    assert (llama.max_num_seqs, mistral.max_num_seqs) == (228, 236)
+    assert (llama.max_seqs_at_max_model_len, mistral.max_seqs_at_max_model_len) == (42, 45)
+    assert (llama.max_seqs_at_mean_context, mistral.max_seqs_at_mean_context) == (218, 233)
+    assert (llama.max_num_seqs, mistral.max_num_seqs) == (218, 233)
     assert (llama.gpus, mistral.gpus) == (((0,),), ((0,),))  # both on the machine's one GPU
     assert g.layout.partition_sum_per_gpu == (0.8,)  # 0.4 + 0.4 <= 1 - 0.1
 
@@ -145,7 +146,7 @@ def test_layout_on_eight_gpus() -> None:
     lay = ch.plan_layout([model("a", 2, 4), model("b", 1, 8)], 8, 79.6, 0.1, MEAN)
     assert lay.models[0].gpus == ((0, 1), (2, 3), (4, 5), (6, 7))
     # TP 2 halves the weight shard: (31.84 - 8.03e9 / 2 / GiB - 2) GiB of KV per GPU at half the KV per token.
-    assert lay.models[0].kv_budget_gib_per_gpu == pytest.approx(M * 0.4 - W_LLAMA / 2 / GiB - 2)
+    assert lay.models[0].kv_budget_gib_per_gpu == pytest.approx(M * 0.4 - 8.03e9 / 2 / GiB - 2)
     # Five TP-1 instances on 4 GPUs wrap around: GPU 0 carries two of them.
     lay = ch.plan_layout([model("a", 1, 5, 0.3)], 4, 79.6, 0.1, MEAN)
     assert lay.models[0].gpus == ((0,), (1,), (2,), (3,), (0,))
@@ -159,8 +160,8 @@ def test_layout_on_eight_gpus() -> None:
 def test_vllm_args_take_the_partition_and_the_models_public_name() -> None:
     g = group_plan()
     for m, release, name, seqs in (
-        (g.models[0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 228),
-        (g.models[1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 236),
+        (g.models[0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 218),
+        (g.models[1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 233),
     ):
         args = list(m.vllm_args)
         assert args[args.index("--gpu-memory-utilization") + 1] == "0.4"
@@ -255,24 +256,24 @@ def test_every_cohosting_request_body_validates() -> None:
 
 
 def test_weights_must_fit_the_partition() -> None:
-    # 0.1 x 79.6 = 7.96 GiB < 7.48 GiB of Llama weights + 2 GiB overhead.
+    # 0.1 x 79.6 = 7.96 GiB < 8.46 GiB of Llama weights + 2 GiB overhead.
     v = values()
     _model(v, 0)["gpu_memory_partition"] = 0.1
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[0].gpu_memory_partition: llama-3.1-8b: the weights do not fit the "
-        "partition: 7.48 GiB / TP 1 = 7.48 GiB per GPU + 2 GiB overhead > 79.6 GiB x 0.1 = 7.96 GiB"
+        "partition: 8.46 GiB / TP 1 = 8.46 GiB per GPU + 2 GiB overhead > 79.6 GiB x 0.1 = 7.96 GiB"
     ]
 
 
 def test_the_useful_concurrency_must_fit_the_partition() -> None:
-    # 300 x 131,072 B x 800 tokens = 29.30 GiB of KV: with 7.48 GiB of weights and 2 GiB it exceeds 31.84 GiB.
+    # 300 x 131,072 B x 800 tokens = 29.30 GiB of KV: with 8.46 GiB of weights and 2 GiB it exceeds 31.84 GiB.
     v = values()
     _model(v, 0)["useful_concurrency"] = 300
     assert round(300 * K * MEAN / GiB, 2) == 29.30
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[0].gpu_memory_partition: llama-3.1-8b: weights + KV for 300 sequences of "
-        "800 tokens do not fit the partition: 7.48 GiB weights + 29.30 GiB KV + 2 GiB overhead > 79.6 GiB x 0.4 = "
-        "31.84 GiB per GPU (it holds 228); raise the partition or lower useful_concurrency"
+        "800 tokens do not fit the partition: 8.46 GiB weights + 29.30 GiB KV + 2 GiB overhead > 79.6 GiB x 0.4 = "
+        "31.84 GiB per GPU (it holds 218); raise the partition or lower useful_concurrency"
     ]
 
 
@@ -300,7 +301,9 @@ def test_group_schema_rules() -> None:
     assert issues(v) == ["llm-serving:cohosting.pair.models[1].model_name: 'llama-3.1-8b' is given twice"]
     v = values()
     _group(v)["models"] = _group(v)["models"][:1]
-    assert issues(v) == ["llm-serving:cohosting.pair.models: List should have at least 2 items after validation, not 1"]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models: a group runs at least 2 instances (one instance alone is a pool), got 1"
+    ]
     v = values()
     _group(v)["target"] = "gcs"
     assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: gke, vertex"]
@@ -419,6 +422,12 @@ def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
     ] == [(2, 1, 1, 0.9, 74, 9, 148), (1, 2, 1, 0.9, 206, 27, 206), (2, 2, 2, 0.45, 70, 9, 140)]
     # Two TP-1 servers per GPU at 0.45 leave no room for a 16,384-token sequence: not a recipe.
     assert 79.6 * 0.45 * GiB - w - 2 * GiB < k * 16384
+    # The command lists what the stack's targets can deploy, from the release's own geometry (embedding and lm_head
+    # at bf16: W = 32.8e9 + 2 x 151,936 x 5,120 = 34.36e9 B): on Vertex one container per machine, so only the
+    # layout of one instance; TP 2: B = 71.64 - 34.36e9 / 2 / GiB - 2 = 53.64 GiB -> 203 at the mean, 26 at 16,384.
+    w_rel = 32.8e9 + 2 * 151_936 * 5120
+    b2 = 79.6 * 0.9 * GiB - w_rel / 2 - 2 * GiB
+    assert (round(b2 / GiB, 2), math.floor(b2 / (k / 2 * 2160)), math.floor(b2 / (k / 2 * 16384))) == (53.64, 203, 26)
     assert cli.main(["capacity", "--stack", "staging-vertex", "--recipes"]) == 0
     out = capsys.readouterr().out
     assert (
@@ -426,8 +435,16 @@ def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
         "16384, mean context 2150:"
     ) in out
     assert (
-        "    2 x TP 1      1           0.9         39.09 GiB                    74                9             148"
-        in out
+        "    1 x TP 2      1           0.9         53.64 GiB                   203               26             203  "
+        "vertex pool; vertex group"
+    ) in out
+    assert " x TP 1 " not in out and "0.45" not in out  # two servers in one Vertex container: not deployable
+    # On GKE the same machine runs them: two pods per node, or the co-host server with two instances per GPU pair.
+    assert cli.main(["capacity", "--stack", "prod", "--recipes"]) == 0
+    out = capsys.readouterr().out
+    assert "gke pool (2 pod(s) per node); gke group (instances: 2) (a release with tensor_parallel_size 1)" in out
+    assert (
+        "0.45        17.82 GiB                    67                8             134  gke group (instances: 2)" in out
     )
 
 
@@ -441,3 +458,29 @@ def test_recipes_skip_layouts_the_kv_heads_or_memory_refuse() -> None:
     big = capacity.Geometry(70_600_000_000, 80, 8, 128, 1.0, 2.0)
     assert 79.6 * 0.9 - 70.6e9 / GiB - 2 < 2 * 80 * 8 * 128 * 2 * 16384 / GiB
     assert {r.tensor_parallel_size for r in ch.recipes(big, 16384, 8, 79.6, MEAN)} == {2, 4, 8}
+
+
+# ---- monitoring per co-hosted model ----------------------------------------------------------------------------------
+
+
+def test_each_co_hosted_model_has_its_own_dashboard_panels_and_alerts() -> None:
+    policies = {
+        (
+            r["inputs"]["userLabels"]["pool"],
+            r["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["alertRule"],
+        ): r["inputs"]
+        for r in resources(inv(), "gcp:monitoring/alertPolicy:AlertPolicy")
+    }
+    for role, endpoint, release in (
+        ("pair-llama-3-1-8b", "llm-dev-llama", "llama-3.1-8b-fp8-2026-11-25.1"),
+        ("pair-mistral-7b", "llm-dev-mistral", "mistral-7b-v0.3-fp8-2026-11-25.1"),
+    ):
+        for alert in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated"):
+            query = policies[(role, alert)]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+            # the model's series: its endpoint, its deployed model (AutoMetrics' model_display_name), its release
+            assert f'endpoint_id="{endpoint}"' in query and f'model_display_name="model-{release}"' in query
+            assert f'model_name="{release}"' in query and "vertex_vllm_" in query
+        # AutoMetrics keeps vLLM's series only: no alert on the co-host server's own
+        assert (role, "CoHostedInstancesMissing") not in policies
+    boards = [r["inputs"]["dashboardJson"] for r in resources(inv(), "gcp:monitoring/dashboard:Dashboard")]
+    assert sum("Co-hosted llama-3.1-8b (llama-3.1-8b-fp8-2026-11-25.1) in pair" in b for b in boards) == 1

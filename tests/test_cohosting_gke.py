@@ -1,7 +1,8 @@
-"""Model co-hosting on GKE (issue 17, part 3, GKE form): the shipped ``dev-cohost-gke`` stack planned by the real
-program under the mock monitor. Two models share each node of a time-shared H100 node pool: one vLLM Deployment
-per model (its partition as ``--gpu-memory-utilization``, one shared GPU slot, one pod per node), its own
-InferencePool, and the API route's per-model rule matching the header GAIE's body-based router sets.
+"""Model co-hosting on GKE as seed 003 built it (issue 24): the shipped ``dev-cohost-gke`` stack planned by the real
+program under the mock monitor. One pod per node of the group's own H100 node pool runs the co-host server
+(components/cohost/server.py), owning the node's GPU; the server's configuration, rendered into the pod, starts the
+two models' vLLM instances with their partitions; one InferencePool and the API route's per-model rules (the header
+GAIE's body-based router sets) bring every request naming one of the models to the group's pods.
 
 Figures are hand-computed here from the models' published shapes; every GKE-only rule has a failing config.
 """
@@ -16,6 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from components import naming
+from components.cohost import server as srv
+from components.gateway import objects as gw_objects
 from infra.config import ConfigError
 from infra.offline import cli
 from infra.offline.planrun import run_plan
@@ -26,21 +30,26 @@ from infra.targets.gke.planning import gke_part
 from tests.test_gateway import find, only
 from tests.test_policies import evaluate
 
-from .conftest import one, planned, reference
+from .conftest import one, planned
 
 STACK = "dev-cohost-gke"
 GiB = 2**30
+MiB = 2**20
 #: H100 80GB as the stack states it (usable GiB per GPU).
 M = 79.6
-#: Llama 3.1 8B and Mistral 7B v0.3 at FP8: the catalogue's parameter counts x 1 byte.
-W_LLAMA, W_MISTRAL = 8.03e9, 7.25e9
+#: FP8 weights by tensor precision: the quantised layers at 1 byte, embedding + lm_head (vocab x hidden, untied: two
+#: matrices) at bf16's 2 bytes. Llama 3.1 8B: 2 x 128,256 x 4,096 = 1,050,673,152 embedding parameters; Mistral 7B
+#: v0.3: 2 x 32,768 x 4,096 = 268,435,456.
+E_LLAMA, E_MISTRAL = 2 * 128_256 * 4096, 2 * 32_768 * 4096
+W_LLAMA = (8_030_000_000 - E_LLAMA) * 1 + E_LLAMA * 2  # 9,080,673,152 bytes = 8.46 GiB (not 7.48)
+W_MISTRAL = (7_250_000_000 - E_MISTRAL) * 1 + E_MISTRAL * 2  # 7,518,435,456 bytes = 7.00 GiB
 #: KV bytes per token: 2 x 32 layers x 8 KV heads x 128 x 2 bytes (bf16 cache) for both models.
 K = 2 * 32 * 8 * 128 * 2
 #: The dev contract's mean context: 600 prompt + 200 output tokens (50 KV blocks of 16).
 MEAN = 800
-ROLES = {
-    "llama-3-1-8b": ("llama-3.1-8b", "llama-3.1-8b-fp8-2026-11-25.1", W_LLAMA),
-    "mistral-7b": ("mistral-7b", "mistral-7b-v0.3-fp8-2026-11-25.1", W_MISTRAL),
+MODELS = {
+    "llama-3.1-8b": ("llama-3-1-8b-0", "llama-3.1-8b-fp8-2026-11-25.1", W_LLAMA, 8100),
+    "mistral-7b": ("mistral-7b-0", "mistral-7b-v0.3-fp8-2026-11-25.1", W_MISTRAL, 8101),
 }
 
 
@@ -62,10 +71,14 @@ def _group(v: dict[str, Any]) -> dict[str, Any]:
     return v["llm-serving:cohosting"]["pair"]
 
 
-def container_args(role: str) -> list[str]:
-    dep = only(inv(), "Deployment", f"vllm-{role}")
-    (c,) = dep["spec"]["template"]["spec"]["containers"]
-    return c["args"]
+def pod() -> dict[str, Any]:
+    return only(inv(), "Deployment", "vllm-pair")["spec"]["template"]["spec"]
+
+
+def server_document(spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    (c,) = (spec or pod())["containers"]
+    doc: dict[str, Any] = json.loads(c["args"][c["args"].index("--config-json") + 1])
+    return doc
 
 
 def arg(args: list[str], flag: str) -> str:
@@ -76,71 +89,138 @@ def arg(args: list[str], flag: str) -> str:
 
 
 def kv_tokens(weights_bytes: float) -> int:
-    # partition 0.4 of 79.6 GiB - the whole FP8 weights (TP 1) - 2 GiB runtime overhead, in tokens of K bytes
+    # partition 0.4 of 79.6 GiB - the weights (TP 1) - 2 GiB runtime overhead, in tokens of K bytes
     return math.floor((M * 0.4 * GiB - weights_bytes - 2 * GiB) / K)
 
 
 def test_hand_arithmetic_of_the_two_partitions():
-    # llama: 31.84 - 7.479 - 2 = 22.362 GiB -> 183,185 tokens; mistral: 31.84 - 6.752 - 2 = 23.088 GiB -> 189,136
-    assert kv_tokens(W_LLAMA) == 183_185 and kv_tokens(W_MISTRAL) == 189_136
-    assert (kv_tokens(W_LLAMA) // MEAN, kv_tokens(W_LLAMA) // 4096) == (228, 44)
-    assert (kv_tokens(W_MISTRAL) // MEAN, kv_tokens(W_MISTRAL) // 4096) == (236, 46)
-
-
-@pytest.mark.parametrize("role", sorted(ROLES))
-def test_each_model_is_a_deployment_with_its_partition_and_names(role: str):
-    name, release, w = ROLES[role]
-    args = container_args(role)
-    assert arg(args, "--gpu-memory-utilization") == "0.4"
-    assert arg(args, "--max-num-seqs") == str(kv_tokens(w) // MEAN)  # 228 / 236
-    served = args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3]
-    assert served == [release, name]
-    assert arg(args, "--tensor-parallel-size") == "1"
-    dep = only(inv(), "Deployment", f"vllm-{role}")
-    assert dep["metadata"]["namespace"] == f"llm-serving-{role}"
-    pod = dep["spec"]["template"]["spec"]
-    (c,) = pod["containers"]
-    # one time-shared slot of a GPU, on the group's own node pool
-    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert pod["nodeSelector"] == {"llm-serving.io/accelerator": "h100-shared"}
-    # at most one pod of this model per node: the memory bound counts each model once per GPU
-    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["topologyKey"] == "kubernetes.io/hostname"
-    assert term["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
-    # the stack's own pools keep whole GPUs and no anti-affinity
-    stable = only(inv(), "Deployment", "vllm-stable")["spec"]["template"]["spec"]
-    assert "affinity" not in stable and stable["nodeSelector"] == {"llm-serving.io/accelerator": "l4"}
-
-
-def test_group_plan_reports_the_worst_case_and_node_bounds():
+    # llama: 31.84 - 8.457 - 2 = 21.383 GiB -> 175,169 tokens; mistral: 31.84 - 7.002 - 2 = 22.838 GiB -> 187,088
+    assert kv_tokens(W_LLAMA) == 175_169 and kv_tokens(W_MISTRAL) == 187_088
+    assert (kv_tokens(W_LLAMA) // MEAN, kv_tokens(W_LLAMA) // 4096) == (218, 42)
+    assert (kv_tokens(W_MISTRAL) // MEAN, kv_tokens(W_MISTRAL) // 4096) == (233, 45)
     _, plan, _ = planned(STACK)
     g = gke_part(plan).gke_groups()["pair"]
-    # 2 time-shared clients per GPU: the two largest partitions (0.4 + 0.4) may share one GPU; limit 1 - 0.1
-    assert (g.clients_per_gpu, g.worst_case_partition_sum) == (2, 0.8)
-    # one warm node; max 1 + one node the rollout surge pods of both models share
-    assert (g.min_nodes, g.max_nodes) == (1, 2)
-    by_role = {m.role: m for m in g.models}
-    assert sorted(by_role) == sorted(ROLES)
-    assert by_role["llama-3-1-8b"].placement.max_seqs_at_max_model_len == 44
-    assert by_role["mistral-7b"].placement.max_seqs_at_max_model_len == 46
-    assert {r: (m.pool.hpa.min_replicas, m.pool.hpa.max_replicas) for r, m in by_role.items()} == {
-        "llama-3-1-8b": (1, 1),
-        "mistral-7b": (1, 1),
-    }
+    llama, mistral = g.layout.models
+    assert llama.weights_gib == pytest.approx(W_LLAMA / GiB) and round(llama.weights_gib, 2) == 8.46
+    assert (llama.kv_tokens_per_instance, llama.max_seqs_at_mean_context, llama.max_seqs_at_max_model_len) == (
+        175_169,
+        218,
+        42,
+    )
+    assert (mistral.kv_tokens_per_instance, mistral.max_seqs_at_max_model_len) == (187_088, 45)
+    assert g.layout.partition_sum_per_gpu == (0.8,)
 
 
-def test_node_pool_time_shares_each_gpu_between_the_models():
-    pool = one(inv(), "gcp:container/nodePool:NodePool", "platform-gpu-h100-shared-pool")["inputs"]
-    (acc,) = pool["nodeConfig"]["guestAccelerators"]
-    assert acc["gpuSharingConfig"] == {"gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 2}
+def test_one_pod_owns_the_nodes_gpu_and_runs_the_server_with_the_planners_document():
+    spec = pod()
+    (c,) = spec["containers"]
+    assert c["command"] == ["python3", "/etc/llm-serving/scripts/cohost_server.py"]
+    # The whole GPU of an a3-highgpu-1g: no time-sharing slot.
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" == c["resources"]["requests"]["nvidia.com/gpu"]
+    assert spec["nodeSelector"] == {"llm-serving.io/accelerator": "h100-shared"}
+    assert "initContainers" not in spec  # the server checks each release before it starts it
+    cfg = srv.parse_config(server_document(spec))  # the server accepts exactly what the planner rendered
+    assert (cfg.port, cfg.gpus, cfg.transient_reserve) == (naming.VLLM_PORT, 1, 0.1)
+    assert cfg.engine_command == ("vllm", "serve")
+    by_name = {i.public_name: i for i in cfg.instances}
+    assert sorted(by_name) == sorted(MODELS)
+    for name, (instance, release, w, port) in MODELS.items():
+        i = by_name[name]
+        assert (i.name, i.release, i.model_names, i.gpus, i.partition, i.port) == (
+            instance,
+            release,
+            (release, name),
+            (0,),
+            0.4,
+            port,
+        )
+        assert arg(list(i.args), "--max-num-seqs") == str(kv_tokens(w) // MEAN)  # 218 / 233
+        assert (arg(list(i.args), "--host"), arg(list(i.args), "--gpu-memory-utilization")) == ("127.0.0.1", "0.4")
+        model = arg(list(i.args), "--model")
+        bucket, prefix = model[len("gs://") :].rstrip("/").split("/", 1)
+        assert i.verify == (
+            "python3",
+            "/etc/llm-serving/scripts/verify_release.py",
+            "gcs",
+            "--bucket",
+            bucket,
+            "--prefix",
+            prefix,
+            "--expect-revision",
+            prefix.rsplit("/", 1)[1],
+        )
+    # update_models: the pods follow the model set in the weights bucket.
+    assert c["args"][2:] == [
+        "--watch",
+        "gs://acme-llm-dev-weights/cohosting/dev-cohost-gke/pair.json",
+        "--poll-seconds",
+        "30",
+    ]
+    cm = only(inv(), "ConfigMap", "vllm-pair-scripts")
+    assert set(cm["data"]) == {"cohost_server.py", "verify_release.py"}
+
+
+def test_probes_cover_the_staggered_start_of_both_instances():
+    # Each instance: a metadata-only release check (10 s), its weights streamed at the stated 1,000 MiB/s, 90 s of
+    # engine start-up; one after the other. Llama 9,080,673,152 B / 1000 MiB/s = 8.66 s; Mistral 7.17 s.
+    llama = 10 + W_LLAMA / (1000 * MiB) + 90
+    mistral = 10 + W_MISTRAL / (1000 * MiB) + 90
+    assert (round(llama, 2), round(mistral, 2)) == (108.66, 107.17)
+    required = (llama + mistral) * 1.5  # startup margin 0.5: 323.75 s
+    window = math.ceil(required / 10) * 10  # period 10 s: 33 probes = 330 s
+    (c,) = pod()["containers"]
+    assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] == window == 330
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health" and c["livenessProbe"]["httpGet"]["path"] == "/live"
+    cfg = srv.parse_config(server_document())
+    # One instance may take its own cold load x 1.5 to answer /health; the restart window is the pod's window.
+    assert cfg.start_timeout_seconds == math.ceil(llama * 1.5) == 163
+    assert cfg.restart.window_seconds == 330 and cfg.restart.max_restarts == 3
+    # SIGTERM: vLLM drains for the stream bound (--shutdown-timeout), the server waits 10 s more, the kubelet 15 s more.
+    timeout = int(arg(list(cfg.instances[0].args), "--shutdown-timeout"))
+    assert cfg.drain_seconds == timeout + 10
+    assert pod()["terminationGracePeriodSeconds"] == c["lifecycle"]["preStop"]["sleep"]["seconds"] + timeout + 15
+
+
+def test_node_pool_has_whole_gpus_and_room_for_the_surge_pod():
+    node_pool = one(inv(), "gcp:container/nodePool:NodePool", "platform-gpu-h100-shared-pool")["inputs"]
+    (acc,) = node_pool["nodeConfig"]["guestAccelerators"]
+    assert "gpuSharingConfig" not in acc
     assert (acc["type"], acc["count"]) == ("nvidia-h100-80gb", 1)
-    assert pool["autoscaling"]["totalMinNodeCount"] == 1 and pool["autoscaling"]["totalMaxNodeCount"] == 2
+    assert node_pool["autoscaling"]["totalMinNodeCount"] == 1 and node_pool["autoscaling"]["totalMaxNodeCount"] == 2
+
+
+def test_the_groups_hpa_scales_on_the_servers_per_pod_aggregate():
+    hpa = only(inv(), "HorizontalPodAutoscaler", "vllm-pair")["spec"]
+    (metric,) = hpa["metrics"]
+    assert metric["pods"]["metric"]["name"] == "prometheus.googleapis.com|cohost:num_requests_waiting|gauge"
+    assert metric["pods"]["metric"]["name"].split("|")[1] == srv.AGGREGATES[0][0]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 1)
+
+
+def test_the_servers_constants_are_the_naming_contracts():
+    assert [a[0] for a in srv.AGGREGATES] == [
+        naming.COHOST_NUM_REQUESTS_WAITING,
+        naming.COHOST_NUM_REQUESTS_RUNNING,
+        naming.COHOST_KV_CACHE_USAGE,
+    ]
+    assert [a[1] for a in srv.AGGREGATES] == [
+        naming.VLLM_NUM_REQUESTS_WAITING,
+        naming.VLLM_NUM_REQUESTS_RUNNING,
+        naming.VLLM_KV_CACHE_USAGE,
+    ]
+    assert srv.ROUTED_PATHS == gw_objects.MODEL_ROUTED_PATH_PREFIXES
+    assert (srv.INSTANCE_UP, srv.INSTANCE_LABEL, srv.MODEL_LABEL) == (
+        naming.COHOST_INSTANCE_UP,
+        naming.COHOST_INSTANCE_LABEL,
+        naming.COHOST_MODEL_LABEL,
+    )
 
 
 # ---- routing by model name ---------------------------------------------------------------------------------------
 
 
-def test_route_sends_each_model_name_to_its_own_pool_and_everything_else_to_the_split():
+def test_route_sends_each_model_name_to_the_groups_pool_and_everything_else_to_the_split():
     route = only(inv(), "HTTPRoute", "llm-api")
     weighted, *models = route["spec"]["rules"]
     assert all("headers" not in m for m in weighted["matches"])
@@ -159,18 +239,44 @@ def test_route_sends_each_model_name_to_its_own_pool_and_everything_else_to_the_
             assert (h["type"], h["name"]) == ("Exact", header)
             names.add(h["value"])
         (name,) = names
-        # the same path prefixes as the weighted rule (so the header match decides), minus the bodyless /v1/models
         assert [m["path"]["value"] for m in rule["matches"]] == ["/v1/chat/completions", "/v1/completions"]
         seen[name] = (backend["name"], backend["namespace"])
-    assert seen == {
-        "llama-3.1-8b": ("vllm-llama-3-1-8b", "llm-serving-llama-3-1-8b"),
-        "mistral-7b": ("vllm-mistral-7b", "llm-serving-mistral-7b"),
-    }
-    # each model's InferencePool selects exactly its own Deployment's pods
-    for role in ROLES:
-        pool = only(inv(), "InferencePool", f"vllm-{role}")
-        dep = only(inv(), "Deployment", f"vllm-{role}")
-        assert pool["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert seen == {"llama-3.1-8b": ("vllm-pair", "llm-serving-pair"), "mistral-7b": ("vllm-pair", "llm-serving-pair")}
+    # one InferencePool for the group, selecting exactly its Deployment's pods
+    (pool,) = [p for p in find(inv(), "InferencePool") if p["metadata"]["namespace"] == "llm-serving-pair"]
+    dep = only(inv(), "Deployment", "vllm-pair")
+    assert pool["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+
+
+def _picker_config(role: str) -> dict[str, Any]:
+    (chart,) = [
+        r["inputs"]
+        for r in inv()["resources"]
+        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
+    ]
+    ext = chart["values"]["inferenceExtension"]
+    doc: dict[str, Any] = yaml.safe_load(ext["pluginsCustomConfig"][ext["pluginsConfigFile"]])
+    return doc
+
+
+def test_the_groups_picker_reads_the_servers_pod_aggregates():
+    labels = only(inv(), "Deployment", "vllm-pair")["spec"]["template"]["metadata"]["labels"]
+    assert labels["inference.networking.k8s.io/engine-type"] == "llm-serving-cohost"
+    (ext,) = [p for p in _picker_config("pair")["plugins"] if p["type"] == "core-metrics-extractor"]
+    assert ext["parameters"]["engineConfigs"] == [
+        {
+            "name": "llm-serving-cohost",
+            "queuedRequestsSpec": "cohost:num_requests_waiting",
+            "runningRequestsSpec": "cohost:num_requests_running",
+            "kvUsageSpec": "cohost:kv_cache_usage_perc",
+            "loraSpec": "",
+            "cacheInfoSpec": "",
+        }
+    ]
+    # the plain pools' pickers keep the built-in vLLM mapping
+    (plain,) = [p for p in _picker_config("stable")["plugins"] if p["type"] == "core-metrics-extractor"]
+    assert "parameters" not in plain
 
 
 def test_body_router_is_wired_to_the_gateway_and_runs_restricted():
@@ -186,18 +292,111 @@ def test_body_router_is_wired_to_the_gateway_and_runs_restricted():
     (port,) = svc["spec"]["ports"]
     assert e["backendRef"] == {"group": "", "kind": "Service", "name": svc["metadata"]["name"], "port": port["port"]}
     assert e["requestBodySendMode"] == "FullDuplexStreamed" and e["failOpen"] is True  # dev's picker: FailOpen
-    pod = only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]
-    (c,) = pod["containers"]
+    spec = only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
     assert "--streaming" in c["args"]
     assert port["targetPort"] in [p["containerPort"] for p in c["ports"]]
     hc = only(inv(), "HealthCheckPolicy", "body-based-router")["spec"]
     assert hc["default"]["config"]["grpcHealthCheck"]["port"] == c["readinessProbe"]["grpc"]["port"]
     # Pod Security "restricted" (the gateway namespace enforces it)
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert c["image"] == "registry.k8s.io/gateway-api-inference-extension/bbr:v1.5.0"
+
+
+# What GAIE v1.5.0's router needs of its pod, read in its source (cmd/bbr/runner/runner.go and the plugins it
+# registers; controller-runtime v0.23.3, its go.mod's version):
+#: Run() builds its manager from ctrl.GetConfig() whatever its plugins: without --kubeconfig or KUBECONFIG that is
+#: rest.InClusterConfig (pkg/client/config/config.go loadConfig), which reads the pod's service-account token and CA.
+ROUTER_NEEDS_TOKEN = True
+#: Run() confines the manager's cache to $NAMESPACE when set (cache.Options.DefaultNamespaces), as the chart does.
+ROUTER_NAMESPACE_ENV = "NAMESPACE"
+#: What each plugin lists and watches through the manager (apiGroup, resource, verbs): body-field-to-header's factory
+#: ignores its handle; base-model-to-header reconciles ConfigMaps (basemodelextractor/configmap_reconciler.go, and
+#: the chart's templates/rbac.yaml grants get/list/watch on configmaps for it).
+ROUTER_PLUGIN_READS = {
+    "body-field-to-header": set(),
+    "base-model-to-header": {("", "configmaps", "get"), ("", "configmaps", "list"), ("", "configmaps", "watch")},
+}
+
+
+def router_requirements_met(resources: list[dict[str, Any]]) -> list[str]:
+    """What the rendered router lacks of what its source requires (empty: it can start and read what it must)."""
+    deps = [r["inputs"] for r in resources if r["type"] == "kubernetes:apps/v1:Deployment"]
+    (dep,) = [d for d in deps if d["metadata"]["name"] == naming.BODY_ROUTER_NAME]
+    spec = dep["spec"]["template"]["spec"]
+    sa_name = spec["serviceAccountName"]
+    (sa,) = [
+        r["inputs"]
+        for r in resources
+        if r["type"] == "kubernetes:core/v1:ServiceAccount" and r["inputs"]["metadata"]["name"] == sa_name
+    ]
+    missing = []
+    mounted = spec.get("automountServiceAccountToken", sa.get("automountServiceAccountToken", True))
+    if ROUTER_NEEDS_TOKEN and mounted is not True:
+        missing.append("the pod does not mount its service-account token: ctrl.GetConfig() fails in the cluster")
+    (c,) = spec["containers"]
+    env = {e["name"]: e for e in c.get("env", [])}
+    if (
+        env.get(ROUTER_NAMESPACE_ENV, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        != "metadata.namespace"
+    ):
+        missing.append("NAMESPACE is not the pod's namespace: the manager's cache would watch every namespace")
+    plugins = [c["args"][i + 1].split(":", 1)[0] for i, a in enumerate(c["args"]) if a == "--plugin"]
+    needed = set().union(*(ROUTER_PLUGIN_READS[p] for p in plugins)) if plugins else set()
+    ns = dep["metadata"]["namespace"]
+    roles = {
+        r["inputs"]["metadata"]["name"]: r["inputs"]
+        for r in resources
+        if r["type"] == "kubernetes:rbac.authorization.k8s.io/v1:Role" and r["inputs"]["metadata"]["namespace"] == ns
+    }
+    granted: set[tuple[str, str, str]] = set()
+    for r in resources:
+        if r["type"] != "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding":
+            continue
+        b = r["inputs"]
+        if any(s["name"] == sa_name and s["namespace"] == ns for s in b["subjects"]) and b["roleRef"]["name"] in roles:
+            for rule in roles[b["roleRef"]["name"]]["rules"]:
+                granted |= {(g, res, v) for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
+    for need in sorted(needed - granted):
+        missing.append(f"no Role lets the router {need[2]} {need[1]} in {ns}")
+    return missing
+
+
+def test_the_rendered_router_has_the_api_access_its_source_requires():
+    rs = copy.deepcopy(inv()["resources"])
+    assert router_requirements_met(rs) == []
+    assert [r for r in rs if r["type"].startswith("kubernetes:rbac") and "body-based-router" in r["name"]] == []
+
+
+def test_the_router_check_fails_without_the_token_or_with_an_unreadable_plugin():
+    rs = copy.deepcopy(inv()["resources"])
+    (dep,) = [
+        r["inputs"]
+        for r in rs
+        if r["type"] == "kubernetes:apps/v1:Deployment" and r["name"].startswith("inference-gateway-body-router")
+    ]
+    dep["spec"]["template"]["spec"]["automountServiceAccountToken"] = False  # what the program rendered before
+    assert router_requirements_met(rs) == [
+        "the pod does not mount its service-account token: ctrl.GetConfig() fails in the cluster"
+    ]
+    dep["spec"]["template"]["spec"]["automountServiceAccountToken"] = True
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    c["args"] += ["--plugin", "base-model-to-header:base-model-mapper"]
+    assert router_requirements_met(rs) == [
+        "no Role lets the router get configmaps in llm-serving",
+        "no Role lets the router list configmaps in llm-serving",
+        "no Role lets the router watch configmaps in llm-serving",
+    ]
+
+
+def test_the_programs_plugin_table_is_the_tests():
+    assert {p: {(g, r, v) for g, r, vs in w for v in vs} for p, w in gw_objects.BODY_ROUTER_PLUGIN_WATCHES.items()} == (
+        ROUTER_PLUGIN_READS
+    )
+    assert gw_objects.body_router_rbac_rules() == []
 
 
 def test_stacks_without_gke_groups_render_no_router():
@@ -209,111 +408,130 @@ def test_stacks_without_gke_groups_render_no_router():
 # ---- refusals ----------------------------------------------------------------------------------------------------
 
 
-def test_mps_is_refused():
+def test_gpu_sharing_is_refused():
     v = values()
-    v["llm-serving:accelerators"]["h100-shared"]["gpu_sharing"]["strategy"] = "MPS"
-    (msg,) = issues(v)
-    assert msg.startswith(
-        "llm-serving:accelerators.h100-shared.gpu_sharing: cohosting.pair runs its models as pods "
-        "sharing GPUs: needs strategy TIME_SHARING"
+    v["llm-serving:accelerators"]["h100-shared"]["gpu_sharing"] = {
+        "strategy": "TIME_SHARING",
+        "max_shared_clients_per_gpu": 2,
+    }
+    assert issues(v) == [
+        "llm-serving:accelerators.h100-shared.gpu_sharing: cohosting.pair's pod requests all 1 GPU(s) of its node "
+        "and places its instances on them itself; on a TIME_SHARING node pool a container may request at most one "
+        "shared GPU: remove gpu_sharing"
+    ]
+
+
+def test_partitions_on_one_gpu_are_bounded_by_the_transient_reserve():
+    v = values()
+    _group(v)["models"][0]["gpu_memory_partition"] = 0.5
+    _group(v)["models"][1]["gpu_memory_partition"] = 0.45
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models: the partitions on GPU 0 sum to 0.95 (llama-3.1-8b 0.5 + mistral-7b 0.45), "
+        "above 1 - transient_reserve 0.1 = 0.9: lower the partitions or place fewer instances"
+    ]
+
+
+def _two_gpu_node(v: dict[str, Any]) -> None:
+    v["llm-serving:accelerators"]["h100-shared"].update(machine_type="a3-highgpu-2g", gpus_per_node=2)
+
+
+def test_data_parallel_instances_are_placed_on_the_nodes_gpus():
+    # Two Llama instances and one Mistral on a 2-GPU node: llama-3-1-8b-0 on GPU 0, -1 on GPU 1, mistral on GPU 0.
+    v = values()
+    _two_gpu_node(v)
+    _group(v)["models"][0]["instances"] = 2
+    run = resolve_stack(v, STACK, ROOT)
+    g = gke_part(run.plan).gke_groups()["pair"]
+    assert [(i.name, i.gpus, i.port) for i in g.server.instances] == [
+        ("llama-3-1-8b-0", (0,), 8100),
+        ("llama-3-1-8b-1", (1,), 8101),
+        ("mistral-7b-0", (0,), 8102),
+    ]
+    assert g.layout.partition_sum_per_gpu == (0.8, 0.4)
+    assert srv.parse_config(json.loads(g.server_json)).gpus == 2
+    # three cold loads in turn: the startup window grows with every instance
+    assert g.probes.cold_load_seconds == pytest.approx(
+        2 * (10 + W_LLAMA / (1000 * MiB) + 90) + 10 + W_MISTRAL / (1000 * MiB) + 90
     )
-    assert msg.endswith("got MPS")
 
 
-def test_a_third_model_needs_a_third_slot():
-    v = values()
-    # three partitions of 0.3 fit one GPU (0.9 = 1 - 0.1); llama at 0.3: 23.88 - 7.48 - 2 = 14.4 GiB, 147 seqs @ 800
-    for m in _group(v)["models"]:
-        m["gpu_memory_partition"] = 0.3
-    _group(v)["models"].append(dict(_group(v)["models"][0], model_name="llama-copy"))
-    assert issues(v) == [
-        "llm-serving:accelerators.h100-shared.gpu_sharing.max_shared_clients_per_gpu: one pod of "
-        "each of cohosting.pair's 3 models per node needs ceil(3 / 1 GPU(s)) = 3 clients per GPU, "
-        "got 2"
-    ]
-
-
-def _two_gpu_node(v: dict[str, Any], partitions: list[float]) -> None:
-    acc = v["llm-serving:accelerators"]["h100-shared"]
-    acc.update(machine_type="a3-highgpu-2g", gpus_per_node=2)
-    models = _group(v)["models"]
-    models.append(dict(models[0], model_name="llama-copy"))
-    for m, part in zip(models, partitions, strict=True):
-        m["gpu_memory_partition"] = part
-
-
-def test_worst_case_of_the_slots_bounds_what_one_gpu_holds():
-    # 3 models on a 2-GPU node with 2 clients per GPU: ceil(3 / 2) = 2 slots suffice; the device plugin may put any
-    # two pods on one GPU, never three. 0.4 x 3 = 1.2 over the node, but at most 0.4 + 0.4 = 0.8 on one GPU.
-    v = values()
-    _two_gpu_node(v, [0.4, 0.4, 0.4])
-    plan = resolve_stack(v, STACK, ROOT).plan
-    assert gke_part(plan).gke_groups()["pair"].worst_case_partition_sum == 0.8
-    v = values()
-    _two_gpu_node(v, [0.5, 0.45, 0.4])  # the two largest: 0.95 > 0.9
-    assert issues(v) == [
-        "llm-serving:cohosting.pair.models: 2 time-shared clients per GPU (h100-shared.gpu_sharing) may put the 2 "
-        "largest partitions on one GPU: 0.95 > 1 - transient_reserve 0.1; the device plugin, not the planner, picks "
-        "each pod's GPU: lower the partitions or the clients per GPU"
-    ]
-
-
-def test_a_release_on_two_gpus_cannot_take_one_slot():
+def test_a_release_whose_tensor_parallelism_does_not_divide_the_node_is_refused():
     v = values()
     path = ROOT / "stacks/releases/dev/mistral-7b-v0.3-fp8-2026-11-25.1.json"
     rel = json.loads(path.read_text())
     rel["tensor_parallel_size"] = 2
     v["llm-serving:releases"][3] = rel
-    got = issues(v)
-    assert (
+    assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' runs on "
-        "tensor_parallel_size 2; a pod on a time-shared GPU gets one GPU: co-host it on vertex or serve it as a "
-        "pool"
-    ) in got
+        "tensor_parallel_size 2, which does not divide the machine's 1 GPU(s): its instances cannot be placed on "
+        "whole GPU sets"
+    ]
+
+
+def test_one_instance_alone_is_a_pool_not_a_group():
+    v = values()
+    del _group(v)["models"][1]
+    assert issues(v) == [
+        "llm-serving:cohosting.pair.models: a group runs at least 2 instances (one instance alone is a pool), got 1"
+    ]
+    _group(v)["models"][0]["instances"] = 2
+    _two_gpu_node(v)
+    g = gke_part(resolve_stack(v, STACK, ROOT).plan).gke_groups()["pair"]
+    assert [i.name for i in g.server.instances] == ["llama-3-1-8b-0", "llama-3-1-8b-1"]
+
+
+def test_the_groups_releases_run_one_image():
+    v = values()
+    path = ROOT / "stacks/releases/dev/mistral-7b-v0.3-fp8-2026-11-25.1.json"
+    rel = json.loads(path.read_text())
+    rel["image"] = rel["image"].replace("b374dfda", "c374dfda")
+    rel.pop("image_digest")
+    v["llm-serving:releases"][3] = rel
+    (msg,) = issues(v)
+    assert msg.startswith(
+        "llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' runs image"
+    )
+    assert msg.endswith("the group's instances run in one container")
 
 
 def test_the_group_needs_a_node_pool_of_its_own():
     v = values()
     _group(v)["accelerator"] = "l4"
-    got = issues(v)
     assert (
         "llm-serving:cohosting.pair.accelerator: 'l4' is also the accelerator of serving.stable: a gke group "
         "needs a node pool of its own"
-    ) in got
-    assert any(
-        g.startswith("llm-serving:accelerators.l4.gpu_sharing: cohosting.pair runs its models as pods sharing GPUs")
-        and g.endswith("got none")
-        for g in got
-    )
+    ) in issues(v)
 
 
-def test_gke_groups_need_the_stacks_gke_pools_and_no_endpoint_ids():
+def test_gke_groups_take_no_endpoint_ids():
     v = values()
     _group(v)["models"][0]["endpoint_id"] = "llm-dev-llama"
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[0].endpoint_id: only on vertex: the GKE gateway routes by model name"
     ]
-    v = values()
-    _group(v)["models"][0]["instances"] = 2
-    assert issues(v) == [
-        "llm-serving:cohosting.pair.models[0].instances: GKE places one pod of a model per node "
-        "(GPU time-sharing gives no control over which GPU a pod's slot is on, so the memory bound "
-        "counts each model once per GPU): 1, got 2"
-    ]
 
 
-def test_a_model_name_may_not_take_a_pools_role_or_collide_after_dns_mapping():
+def test_names_the_group_and_its_instances_take():
     v = values()
-    _group(v)["models"][0]["model_name"] = "canary"
-    assert (
-        "llm-serving:cohosting.pair.models[0].model_name: 'canary' would name the namespace of serving.canary"
-        in issues(v)
+    v["llm-serving:cohosting"]["canary"] = v["llm-serving:cohosting"].pop("pair")
+    assert "llm-serving:cohosting.canary: the group key 'canary' would name the namespace of serving.canary" in issues(
+        v
     )
     v = values()
     _group(v)["models"][0]["model_name"] = "mistral.7b"
     assert issues(v) == [
-        "llm-serving:cohosting.pair.models[1].model_name: 'mistral-7b' and 'mistral.7b' both name "
-        "the role 'mistral-7b' ('.' and '_' become '-')"
+        "llm-serving:cohosting.pair.models[1].model_name: 'mistral-7b' and 'mistral.7b' both name the instances "
+        "mistral-7b-<n> ('.' and '_' become '-')"
+    ]
+    v = values()
+    longest = "m" * GKE_ROLE_MAX_LENGTH
+    _group(v)["models"][0]["model_name"] = longest
+    g = gke_part(resolve_stack(v, STACK, ROOT).plan).gke_groups()["pair"]
+    assert len(g.server.instances[0].name) == GKE_ROLE_MAX_LENGTH + 2 <= 63  # a DNS label with its "-0"
+    _group(v)["models"][0]["model_name"] = longest + "m"
+    assert issues(v) == [
+        f"llm-serving:cohosting.pair.models[0].model_name: '{longest}m' names the instances {longest}m-<n>: at most "
+        f"{GKE_ROLE_MAX_LENGTH} characters on gke, got {GKE_ROLE_MAX_LENGTH + 1}"
     ]
 
 
@@ -322,42 +540,35 @@ def test_reservation_must_hold_the_surge_node():
     acc = v["llm-serving:accelerators"]["h100-shared"]
     acc["spot"] = False
     acc["reservation"] = {"mode": "create", "name": "llm-dev-h100-shared", "count": 1}
-    got = issues(v)
     assert (
         "llm-serving:accelerators.h100-shared.reservation.count: 1 reserved node(s) cannot hold cohosting.pair's "
         "max_replicas 1 + 1 rollout surge node = 2"
-    ) in got
+    ) in issues(v)
 
 
-# ---- policy: the pack's GPU-sharing bound agrees with the planner ------------------------------------------------
+# ---- the policy pack reads the server's configuration ------------------------------------------------------------
 
 
 def _resources() -> list[dict[str, Any]]:
     return copy.deepcopy(inv()["resources"])
 
 
-def _deployment(rs: list[dict[str, Any]], role: str) -> dict[str, Any]:
+def _edit_document(rs: list[dict[str, Any]], edit: Any) -> None:
     (d,) = [
         r["inputs"]
         for r in rs
-        if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == f"vllm-{role}"
+        if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == "vllm-pair"
     ]
-    return d
+    (c,) = d["spec"]["template"]["spec"]["containers"]
+    at = c["args"].index("--config-json") + 1
+    doc = json.loads(c["args"][at])
+    edit(doc)
+    c["args"][at] = json.dumps(doc)
 
 
-def _set_share(rs: list[dict[str, Any]], role: str, share: str) -> None:
-    (c,) = _deployment(rs, role)["spec"]["template"]["spec"]["containers"]
-    c["args"][c["args"].index("--gpu-memory-utilization") + 1] = share
-
-
-def _hpa_max(rs: list[dict[str, Any]], role: str, n: int) -> None:
-    (h,) = [
-        r["inputs"]
-        for r in rs
-        if r["type"] == "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
-        and r["inputs"]["metadata"]["name"] == f"vllm-{role}"
-    ]
-    h["spec"]["maxReplicas"] = n
+def _set_flag(doc: dict[str, Any], i: int, flag: str, value: str) -> None:
+    args = doc["instances"][i]["args"]
+    args[args.index(flag) + 1] = value
 
 
 def test_shipped_stack_passes_the_pack_through_the_analyzer(tmp_path, capsys):
@@ -365,46 +576,56 @@ def test_shipped_stack_passes_the_pack_through_the_analyzer(tmp_path, capsys):
     assert "0 violation(s)" in capsys.readouterr().out
 
 
-def test_policy_counts_a_one_pod_per_node_model_once_per_gpu():
+def test_policy_sums_the_partitions_the_server_places_on_one_gpu():
     rs = _resources()
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == []
-    # 0.6 + 0.3 with two replicas allowed each: one pod of each model per node, so at most 0.9 on the GPU
-    _set_share(rs, "llama-3-1-8b", "0.6")
-    _set_share(rs, "mistral-7b", "0.3")
-    _hpa_max(rs, "llama-3-1-8b", 2)
-    assert evaluate("gpu-memory-shares-below-one", rs, {}) == []
-    # without the anti-affinity two llama pods may share the GPU: 0.6 + 0.6
-    del _deployment(rs, "llama-3-1-8b")["spec"]["template"]["spec"]["affinity"]
+
+    def overfill(d: dict[str, Any]) -> None:
+        _set_flag(d, 0, "--gpu-memory-utilization", "0.6")
+        _set_flag(d, 1, "--gpu-memory-utilization", "0.5")
+
+    _edit_document(rs, overfill)
     assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
-        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
-        "their --gpu-memory-utilization partitions sum to 1.2 = 0.6 (vllm-llama-3-1-8b) + 0.6 (vllm-llama-3-1-8b): "
-        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
+        "vllm-pair-deployment: 2 vLLM instance(s) of co-host Deployment vllm-pair share GPU 0 of each pod and their "
+        "--gpu-memory-utilization partitions sum to 1.1 = 0.6 (llama-3-1-8b-0) + 0.5 (mistral-7b-0): keep the sum at "
+        "most 0.9 (1 - transient reserve 0.1)"
     ]
 
 
-def test_policy_flags_two_models_whose_partitions_overfill_one_gpu():
+def test_policies_read_every_instances_command_line():
     rs = _resources()
-    _set_share(rs, "llama-3-1-8b", "0.6")
-    _set_share(rs, "mistral-7b", "0.5")
-    assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
-        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
-        "their --gpu-memory-utilization partitions sum to 1.1 = 0.6 (vllm-llama-3-1-8b) + 0.5 (vllm-mistral-7b): "
-        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
-    ]
+    for name in (
+        "vllm-output-capped",
+        "max-model-len-within-contract",
+        "vllm-no-request-logging",
+        "serving-verifies-release",
+        "serving-release-identity",
+    ):
+        assert evaluate(name, rs, {}) == [], name
 
+    def edit(d: dict[str, Any]) -> None:
+        args = d["instances"][1]["args"]
+        at = args.index("--override-generation-config")
+        del args[at : at + 2]
+        _set_flag(d, 0, "--max-model-len", "8192")
+        d["instances"][0]["args"].append("--enable-log-requests")
+        d["instances"][1]["verify"] = []
 
-def test_policy_keeps_the_transient_reserve_below_one():
-    """0.5 + 0.45 = 0.95 is below 1.0 but eats the transient reserve the planner keeps (0.1, as on Vertex AI): the
-    pack flags it at its default reserve and accepts it with a reserve of 0.05."""
-    rs = _resources()
-    _set_share(rs, "llama-3-1-8b", "0.5")
-    _set_share(rs, "mistral-7b", "0.45")
-    assert evaluate("gpu-memory-shares-below-one", rs, {}) == [
-        "platform-gpu-h100-shared-pool: up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2) and "
-        "their --gpu-memory-utilization partitions sum to 0.95 = 0.5 (vllm-llama-3-1-8b) + 0.45 (vllm-mistral-7b): "
-        "keep the sum at most 0.9 (1 - transient reserve 0.1)"
+    _edit_document(rs, edit)
+    (capped,) = evaluate("vllm-output-capped", rs, {})
+    assert capped.startswith(
+        "vllm-pair-deployment: container 'cohost' instance 'mistral-7b-0': no server-side output cap: vLLM generates"
+    )
+    assert evaluate("max-model-len-within-contract", rs, {})[0].startswith(
+        "vllm-pair-deployment: container 'cohost' instance 'llama-3-1-8b-0': --max-model-len is 8192, above the contract's"
+    )
+    assert evaluate("vllm-no-request-logging", rs, {})[0].startswith(
+        "vllm-pair-deployment: container 'cohost' instance 'llama-3-1-8b-0' sets --enable-log-requests"
+    )
+    assert evaluate("serving-verifies-release", rs, {}) == [
+        "vllm-pair-deployment: instance 'mistral-7b-0': its verify command does not run verify_release.py: the "
+        "server would start weights nobody checked"
     ]
-    assert evaluate("gpu-memory-shares-below-one", rs, {"transientReserve": 0.05}) == []
 
 
 def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
@@ -425,32 +646,19 @@ def test_redundant_routers_spread_and_keep_one_through_a_drain(tmp_path):
     assert "affinity" not in only(inv(), "Deployment", "body-based-router")["spec"]["template"]["spec"]
 
 
-# ---- names the picker chart derives ------------------------------------------------------------------------------
-
-#: A co-hosted model name whose GKE role is exactly GKE_ROLE_MAX_LENGTH (40) characters.
-LONGEST = "llama-3.1-8b-instruct-fp8-2026-11-25.abc"
-#: What the chart's ``gateway-api-inference-extension.name`` makes of release ``vllm-<role>`` (45 characters):
-#: ``trunc 40`` keeps "vllm-llama-3-1-8b-instruct-fp8-2026-11-2", then ``-epp``.
-LONGEST_PICKER = "vllm-llama-3-1-8b-instruct-fp8-2026-11-2-epp"
+# ---- monitoring per co-hosted model ------------------------------------------------------------------------------
 
 
-def test_the_picker_service_is_named_as_the_chart_names_it_at_the_longest_role(tmp_path):
-    # The rule, as the vendored chart states it (a chart whose rule differs fails here first).
-    helpers = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_helpers.tpl").read_text()
-    assert '$base := .Release.Name | default "default-pool" | lower | trim | trunc 40 -}}\n{{ $base }}-epp' in helpers
-    assert len(LONGEST.replace(".", "-")) == GKE_ROLE_MAX_LENGTH
-    v = values()
-    _group(v)["models"][0]["model_name"] = LONGEST
-    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": v}))
-    run = run_plan(STACK, tmp_path)
-    role = LONGEST.replace(".", "-")
-    inventory = run.inventory.to_dict()
-    (pool,) = [m for m in find(inventory, "InferencePool") if m["metadata"]["name"] == f"vllm-{role}"]
-    assert pool["spec"]["endpointPickerRef"]["name"] == LONGEST_PICKER
-    # The chart release is the pool's Deployment name; only the objects the chart creates are cut.
-    (chart,) = [
-        r
-        for r in inventory["resources"]
-        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
+def test_each_co_hosted_model_has_its_own_panels_and_alerts():
+    alerts = [
+        r["inputs"]["displayName"]
+        for r in inv()["resources"]
+        if r["type"] == "gcp:monitoring/alertPolicy:AlertPolicy" and "pair-" in r["inputs"]["displayName"]
     ]
-    assert chart["name"] == LONGEST_PICKER
+    for model in ("pair-llama-3-1-8b", "pair-mistral-7b"):
+        for name in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated", "CoHostedInstancesMissing"):
+            assert f"[dev] {name} ({model})" in alerts
+    (board,) = [r["inputs"] for r in inv()["resources"] if r["type"] == "gcp:monitoring/dashboard:Dashboard"]
+    text = board["dashboardJson"]
+    assert 'model_name=\\"llama-3.1-8b-fp8-2026-11-25.1\\"' in text
+    assert "Co-hosted mistral-7b (mistral-7b-v0.3-fp8-2026-11-25.1) in pair" in text

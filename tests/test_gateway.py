@@ -215,7 +215,8 @@ def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
     for stack, (cfg, plan, inv) in plans.items():
         route = only(inv, "HTTPRoute", o.API_ROUTE_NAME)
         # the weighted rule first; one rule per co-hosted model after it (tests/test_cohosting_gke.py)
-        assert len(route["spec"]["rules"]) == 1 + len(gke_part(plan).cohosted()), stack
+        models = sum(len(g.models) for g in gke_part(plan).cohosted().values())
+        assert len(route["spec"]["rules"]) == 1 + models, stack
         rule = route["spec"]["rules"][0]
         weights = {b["name"]: b["weight"] for b in rule["backendRefs"]}
         assert weights == {f"vllm-{r}": p.weight for r, p in cfg.pools()}, stack

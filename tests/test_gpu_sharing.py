@@ -19,8 +19,9 @@ def _shared_dev(tmp_path: Path, utilization: float) -> Path:
     cfg = doc["config"]
     cfg["llm-serving:accelerators"]["l4"]["gpu_sharing"] = {"strategy": "MPS", "max_shared_clients_per_gpu": 2}
     for role in ("stable", "canary"):
-        # L4: 22.5 GiB x 0.45 = 10.1 GiB per server - 7.6 GiB FP8 weights - 1 GiB overhead = 1.5 GiB of KV
-        cfg["llm-serving:serving"][role].update(gpu_memory_utilization=utilization, runtime_overhead_gib=1.0)
+        # L4: 22.5 GiB x 0.45 = 10.1 GiB per server - 8.8 GiB FP8 weights (embedding + lm_head at bf16) - 0.5 GiB
+        # overhead = 0.83 GiB of KV
+        cfg["llm-serving:serving"][role].update(gpu_memory_utilization=utilization, runtime_overhead_gib=0.5)
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
     return tmp_path
 
@@ -32,8 +33,8 @@ def test_shared_gpu_pool_renders_sharing_and_passes_policy(tmp_path: Path, capsy
     pool = one(inv, "gcp:container/nodePool:NodePool", "platform-gpu-l4-pool")
     acc = pool["inputs"]["nodeConfig"]["guestAccelerators"][0]
     assert acc["gpuSharingConfig"] == {"gpuSharingStrategy": "MPS", "maxSharedClientsPerGpu": 2}
-    # the planner sized the smaller share: 1.5 GiB of KV per server -> 2 sequences at 4096 tokens
-    assert plan.pools["stable"].capacity.max_seqs_at_max_model_len == 2
+    # the planner sized the smaller share: 0.83 GiB of KV per server -> 1 sequence of 4096 tokens (0.56 GiB each)
+    assert plan.pools["stable"].capacity.max_seqs_at_max_model_len == 1
     out = tmp_path / "out"
     assert cli.main(["policy", "--stack", "dev", "--stacks-dir", str(stacks), "--out", str(out)]) == 0
     assert "gpu-memory-shares-below-one" not in capsys.readouterr().out

@@ -487,7 +487,7 @@ def test_manifests_validate_with_kubernetes_validate(plans, stack):
         r["inputs"]
         for typ in (DEPLOYMENT, CONFIG_MAP, PDB, NETPOL)
         for r in resources(inv, typ)
-        if r["parent"] and r["parent"].split("::")[-2].endswith(MODEL_SERVER)
+        if r["parent"] and r["parent"].split("::")[-2].endswith((MODEL_SERVER, "llm-serving:cohost:CoHostServer"))
     ]
     assert len(objs) == 4 * len(serving_roles(cfg, plan))
     for obj in objs:

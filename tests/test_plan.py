@@ -98,7 +98,9 @@ def test_inventory_shape_and_capacity_outputs(plans):
         }
     # the capacity the program exports is the planner's, not the config's
     exported = inv["outputs"]["capacity"]["pools"]["stable"]
-    assert exported["max_num_seqs"] == plan.pools["stable"].capacity.max_num_seqs == 206
+    # (79.6 GiB x 0.9 - (32.8e9 + 2 x 151,936 x 5,120 bf16 embedding/lm_head bytes) / TP 2 - 2 GiB) / (131,072 B x
+    # 2,160 tokens) = 203 sequences at the mean context
+    assert exported["max_num_seqs"] == plan.pools["stable"].capacity.max_num_seqs == 203
     assert exported["throughput"] == "unmeasured"
     assert exported["cost_per_million_output_tokens_usd"] is None
 
@@ -134,7 +136,7 @@ def test_placeholders_are_marked_and_deterministic(plans):
 def test_capacity_command(capsys):
     assert cli.main(["capacity", "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    assert "--max-num-seqs / batched tokens   206 / 8192" in out
+    assert "--max-num-seqs / batched tokens   203 / 8192" in out
     assert "nodes on h100-tp2: 6 at max replicas (6), 8 with rollout surge; 8 reserved" in out
 
 

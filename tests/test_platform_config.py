@@ -243,7 +243,8 @@ CASES: list[tuple[str, str, Mutation, str, str]] = [
         "staging",
         lambda v: gke(v)["weights"]["hyperdisk_ml"].update(size_gib=16),
         "gke.weights.hyperdisk_ml.size_gib",
-        "16 GiB cannot hold release 'qwen3-32b-fp8-2026-08-23.1' (30.5 GiB of weights)",
+        # 32.8e9 + 2 x 151,936 x 5,120 embedding / lm_head bytes at bf16 = 34.36e9 B = 32.0 GiB
+        "16 GiB cannot hold release 'qwen3-32b-fp8-2026-08-23.1' (32.0 GiB of weights)",
     ),
     (
         "hyperdisk-no-snapshot",

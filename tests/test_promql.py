@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from components import naming
 from components.monitoring import metrics as m
 from components.monitoring.dashboard import dashboard_queries
 from components.observability import metrics as gke
+from infra.planning.plan import StackPlan
+from infra.targets.gke.planning import gke_part
 
 from .conftest import GKE_STACKS, STACKS, resources, serving_roles
 
@@ -160,7 +165,36 @@ def rule_labels(rules: dict[str, Any], alert: str, role: str) -> dict[str, str]:
     return dict(rule["labels"])
 
 
-def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, int]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Model:
+    """A co-hosted model as its alerts see it: its alerts' role, its group, release, public name and instances."""
+
+    role: str
+    group: str
+    release: str
+    name: str
+    instances: int
+
+
+def cohosted_models(plan: StackPlan) -> list[Model]:
+    return [
+        Model(f"{g.role}-{m.role}", g.role, m.release.release, m.model_name, len(m.instances))
+        for g in gke_part(plan).cohosted().values()
+        for m in g.models
+    ]
+
+
+def model_series(metric: str, model: Model, values: str, **extra: str) -> dict[str, str]:
+    """A co-hosted model's series from its group's pod: the group's namespace and pool, vLLM's model_name."""
+    labels = _labels(
+        namespace=NS(model.group), pool=model.group, model_name=model.release, pod=_pod(model.group), **extra
+    )
+    return {"series": metric + labels, "values": values}
+
+
+def cases(
+    rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, int], models: Sequence[Model] = ()
+) -> list[dict[str, Any]]:
     """One firing and one quiet test per alert rule present in this stack's rendered rules."""
     present = {(r["alert"], r["labels"]["pool_role"]) for r in rules["groups"][0]["rules"]}
     tests: list[dict[str, Any]] = []
@@ -186,12 +220,15 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
 
     for role, release in roles.items():
         split = {"pool": role, "release": release}
+        if ("KvCacheSaturated", role) not in present:  # a co-hosted group: its objectives are its models'
+            assert role in {x.group for x in models}, role
         for alert, metric in (("TtftP95OverObjective", m.TTFT.name), ("ItlP95OverObjective", m.ITL.name)):
             if (alert, role) in present:
                 add(alert, role, histogram(metric, role, release, fast=False), True, split)
                 add(alert, role, histogram(metric, role, release, fast=True), False, split)
-        add("KvCacheSaturated", role, [gauge(m.KV_CACHE_USAGE.series, role, release, 0.95)], True, split)
-        add("KvCacheSaturated", role, [gauge(m.KV_CACHE_USAGE.series, role, release, 0.5)], False, split)
+        if ("KvCacheSaturated", role) in present:
+            add("KvCacheSaturated", role, [gauge(m.KV_CACHE_USAGE.series, role, release, 0.95)], True, split)
+            add("KvCacheSaturated", role, [gauge(m.KV_CACHE_USAGE.series, role, release, 0.5)], False, split)
         n = max_replicas[role]
 
         def pods(count: int, waiting: float, role: str = role, release: str = release) -> list[dict[str, str]]:
@@ -221,6 +258,29 @@ def cases(rules: dict[str, Any], roles: dict[str, str], max_replicas: dict[str, 
             }
             add("NoTrafficOnServingPool", role, [stalled], True, {}, skip=frozenset({("traffic", role)}))
             add("NoTrafficOnServingPool", role, [], False, {})
+    for model in models:
+        pool = {"pool": model.group}  # the series of a co-host pod carry no release label: vLLM's model_name tells
+        for alert, metric in (("TtftP95OverObjective", m.TTFT.name), ("ItlP95OverObjective", m.ITL.name)):
+            for fast in (False, True):
+                series = [
+                    model_series(f"{metric}_bucket", model, f"0+{60 if fast or le in ('10', '+Inf') else 0}x30", le=le)
+                    for le in BUCKETS
+                ]
+                add(alert, model.role, series, not fast, pool)
+        for kv, fires in ((0.95, True), (0.5, False)):
+            add("KvCacheSaturated", model.role, [model_series(m.KV_CACHE_USAGE.series, model, f"{kv}x30")], fires, pool)
+        for up, fires in (("0", True), ("1", False)):
+            series = [
+                model_series(
+                    naming.COHOST_INSTANCE_UP,
+                    model,
+                    f"{up if i == 0 else '1'}x30",
+                    cohost_model=model.name,
+                    cohost_instance=f"{model.name}-{i}",
+                )
+                for i in range(model.instances)
+            ]
+            add("CoHostedInstancesMissing", model.role, series, fires, {})
     if ("CanaryTtftWorseThanStable", "canary") in present:
         slow = histogram(m.TTFT.name, "canary", roles["canary"], fast=False)
         fast_c = histogram(m.TTFT.name, "canary", roles["canary"], fast=True)
@@ -241,7 +301,7 @@ def test_alerts_fire_on_breaching_series_and_stay_quiet_otherwise(plans, stack, 
         for r in resources(inv, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")
     }
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
-    tests = cases(rules, roles, max_replicas)
+    tests = cases(rules, roles, max_replicas, cohosted_models(plan))
     covered = {(t["alert_rule_test"][0]["alertname"], t["name"].split("/")[1]) for t in tests}
     assert covered >= {(r["alert"], r["labels"]["pool_role"]) for r in rules["groups"][0]["rules"]}
     for outcome in ("fires", "quiet"):

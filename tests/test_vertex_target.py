@@ -55,8 +55,9 @@ BUCKET = "acme-llm-staging-weights"
 STABLE_REV = "a77a90ec726c8f7b0669da7663324540d5b15677"
 CANARY_REV = "281de45e51aa15309f463357b6f785685134723b"
 MiB, GiB = 2**20, 2**30
-#: Qwen3-32B at FP8: the catalogue's 32.8 B parameters x 1 byte (stacks/releases/staging/*.json).
-W = 32.8e9
+#: Qwen3-32B at FP8 (stacks/releases/staging/*.json): the catalogue's 32.8 B parameters, the quantised ones at 1 byte,
+#: the embedding and lm_head (untied: 2 x 151,936 x 5,120 parameters) at bf16's 2 bytes.
+W = 32.8e9 + 2 * 151_936 * 5120
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------------
@@ -245,11 +246,11 @@ def test_replica_bounds_within_the_reservation() -> None:
 
 def test_cold_load_startup_probe_and_deployment_timeout() -> None:
     # Verify: the object-metadata check (10 s); vLLM streams W at the stated 1,000 MiB/s; 150 s of engine init.
-    read = W / (1000 * MiB)  # 31.28 s
-    cold = 10 + read + 150  # 191.28 s
-    required = cold * 1.5  # 286.92 s with the default margin 0.5
+    read = W / (1000 * MiB)  # 32.76 s
+    cold = 10 + read + 150  # 192.76 s
+    required = cold * 1.5  # 289.15 s with the default margin 0.5
     threshold = math.ceil(required / 10)  # 29 probes of 10 s
-    assert (round(read, 2), round(cold, 2), threshold) == (31.28, 191.28, 29)
+    assert (round(read, 2), round(cold, 2), threshold) == (32.76, 192.76, 29)
     p = vertex_plan().vertex
     assert p.cold_load_seconds == pytest.approx(cold)
     assert (p.startup_failure_threshold, p.startup_window_seconds) == (29, 290)
@@ -274,12 +275,12 @@ def test_cold_load_startup_probe_and_deployment_timeout() -> None:
 
 
 def test_a_cold_load_beyond_the_deployment_timeout_is_an_error() -> None:
-    # 5 MiB/s: 32.8e9 / (5 MiB/s) + 10 + 150 = 6,416 s; x 1.5 = 9,624 s -> 963 x 10 s = 9,630 s + 600 s > 7,200 s.
+    # 5 MiB/s: 34.36e9 / (5 MiB/s) + 10 + 150 = 6,713 s; x 1.5 = 10,069 s -> 1,007 x 10 s = 10,070 s + 600 s > 7,200 s.
     v = values()
     _pool(v)["loading"]["throughput_mib_s"] = 5
     cold = W / (5 * MiB) + 160
     n = math.ceil(cold * 1.5 / 10)
-    assert (round(cold), n) == (6416, 963)
+    assert (round(cold), n) == (6713, 1007)
     assert issues(v) == [
         f"llm-serving:serving.stable.loading: the deployment cannot wait for the cold load: {cold:.0f} s x (1 + margin "
         f"0.5) = {cold * 1.5:.0f} s needs a {n * 10} s startup window ({n} x 10 s), + 600 s image pull = "
@@ -307,8 +308,8 @@ def test_vllm_args_come_from_the_one_renderer_with_the_public_name() -> None:
     # KV budget per GPU: 79.6 GiB x 0.9 - W / TP 2 - 2 GiB overhead; per token per GPU 2 x 64 layers x (8 / 2) KV
     # heads x 128 x 2 bytes = 131,072 B; mean context 1,800 + 350 = 2,150 tokens = 135 blocks of 16 = 2,160.
     budget = 79.6 * GiB * 0.9 - W / 2 - 2 * GiB
-    assert math.floor(budget / (131_072 * 2160)) == 206
-    assert math.floor(budget / (131_072 * 16384)) == 27  # sequences at max_model_len
+    assert math.floor(budget / (131_072 * 2160)) == 203
+    assert math.floor(budget / (131_072 * 16384)) == 26  # sequences at max_model_len
     for role, rev, release in (
         ("stable", STABLE_REV, "qwen3-32b-fp8-2026-08-23.1"),
         ("canary", CANARY_REV, "qwen3-32b-fp8-2026-11-20.1"),
@@ -323,7 +324,7 @@ def test_vllm_args_come_from_the_one_renderer_with_the_public_name() -> None:
                 tensor_parallel_size=2,
                 max_model_len=16384,
                 gpu_memory_utilization=0.9,
-                max_num_seqs=206,
+                max_num_seqs=203,
                 max_num_batched_tokens=8192,
                 dtype="bfloat16",
                 kv_cache_dtype="auto",
@@ -333,7 +334,7 @@ def test_vllm_args_come_from_the_one_renderer_with_the_public_name() -> None:
             )
         )
         assert container(role)["args"] == expected
-        assert vertex_plan(role).capacity.max_seqs_at_max_model_len == 27
+        assert vertex_plan(role).capacity.max_seqs_at_max_model_len == 26
         assert deployed(role)["upload_model_request"]["model"]["artifactUri"] == uri
         assert container(role)["imageUri"] == vertex_plan(role).release.image
         assert "@sha256:" in container(role)["imageUri"]

@@ -171,6 +171,7 @@ class BodyRouter(Component):
         labels = {**o.labels("body-router"), naming.NAME_LABEL: naming.BODY_ROUTER_NAME}
         selector = {naming.NAME_LABEL: naming.BODY_ROUTER_NAME}
         meta = k8s.meta.v1.ObjectMetaArgs(name=naming.BODY_ROUTER_NAME, namespace=args.namespace, labels=labels)
+        # Other pods never use this account: only the router's pod mounts its token (pod spec below).
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa", metadata=meta, automount_service_account_token=False, opts=child
         )
@@ -202,8 +203,12 @@ class BodyRouter(Component):
                         if args.replicas > 1
                         else None,
                         service_account_name=naming.BODY_ROUTER_NAME,
-                        # The router only parses bodies (no LoRA ConfigMaps are read): no API token needed.
-                        automount_service_account_token=False,
+                        # The router always builds a controller-runtime manager from in-cluster config (GAIE v1.5.0
+                        # cmd/bbr/runner/runner.go: ctrl.GetConfig() then ctrl.NewManager; controller-runtime
+                        # v0.23.3 pkg/client/config loadConfig -> rest.InClusterConfig, which reads this token and
+                        # CA): without them it exits. Its one plugin watches nothing, so no Role is bound
+                        # (o.BODY_ROUTER_PLUGIN_WATCHES); the manager's cache stays in this namespace (NAMESPACE).
+                        automount_service_account_token=True,
                         security_context=core.PodSecurityContextArgs(
                             run_as_non_root=True,
                             run_as_user=o.BODY_ROUTER_UID,
@@ -215,6 +220,16 @@ class BodyRouter(Component):
                                 name="bbr",
                                 image=f"{o.BODY_ROUTER_IMAGE}:{args.version}",
                                 args=o.body_router_args(),
+                                # As the upstream chart (templates/bbr.yaml, single namespace): the runner limits its
+                                # cache to this namespace when NAMESPACE is set.
+                                env=[
+                                    core.EnvVarArgs(
+                                        name="NAMESPACE",
+                                        value_from=core.EnvVarSourceArgs(
+                                            field_ref=core.ObjectFieldSelectorArgs(field_path="metadata.namespace")
+                                        ),
+                                    )
+                                ],
                                 ports=[
                                     core.ContainerPortArgs(name="grpc", container_port=naming.BODY_ROUTER_PORT),
                                     core.ContainerPortArgs(
@@ -255,6 +270,28 @@ class BodyRouter(Component):
             ),
             opts=child,
         )
+        # A Role for whatever the rendered plugins read (o.BODY_ROUTER_PLUGIN_WATCHES); none for the model extractor.
+        self.role = self.role_binding = None
+        rules = o.body_router_rbac_rules()
+        if rules:
+            rbac = k8s.rbac.v1
+            self.role = rbac.Role(
+                f"{name}-role",
+                metadata=meta,
+                rules=[rbac.PolicyRuleArgs(api_groups=[g], resources=[r], verbs=list(v)) for g, r, v in rules],
+                opts=child,
+            )
+            self.role_binding = rbac.RoleBinding(
+                f"{name}-rolebinding",
+                metadata=meta,
+                role_ref=rbac.RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name=naming.BODY_ROUTER_NAME
+                ),
+                subjects=[
+                    rbac.SubjectArgs(kind="ServiceAccount", name=naming.BODY_ROUTER_NAME, namespace=args.namespace)
+                ],
+                opts=child,
+            )
         self.pdb = None
         if args.replicas > 1:
             # Unlike the pickers (leader election: the standby is never Ready), every router serves: a voluntary
@@ -298,7 +335,8 @@ class InferenceGatewayArgs:
     backend_timeout_seconds: int
     #: What clients send as ``model`` (every pool serves it); Model Armor screens it.
     public_model_name: str
-    #: Co-hosted models reached by model name (body-based routing); none for a stack without GKE co-hosting.
+    #: Co-hosted models reached by model name (body-based routing), each with its group's pool (the models of one
+    #: group share it); none for a stack without GKE co-hosting.
     models: tuple[o.ModelRoute, ...] = ()
     #: Node subnet (self link or id); the internal class reserves its VIP there.
     subnetwork: pulumi.Input[str] | None = None
@@ -418,6 +456,8 @@ class InferenceGateway(Component):
 
         self.model_pools: dict[str, PoolBackend] = {}
         for m in args.models:
+            if m.pool.role in self.model_pools:
+                continue  # a co-hosted group's models share its one pool
             self.model_pools[m.pool.role] = PoolBackend(
                 f"{name}-{m.pool.role}",
                 PoolBackendArgs(
@@ -528,7 +568,7 @@ class InferenceGateway(Component):
                     ns,
                     args.region,
                     (args.public_model_name, *(m.model_name for m in args.models)),
-                    tuple(p.release for p in (*args.pools, *(m.pool for m in args.models))),
+                    tuple(p.release for p in args.pools) + tuple(m.release for m in args.models),
                 ),
                 pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway, *grants])),
             )

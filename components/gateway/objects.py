@@ -154,6 +154,9 @@ class PoolRoute:
     #: The pool's own namespace (the platform's Output): its InferencePool, picker, objectives and policies live
     #: there, beside its model servers.
     namespace: Any
+    #: A co-hosted group's pool: its pods run the co-host server (several vLLM instances each), so its picker reads
+    #: the server's pod-level aggregates (:func:`cohost_engine_config`) instead of one instance's vLLM series.
+    cohost: bool = False
 
 
 @dataclass(frozen=True)
@@ -261,9 +264,11 @@ def redirect_route_object(gw: GatewaySpec, namespace: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ModelRoute:
-    """A co-hosted model the gateway reaches by the ``model`` a request names: its public name and its pool."""
+    """A co-hosted model the gateway reaches by the ``model`` a request names: its public name, the release that
+    answers under it (responses name it) and its group's pool."""
 
     model_name: str
+    release: str
     pool: PoolRoute
 
 
@@ -469,9 +474,28 @@ PICKER_CONFIG_FILE = "llm-serving-plugins.yaml"
 SATURATION_METRICS_STALENESS = "200ms"
 
 
-def picker_config(saturation: SaturationSpec) -> dict[str, Any]:
+def cohost_engine_config() -> dict[str, str]:
+    """The picker's metric mapping for co-host pods (GAIE v1.5.0 ``core-metrics-extractor`` ``engineConfigs``,
+    selected by the pod label ``inference.networking.k8s.io/engine-type``, pkg/epp/framework/plugins/datalayer/
+    extractor/metrics/factories.go). A co-host pod exposes one vLLM series per instance, and the extractor keeps one
+    series per metric (``getLatestMetric``: the newest timestamp, so the first series when none has one): it would
+    see one instance's queue and KV cache. The server's ``cohost:*`` aggregates are one series per pod (waiting and
+    running summed over the instances, the fullest instance's KV cache). No LoRA or cache-info series: empty specs
+    (as the extractor's built-in sglang / trtllm-serve mappings have)."""
+    return {
+        "name": naming.COHOST_ENGINE_TYPE,
+        "queuedRequestsSpec": naming.COHOST_NUM_REQUESTS_WAITING,
+        "runningRequestsSpec": naming.COHOST_NUM_REQUESTS_RUNNING,
+        "kvUsageSpec": naming.COHOST_KV_CACHE_USAGE,
+        "loraSpec": "",
+        "cacheInfoSpec": "",
+    }
+
+
+def picker_config(saturation: SaturationSpec, cohost: bool = False) -> dict[str, Any]:
     """The EndpointPickerConfig of chart v1.5.0's default profile (queue 2, KV cache 2, prefix cache 3: the
-    chart's own weights), with the saturation detector stated instead of defaulted.
+    chart's own weights), with the saturation detector stated instead of defaulted; a co-hosted group's picker
+    also maps the co-host pods' metrics (:func:`cohost_engine_config`).
 
     Flow control stays off on purpose: in GAIE v1.5.0 its admission path queues sheddable requests instead of
     rejecting them (it skips the sheddable check), so turning it on would undo the 429 shedding; the legacy
@@ -487,7 +511,11 @@ def picker_config(saturation: SaturationSpec) -> dict[str, Any]:
                 "type": "metrics-data-source",
                 "parameters": {"scheme": "http", "path": naming.METRICS_PATH, "insecureSkipVerify": True},
             },
-            {"type": "core-metrics-extractor"},
+            (
+                {"type": "core-metrics-extractor", "parameters": {"engineConfigs": [cohost_engine_config()]}}
+                if cohost
+                else {"type": "core-metrics-extractor"}
+            ),
             {
                 "type": "utilization-detector",
                 "parameters": {
@@ -572,7 +600,7 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
     if profile.states_picker_config:
         ext["pluginsConfigFile"] = PICKER_CONFIG_FILE
         ext["pluginsCustomConfig"] = {
-            PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation), indent=2, sort_keys=True)
+            PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation, pool.cohost), indent=2, sort_keys=True)
         }
     return {
         "provider": {"name": "gke"},
@@ -652,12 +680,31 @@ BODY_ROUTER_UID = 65532
 BODY_ROUTER_TIMEOUT = "1s"
 
 
+#: What each GAIE v1.5.0 router plugin reads from the Kubernetes API through the manager it is given
+#: (apiGroup, resource, verbs): ``body-field-to-header``'s factory ignores its handle
+#: (pkg/bbr/plugins/bodyfieldtoheader/body_field_to_header.go); ``base-model-to-header`` reconciles ConfigMaps of
+#: LoRA adapters (pkg/bbr/plugins/basemodelextractor/configmap_reconciler.go; the chart's templates/rbac.yaml grants
+#: exactly get/list/watch on configmaps). A plugin rendered here needs a Role for what it lists.
+BODY_ROUTER_PLUGIN_WATCHES: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "body-field-to-header": (),
+    "base-model-to-header": (("", "configmaps", ("get", "list", "watch")),),
+}
+#: The plugins this program renders: the model name is all the API route matches on (no adapters are served).
+BODY_ROUTER_PLUGINS = ("body-field-to-header",)
+
+
+def body_router_rbac_rules() -> list[tuple[str, str, tuple[str, ...]]]:
+    """What the rendered plugins read: the Role the router needs in its namespace (none for the model extractor)."""
+    return [w for p in BODY_ROUTER_PLUGINS for w in BODY_ROUTER_PLUGIN_WATCHES[p]]
+
+
 def body_router_args() -> list[str]:
     """``--streaming`` because the extension sends the body FullDuplexStreamed (the chart's args); one plugin copying
     the body's ``model`` into :data:`naming.MODEL_NAME_HEADER` (the chart's second, ``base-model-to-header``, maps
-    LoRA adapters to base models from ConfigMaps: no adapters are served here, so the router needs no Kubernetes
-    API read either)."""
+    LoRA adapters to base models from ConfigMaps: no adapters are served here). The router still needs its API
+    token: it builds a controller-runtime manager whatever its plugins (see the BodyRouter pod)."""
     plugin = json.dumps({"fieldName": "model", "headerName": naming.MODEL_NAME_HEADER}, separators=(",", ":"))
+    assert BODY_ROUTER_PLUGINS == ("body-field-to-header",)
     return [
         "--streaming",
         "--grpc-port",

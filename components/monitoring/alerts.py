@@ -159,6 +159,9 @@ class AlertedPool:
     #: The pool keeps a server running: a pool that scales to zero legitimately has no series while idle, so only a
     #: warm pool with traffic must always be finishing requests.
     warm: bool = True
+    #: Its latency and KV-cache objectives are alerted on the pool as a whole; a co-hosted group's are alerted per
+    #: model instead (``cohosted.py``), each model's breach paging once.
+    objectives: bool = True
 
 
 def pool_alert_specs(
@@ -179,7 +182,8 @@ def pool_alert_specs(
     for p in pools:
         sel = series.selector(p.series_pool)
         severity = "CRITICAL" if p.weight > 0 or p.role == ROLLBACK_TARGET else "WARNING"
-        specs += objective_specs(p.role, sel, series, t, severity)
+        if p.objectives:
+            specs += objective_specs(p.role, sel, series, t, severity)
         specs += target_specs(p.role, severity)
         if p.warm:
             specs.append(no_traffic_spec(p.role, p.weight, sel, series, t))

@@ -5,6 +5,7 @@ servers. Pure."""
 from __future__ import annotations
 
 from .. import naming
+from ..monitoring import cohosted
 from ..monitoring.alerts import AlertedPool, AlertSpec, Thresholds, pool_alert_specs
 from . import metrics as gke
 from .views import PoolView
@@ -53,5 +54,16 @@ def alert_specs(pools: list[PoolView], t: Thresholds) -> list[AlertSpec]:
         ]
 
     # A pool's series are labelled with its role; the HPA keeps min_replicas (>= 1 by config) of it warm.
-    alerted = [AlertedPool(p.role, p.role, p.weight, warm=p.hpa.min_replicas > 0) for p in pools]
-    return pool_alert_specs(gke.GKE, alerted, t, gke_specs)
+    alerted = [
+        AlertedPool(p.role, p.role, p.weight, warm=p.hpa.min_replicas > 0, objectives=not p.models) for p in pools
+    ]
+    return pool_alert_specs(gke.GKE, alerted, t, gke_specs) + [
+        spec for model in cohosted_models(pools) for spec in cohosted.alert_specs(gke.GKE, model, t)
+    ]
+
+
+def cohosted_models(pools: list[PoolView]) -> list[cohosted.CoHostedModel]:
+    """Every co-hosted model of the GKE groups: a group's series are its pool's (its role)."""
+    return [
+        cohosted.CoHostedModel(p.role, p.role, v.model_name, v.release, v.instances) for p in pools for v in p.models
+    ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..monitoring.metrics import KV_CACHE_USAGE, NUM_REQUESTS_WAITING, Gauge
+from ..monitoring.metrics import Gauge
 from .metrics import gmp_custom_metric
 from .views import HpaPlan
 
@@ -39,9 +39,9 @@ def _pods_metric(metric: Gauge, average: float) -> k8s.autoscaling.v2.MetricSpec
 
 def hpa_spec(p: HpaPlan, deployment: pulumi.Input[str]) -> k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs:
     """``deployment``: the name of the Deployment to scale, as the model server hands it over."""
-    metric_specs = [_pods_metric(NUM_REQUESTS_WAITING, p.queue_target_per_pod)]
+    metric_specs = [_pods_metric(Gauge(p.queue_metric), p.queue_target_per_pod)]
     if p.kv_cache_target is not None:
-        metric_specs.append(_pods_metric(KV_CACHE_USAGE, p.kv_cache_target))
+        metric_specs.append(_pods_metric(Gauge(p.kv_cache_metric), p.kv_cache_target))
     return k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
         scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
             api_version="apps/v1", kind="Deployment", name=deployment

@@ -4,6 +4,7 @@ Pure."""
 
 from __future__ import annotations
 
+from ..monitoring import cohosted
 from ..monitoring import metrics as m
 from ..monitoring.alerts import Thresholds
 from ..monitoring.dashboard import Panel, cost_panels, dashboard_window, vllm_panels
@@ -69,4 +70,7 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
                 f"measured throughput ({p.measurement_source}); replica ${p.replica_hourly_usd:.2f}/h."
             )
         out += cost_panels(tag, text, gke.GKE, p.role, p.replica_hourly_usd, p.planned_cost_per_million_usd, w)
+        for v in p.models:
+            model = cohosted.CoHostedModel(p.role, p.role, v.model_name, v.release, v.instances)
+            out += cohosted.panels(gke.GKE, model, w, t)
     return out

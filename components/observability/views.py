@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import naming
+
 
 @dataclass(frozen=True)
 class HpaPlan:
@@ -20,6 +22,20 @@ class HpaPlan:
     scale_up_window_seconds: int
     scale_down_window_seconds: int
     scale_down_period_seconds: int
+    #: The per-pod series the HPA averages: vLLM's own for a pool; a co-host pod's server aggregates (one series per
+    #: pod) for a co-hosted group, whose pod runs several vLLM instances.
+    queue_metric: str = naming.VLLM_NUM_REQUESTS_WAITING
+    kv_cache_metric: str = naming.VLLM_KV_CACHE_USAGE
+
+
+@dataclass(frozen=True)
+class CoHostedModelView:
+    """One model of a co-hosted group's pool."""
+
+    model_name: str
+    release: str
+    #: Its instances in each pod.
+    instances: int
 
 
 @dataclass(frozen=True)
@@ -33,3 +49,5 @@ class PoolView:
     #: Capacity plan's cost per 1M output tokens at the measured throughput; None = unmeasured.
     planned_cost_per_million_usd: float | None
     measurement_source: str | None
+    #: A co-hosted group's models (their own panels and alerts); empty for a pool.
+    models: tuple[CoHostedModelView, ...] = ()

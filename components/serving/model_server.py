@@ -48,9 +48,9 @@ meta = k8s.meta.v1
 #: the probes, and the release verifier the init container runs — the same file the tests run.
 PROBE_SCRIPT = Path(__file__).resolve().parent / "probe.py"
 PROBE_SCRIPT_NAME = PROBE_SCRIPT.name
-VERIFY_SCRIPT = Path(__file__).resolve().parent / "verify_release.py"
-VERIFY_SCRIPT_NAME = VERIFY_SCRIPT.name
-SCRIPTS_MOUNT_PATH = "/etc/llm-serving/scripts"
+VERIFY_SCRIPT = Path(__file__).resolve().parent / naming.VERIFY_SCRIPT_FILE
+VERIFY_SCRIPT_NAME = naming.VERIFY_SCRIPT_FILE
+SCRIPTS_MOUNT_PATH = naming.SCRIPTS_MOUNT_PATH
 #: The verifier holds one 4 MiB read buffer per hashing thread and the parsed manifest: 1 GiB is ample and keeps
 #: the init container from raising the pod's memory request (the server's request is far larger).
 VERIFY_MEMORY = "1Gi"
@@ -200,9 +200,6 @@ class ModelServerArgs:
     hyperdisk_claim: str | None = None
     #: Pods outside the gateway path admitted to the vLLM port (none by default).
     clients: tuple[PodPeer, ...] = ()
-    #: At most one pod of this server per node (required anti-affinity): a co-hosted model on time-shared GPUs,
-    #: whose memory bound counts each model once per GPU.
-    one_per_node: bool = False
 
     def __post_init__(self) -> None:
         if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
@@ -337,6 +334,11 @@ def liveness_command(args: ModelServerArgs) -> list[str]:
 
 
 def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
+    return serving_env()
+
+
+def serving_env(extra: dict[str, str] | None = None) -> list[core.EnvVarArgs]:
+    """The environment of every vLLM container (a pool's, a co-host server's), plus ``extra``."""
     values = {
         # Weights are staged (GCS, Hyperdisk ML, GCS FUSE) on every loading path: never reach a model hub.
         "HF_HUB_OFFLINE": "1",
@@ -348,6 +350,7 @@ def env(args: ModelServerArgs) -> list[core.EnvVarArgs]:
         "HF_HOME": f"{HOME}/.cache/huggingface",
         "VLLM_CACHE_ROOT": f"{HOME}/.cache/vllm",
         "TRITON_CACHE_DIR": f"{HOME}/.cache/triton",
+        **(extra or {}),
     }
     return [core.EnvVarArgs(name=k, value=v) for k, v in sorted(values.items())]
 
@@ -509,18 +512,6 @@ def pod_spec(args: ModelServerArgs) -> core.PodSpecArgs:
                 node_taints_policy="Honor",
             )
         ],
-        affinity=core.AffinityArgs(
-            pod_anti_affinity=core.PodAntiAffinityArgs(
-                required_during_scheduling_ignored_during_execution=[
-                    core.PodAffinityTermArgs(
-                        topology_key="kubernetes.io/hostname",
-                        label_selector=meta.LabelSelectorArgs(match_labels=selector_labels(args.role)),
-                    )
-                ]
-            )
-        )
-        if args.one_per_node
-        else None,
         security_context=core.PodSecurityContextArgs(
             run_as_non_root=True,
             run_as_user=RUN_AS_UID,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..monitoring import cohosted
 from ..monitoring import metrics as m
 from ..monitoring.alerts import AlertedPool, AlertSpec, Thresholds, pool_alert_specs
 from ..monitoring.dashboard import Panel, dashboard_window, vllm_panels
@@ -145,6 +146,29 @@ class DeployedModelView:
     #: Vertex's autoscaling signal (a key of ``requests.AUTOSCALING_METRICS``) and its per-replica target.
     autoscaling_signal: str | None
     autoscaling_target: int | None
+
+
+@dataclass(frozen=True)
+class CoHostedOnVertex:
+    """A co-hosted model as its Vertex AI series see it: the endpoint it is reached through and the model (its
+    ``series_pool`` the deployed model's displayName). AutoMetrics keeps the ``vllm:`` series only, so no co-host
+    server series (``server_metrics=False`` for the shared builders)."""
+
+    endpoint_id: str
+    model: cohosted.CoHostedModel
+
+
+def cohosted_panels(models: list[CoHostedOnVertex], t: Thresholds) -> list[Panel]:
+    w = dashboard_window(VERTEX_SCRAPE_INTERVAL_SECONDS)
+    return [
+        p for c in models for p in cohosted.panels(VertexSeries(c.endpoint_id), c.model, w, t, server_metrics=False)
+    ]
+
+
+def cohosted_alert_specs(models: list[CoHostedOnVertex], t: Thresholds) -> list[AlertSpec]:
+    return [
+        a for c in models for a in cohosted.alert_specs(VertexSeries(c.endpoint_id), c.model, t, server_metrics=False)
+    ]
 
 
 def _endpoint_panels(endpoint_id: str, w: str) -> list[Panel]:

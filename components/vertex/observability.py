@@ -25,11 +25,15 @@ class VertexObservabilityArgs:
     models: tuple[monitoring.DeployedModelView, ...]
     thresholds: Thresholds
     notification_channels: tuple[ChannelSpec, ...]
+    #: Co-hosted models (their own panels and alerts, each through its endpoint); none for pools only.
+    cohosted: tuple[monitoring.CoHostedOnVertex, ...] = ()
 
     def __post_init__(self) -> None:
         roles = [d.role for d in self.models]
-        if not roles or len(set(roles)) != len(roles):
-            raise ValueError(f"VertexObservabilityArgs.models: one per pool, at least one, got {roles}")
+        if (not roles and not self.cohosted) or len(set(roles)) != len(roles):
+            raise ValueError(
+                f"VertexObservabilityArgs.models: one per pool, at least one pool or co-hosted model, got {roles}"
+            )
         names = [d.display_name for d in self.models]
         if len(set(names)) != len(names):
             raise ValueError(
@@ -49,8 +53,14 @@ class VertexObservability(Monitoring):
             project=args.project,
             environment=args.environment,
             dashboard_title=f"LLM serving — {args.environment} (Vertex AI {args.endpoint_id})",
-            panels=tuple(monitoring.panels(args.endpoint_id, models, args.thresholds)),
-            alerts=tuple(monitoring.alert_specs(args.endpoint_id, models, args.thresholds)),
+            panels=tuple(
+                (monitoring.panels(args.endpoint_id, models, args.thresholds) if models else [])
+                + monitoring.cohosted_panels(list(args.cohosted), args.thresholds)
+            ),
+            alerts=tuple(
+                (monitoring.alert_specs(args.endpoint_id, models, args.thresholds) if models else [])
+                + monitoring.cohosted_alert_specs(list(args.cohosted), args.thresholds)
+            ),
             notification_channels=args.notification_channels,
         )
 

@@ -1,5 +1,5 @@
-"""Model co-hosting: several releases (different models allowed) sharing one accelerator set, each with a fixed
-GPU-memory partition (Vertex AI's model co-hosting, as Vertex AI Engineering describes it: "a 0.4 GPU memory
+"""Model co-hosting: several releases (different models allowed), or several instances of one, sharing one accelerator
+set, each with a fixed GPU-memory partition (seed 003, Vertex AI Engineering's model co-hosting: "a 0.4 GPU memory
 partition per model", the partitions summing below 1.0 to leave room for "transient" memory).
 
 A co-hosted group names one accelerator topology (its machine = the accelerator set), replica bounds of that
@@ -10,19 +10,10 @@ planner proves per model that weights + KV for that concurrency fit the partitio
 everything placed on it sum to at most ``1 - transient_reserve``, and reports each model's concurrency at its
 ``max_model_len`` and the GPUs each instance uses.
 
-Rendered on Vertex AI (``target: vertex``) as a deployment resource pool (aiplatform.v1 ``DeploymentResourcePool``:
-"resources that can be shared by multiple DeployedModels") that every model's deployed model names in
-``sharedResources``; each model has its own endpoint, so a request reaches the model it names (a Vertex traffic split
-is by percentage, never by model name).
-
-Rendered on GKE (``target: gke``) as one vLLM Deployment per model on a dedicated GPU node pool with GKE GPU
-time-sharing, each pod taking one shared slot of a GPU (``nvidia.com/gpu: 1``), at most one pod of a model per node,
-behind its own InferencePool; the gateway routes by the ``model`` a request names (GAIE's body-based router copies it
-into a header the API route matches). Not containers in one pod: Kubernetes' device plugin hands a GPU to one
-container only, so a second container of the pod could not see it; separate pods also roll, scale and fail alone.
-Time-sharing, not MPS: every process then sees the whole GPU, as on a Vertex machine, so ``--gpu-memory-utilization``
-is the fraction of the GPU the planner sized; MPS caps each client's pinned memory at a share of the GPU, which changes
-what that fraction means.
+Rendered on GKE (``target: gke``) as seed 003 built it: one pod per node runs the co-host server
+(``components/cohost/server.py``), which owns the node's GPUs and starts every instance as a child process with its
+GPU set and partition, routing by model name inside the pod (``infra/targets/gke/config/cohosting.py``). Rendered on
+Vertex AI (``target: vertex``) as a deployment resource pool (``infra/targets/vertex/config/cohosting.py``).
 """
 
 from __future__ import annotations
@@ -69,8 +60,8 @@ class CoHostedModel(Strict):
     instances: Annotated[int, Field(ge=1, le=16)] = Field(
         1,
         description=(
-            "vLLM server instances of this model per machine, each on tensor_parallel_size GPUs (the release's). On "
-            "Vertex one deployed model is one container, on GKE one pod per node: 1."
+            "vLLM server instances of this model per machine (data parallel), each on tensor_parallel_size GPUs "
+            "(the release's), placed by the planner. On Vertex (a deployment resource pool): 1."
         ),
     )
     # 1,024: vLLM 0.32's --max-num-seqs default ceiling on large GPUs (capacity.MAX_NUM_SEQS_CAP).
@@ -116,14 +107,22 @@ class CoHostedGroupCommon(Strict):
     )
     loading: GcsStreamingLoading = Field(description="How the models' weights arrive, and the stated throughput.")
     # 8 models: more servers than GPUs on the largest machine is a slip.
-    models: Annotated[list[CoHostedModel], Field(min_length=2, max_length=8)] = Field(
-        description=("The co-hosted releases (at least 2; different models allowed).")
+    models: Annotated[list[CoHostedModel], Field(min_length=1, max_length=8)] = Field(
+        description=(
+            "The co-hosted releases (different models allowed); together at least 2 instances (one model with "
+            "several instances is the data-parallel layout)."
+        )
     )
 
-    def _common_problems(self, one_instance_reason: str) -> list[tuple[str, str]]:
-        """Problems every target shares; ``one_instance_reason`` says why the target runs one instance per machine
-        (``{got}`` is the configured count)."""
+    def _common_problems(self, one_instance_reason: str | None) -> list[tuple[str, str]]:
+        """Problems every target shares; ``one_instance_reason``, when given, says why the target runs one instance
+        of a model per machine (``{got}`` is the configured count)."""
         problems: list[tuple[str, str]] = []
+        total = sum(m.instances for m in self.models)
+        if total < 2:
+            problems.append(
+                ("models", f"a group runs at least 2 instances (one instance alone is a pool), got {total}")
+            )
         if self.max_replicas < self.min_replicas:
             problems.append(("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}"))
         for field in ("model_name", "endpoint_id"):
@@ -134,6 +133,6 @@ class CoHostedGroupCommon(Strict):
                     problems.append((f"models.{i}.{field}", f"{value!r} is given twice"))
                 seen.append(value)
         for i, m in enumerate(self.models):
-            if m.instances != 1:
+            if one_instance_reason is not None and m.instances != 1:
                 problems.append((f"models.{i}.instances", one_instance_reason.format(got=m.instances)))
         return problems

@@ -57,8 +57,27 @@ class ModelGeometry(Strict):
     head_dim: Annotated[int, Field(gt=0, le=1024)] | None = Field(
         None, description="head dimension d_h (explicit geometry)."
     )
+    # 10^7 tokens: ten times the largest published vocabulary; 10^6: a hidden size no transformer has.
+    vocab_size: Annotated[int, Field(gt=0, le=10**7)] | None = Field(
+        None,
+        description=(
+            "vocab_size (explicit geometry): with hidden_size, the parameters of the embedding and output head, "
+            "which a quantised release keeps at its dtype. Required for a quantised release with explicit geometry."
+        ),
+    )
+    hidden_size: Annotated[int, Field(gt=0, le=10**6)] | None = Field(
+        None, description="hidden_size (explicit geometry; see vocab_size)."
+    )
+    tie_word_embeddings: bool | None = Field(
+        None,
+        description="tie_word_embeddings (explicit geometry): the output head is the input embedding (one matrix).",
+    )
     bytes_per_weight: Annotated[float, Field(gt=0, le=4)] | None = Field(
-        None, description=("Override of b_w (default from quantization/dtype: fp8 1, awq/gptq 0.5, bf16 2).")
+        None,
+        description=(
+            "Override of b_w, the quantised layers' bytes per weight (default from quantization/dtype: fp8 1, "
+            "awq/gptq 0.5, bf16 2); the embedding and output head stay at the dtype's width."
+        ),
     )
     bytes_per_kv_element: Annotated[float, Field(gt=0, le=4)] | None = Field(
         None, description=("Override of b_KV (default from kv_cache_dtype: fp8 1, auto = dtype width).")
@@ -79,7 +98,9 @@ class ModelGeometry(Strict):
                 problems.append(
                     ("catalogue", f"unknown model {self.catalogue!r}; known: {', '.join(sorted(CATALOGUE))}")
                 )
-            for k in given:
+            for k in given + [
+                k for k in ("vocab_size", "hidden_size", "tie_word_embeddings") if getattr(self, k) is not None
+            ]:
                 problems.append((k, "give either catalogue or explicit geometry, not both"))
         else:
             for k, v in explicit.items():
@@ -87,6 +108,15 @@ class ModelGeometry(Strict):
                     problems.append((k, "required when catalogue is not set"))
         check(problems)
         return self
+
+    def embedding_parameters(self) -> int | None:
+        """Parameters of the input embedding and output head (one matrix when tied); None when explicit geometry
+        does not give vocab_size and hidden_size."""
+        if self.catalogue is not None:
+            return CATALOGUE[self.catalogue].embedding_parameters
+        if self.vocab_size is None or self.hidden_size is None:
+            return None
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
     def resolved(self) -> tuple[int, int, int, int]:
         """(parameters, layers, kv_heads, head_dim)."""
@@ -167,6 +197,22 @@ class ReleaseIdentity(Strict):
             )
         if self.quantization == "none" and self.model.bytes_per_weight is None and self.dtype not in DTYPE_BYTES:
             problems.append(("model.bytes_per_weight", "required for this dtype"))
+        geo = self.model
+        if self.quantization != "none" and geo.catalogue is None:
+            for k in ("vocab_size", "hidden_size"):
+                if getattr(geo, k) is None:
+                    problems.append(
+                        (
+                            f"model.{k}",
+                            f"required for a {self.quantization} release with explicit geometry: its embedding and "
+                            "output head stay at the dtype's width, the other layers are quantised",
+                        )
+                    )
+        emb = geo.embedding_parameters()
+        if emb is not None and geo.catalogue is None and geo.parameters is not None and emb >= geo.parameters:
+            problems.append(
+                ("model.vocab_size", f"vocab_size x hidden_size ({emb:,} parameters) is not below parameters")
+            )
         check(problems)
         return self
 
@@ -199,6 +245,11 @@ class ReleaseIdentity(Strict):
         if self.model.bytes_per_weight is not None:
             return self.model.bytes_per_weight
         return QUANT_BYTES.get(self.quantization, DTYPE_BYTES[self.dtype])
+
+    @property
+    def bytes_per_embedding_weight(self) -> float:
+        """The embedding and output head's width: the activation dtype's (no quantisation touches them)."""
+        return DTYPE_BYTES[self.dtype]
 
     @property
     def bytes_per_kv_element(self) -> float:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..planning.capacity import PoolCapacity
+from ..planning.cohosting import Recipe
 from ..planning.plan import StackPlan
 from ..registry import REGISTRY, Registry
 
@@ -90,13 +91,37 @@ def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def render_recipes(cfg: StackConfig) -> str:
-    """``capacity --recipes``: for every release a pool or co-hosted group serves, on that pool's (group's) machine
-    shape, the (instances x TP) layouts that fit memory with per-instance concurrency. Offline and unmeasured: the
-    benchmark picks the operating point of each candidate on a GPU."""
+def deployable_recipes(
+    cfg: StackConfig, release: str, accelerator: str, registry: Registry = REGISTRY
+) -> list[tuple[Recipe, tuple[str, ...]]]:
+    """The layouts of ``release`` on ``accelerator``'s machine that fit memory and that a target the stack serves that
+    release on there can deploy, each with how (``Target.recipe_forms``); a layout whose tensor parallelism is not the
+    release's needs a release file stating it (same weights, another identity)."""
     from ..planning.cohosting import recipes
     from ..planning.plan import release_geometry
 
+    used = {p.target for _, p in cfg.pools() if p.release == release and p.accelerator_key() == accelerator}
+    used |= {
+        g.target
+        for _, g in cfg.groups()
+        if g.accelerator == accelerator and any(m.release == release for m in g.models)
+    }
+    targets = [t for t in registry.targets if t.name in used]
+    rel, topo = cfg.release(release), cfg.accelerators[accelerator]
+    mean = cfg.contract.prompt_tokens.mean + cfg.contract.output_tokens.mean
+    out = []
+    for r in recipes(release_geometry(rel), rel.max_model_len, topo.gpus_per_node, topo.gpu_memory_gib, mean):
+        forms = tuple(f for t in targets for f in t.recipe_forms(r))
+        if forms:
+            out.append((r, forms))
+    return out
+
+
+def render_recipes(cfg: StackConfig, registry: Registry = REGISTRY) -> str:
+    """``capacity --recipes``: for every release a pool or co-hosted group serves, on that pool's (group's) machine
+    shape, the (instances x TP) layouts that fit memory and that the stack's targets can deploy, with per-instance
+    concurrency and how each deploys. Offline and unmeasured: the benchmark picks the operating point of each
+    candidate on a GPU (``llm-serving bench-layout``)."""
     pairs: list[tuple[str, str]] = []
     for _, pool in cfg.pools():
         acc = pool.accelerator_key()
@@ -112,17 +137,21 @@ def render_recipes(cfg: StackConfig) -> str:
             f"{release} on {key} ({topo.machine_type}, {topo.gpus_per_node} x {topo.gpu_type} of "
             f"{topo.gpu_memory_gib:g} GiB), max_model_len {rel.max_model_len}, mean context {mean:g}:"
         )
-        found = recipes(release_geometry(rel), rel.max_model_len, topo.gpus_per_node, topo.gpu_memory_gib, mean)
+        found = deployable_recipes(cfg, release, key, registry)
         if not found:
-            lines.append("  no layout fits memory")
+            lines.append("  no layout the stack's targets can deploy fits memory")
+            continue
         lines.append(
             "  instances x TP  per GPU set  partition  KV/GPU      seqs/instance @ mean  @ max_model_len  "
-            "machine @ mean"
+            "machine @ mean  deployable as"
         )
-        for r in found:
+        for r, forms in found:
+            how = "; ".join(forms)
+            if r.tensor_parallel_size != rel.tensor_parallel_size:
+                how += f" (a release with tensor_parallel_size {r.tensor_parallel_size})"
             lines.append(
                 f"  {r.instances:>3} x TP {r.tensor_parallel_size:<3}   {r.instances_per_gpu_set:>2}        "
                 f"   {r.partition:<9g}  {r.kv_budget_gib_per_gpu:6.2f} GiB  {r.max_seqs_at_mean_context:>20}  "
-                f"{r.max_seqs_at_max_model_len:>15}  {r.machine_seqs_at_mean_context:>14}"
+                f"{r.max_seqs_at_max_model_len:>15}  {r.machine_seqs_at_mean_context:>14}  {how}"
             )
     return "\n".join(lines)

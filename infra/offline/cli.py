@@ -90,6 +90,8 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
         raise BenchError("--tokenizer DIR is required: a local copy of the release's tokenizer files")
     resolved = resolve(args.stack, args.stacks_dir)
     cfg, plan = resolved.config, resolved.plan
+    if getattr(args, "group", None):
+        return _group_bench_target(args, resolved)
     if args.pool not in plan.pools:
         raise BenchError(f"--pool {args.pool!r}: stack {args.stack} has pools {', '.join(sorted(plan.pools))}")
     p = plan.pools[args.pool]
@@ -107,6 +109,57 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
         tensor_parallel_size=p.release.tensor_parallel_size,
         vllm_args=p.vllm_args,
         vllm_args_sha256=args_sha256(p.vllm_args),
+        ttft_p95_ms=c.ttft_p95_ms,
+        itl_p95_ms=c.itl_p95_ms,
+        max_input_tokens=c.max_input_tokens,
+        max_output_tokens=c.max_output_tokens,
+        prompt_mean_tokens=c.prompt_tokens.mean,
+        prompt_p95_tokens=c.prompt_tokens.p95,
+        output_mean_tokens=c.output_tokens.mean,
+        output_p95_tokens=c.output_tokens.p95,
+        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes),
+        tokenizer_path=args.tokenizer,
+        served_args=getattr(args, "served_args", None),
+        served_args_reason=getattr(args, "served_args_reason", None),
+    )
+
+
+def _group_bench_target(args: argparse.Namespace, resolved: ResolvedStack) -> BenchTarget:
+    """One model of a co-hosted group (``--group G --model NAME``) as the benchmark measures it: requests name the
+    model, the engine arguments are its first instance's (the server runs each instance with them), the machine is
+    the group's. A group's plan states its instances as the co-host server's configuration (``server``)."""
+    from ..config.measurement import args_sha256
+    from .bench.runner import BenchError
+    from .bench.target import BenchTarget
+
+    cfg, plan = resolved.config, resolved.plan
+    group = plan.cohosting.get(args.group)
+    server = getattr(group, "server", None)
+    if group is None or server is None:
+        have = sorted(k for k, g in plan.cohosting.items() if getattr(g, "server", None) is not None)
+        raise BenchError(
+            f"--group {args.group!r}: stack {args.stack} has co-host server groups {', '.join(have) or 'none'}"
+        )
+    instances = [i for i in server.instances if i.public_name == args.model]
+    if not instances:
+        names = sorted({i.public_name for i in server.instances})
+        raise BenchError(f"--model {args.model!r}: group {args.group} serves {', '.join(names)}")
+    inst = instances[0]
+    rel = cfg.release(inst.release)
+    acc = cfg.accelerators[cfg.cohosting[args.group].accelerator]
+    c = cfg.contract
+    return BenchTarget(
+        base_url=args.url.rstrip("/"),
+        served_model_name=args.model,
+        release=rel.release,
+        image_digest=rel.digest,
+        vllm_version=rel.vllm_version,
+        machine_type=acc.machine_type,
+        gpu_type=acc.gpu_type,
+        gpus_per_node=acc.gpus_per_node,
+        tensor_parallel_size=rel.tensor_parallel_size,
+        vllm_args=inst.args,
+        vllm_args_sha256=args_sha256(inst.args),
         ttft_p95_ms=c.ttft_p95_ms,
         itl_p95_ms=c.itl_p95_ms,
         max_input_tokens=c.max_input_tokens,
@@ -308,6 +361,9 @@ def parser() -> argparse.ArgumentParser:
 
     sb = register_bench(sub, bench_target)
     sb.add_argument("--stacks-dir", type=Path, default=None, help=STACKS_DIR_HELP)
+    from .bench.layout import register as register_layout
+
+    register_layout(sub)
     from .release import register as register_release
 
     register_release(sub)

@@ -142,21 +142,23 @@ def capacity_headline() -> str:
 
 def recipes_sentence() -> str:
     """``capacity --recipes`` for prod's stable release on its machine, as one sentence."""
-    from ..planning.cohosting import recipes
-    from ..planning.plan import release_geometry
+    from .capacity_table import deployable_recipes
 
     cfg = _prod().resolved.config
     pool = dict(cfg.pools())["stable"]
     rel = cfg.release(pool.release)
-    acc = cfg.accelerators[str(pool.accelerator_key())]
-    mean = cfg.contract.prompt_tokens.mean + cfg.contract.output_tokens.mean
+    key = str(pool.accelerator_key())
+    acc = cfg.accelerators[key]
     parts = []
-    for r in recipes(release_geometry(rel), rel.max_model_len, acc.gpus_per_node, acc.gpu_memory_gib, mean):
+    for r, forms in deployable_recipes(cfg, rel.release, key):
         shared = (
             f" ({r.instances_per_gpu_set} per GPU set at {r.partition:g} each)" if r.instances_per_gpu_set > 1 else ""
         )
         each = f" each, {r.machine_seqs_at_mean_context} per machine" if r.instances > 1 else ""
-        parts.append(f"{r.instances} × TP {r.tensor_parallel_size}{shared} → {r.max_seqs_at_mean_context}{each}")
+        parts.append(
+            f"{r.instances} × TP {r.tensor_parallel_size}{shared} → {r.max_seqs_at_mean_context}{each} "
+            f"({'; '.join(forms)})"
+        )
     text = (
         f"For prod's `{rel.release}` on `{acc.machine_type}` ({acc.gpus_per_node} × `{acc.gpu_type}`), sequences at "
         f"the mean context: {'; '.join(parts)}."

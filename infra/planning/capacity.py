@@ -1,7 +1,9 @@
 """Capacity planner: the design's sizing formulas as pure functions (no Pulumi import).
 
 Memory ("Memory Before Throughput"):
-    weights            W      = P * b_w                          (b_w in bytes per parameter)
+    weights            W      = (P - E) * b_w + E * b_e          (b_w: the quantised layers' bytes per parameter;
+                                                                  E: embedding + output head parameters, kept at the
+                                                                  dtype's b_e by every quantisation)
     KV bytes per token k      = 2 * L * H_KV * d_h * b_KV        (2 = keys + values)
     per device under TP       k_dev = 2 * L * h_dev * d_h * b_KV  with h_dev = H_KV / TP when H_KV >= TP,
                                                                   and 1 (heads replicated) when TP > H_KV
@@ -57,14 +59,21 @@ class Geometry:
     head_dim: int
     bytes_per_weight: float
     bytes_per_kv_element: float
+    #: E: parameters of the input embedding and output head (vocab x hidden, once when tied), which a quantised
+    #: release keeps at its dtype (``bytes_per_embedding_weight``); 0 counts every parameter at ``bytes_per_weight``.
+    embedding_parameters: int = 0
+    bytes_per_embedding_weight: float = 0.0
 
 
 # ---- memory ---------------------------------------------------------------------------------------
 
 
 def weight_bytes(g: Geometry) -> float:
-    """W = P * b_w."""
-    return g.parameters * g.bytes_per_weight
+    """W = (P - E) * b_w + E * b_e: the quantised layers at the release's precision, the embedding and output head
+    at the dtype's (E = 0: every parameter at b_w)."""
+    return (g.parameters - g.embedding_parameters) * g.bytes_per_weight + (
+        g.embedding_parameters * g.bytes_per_embedding_weight
+    )
 
 
 def kv_bytes_per_token(g: Geometry) -> float:

@@ -9,9 +9,10 @@ Per model (the capacity formulas of ``capacity``, with the partition as ``gpu_me
 Per GPU of the machine: the partitions of every instance placed on it sum to at most ``1 - transient_reserve``.
 
 Placement: instance ``j`` of a model with tensor parallelism ``TP`` uses GPUs ``[(j * TP) mod G, ... + TP)`` of the
-machine's ``G``, so instances of one model spread over the machine and each model starts at GPU 0. On Vertex each
-deployed model is one container that sees every GPU of the machine, and vLLM's ranks take the first ``TP`` of them:
-exactly this placement with one instance per model.
+machine's ``G``, so instances of one model spread over the machine and each model starts at GPU 0. The co-host server
+(GKE) starts each instance with exactly these GPUs visible (``CUDA_VISIBLE_DEVICES``); on Vertex each deployed model
+is one container that sees every GPU of the machine, and vLLM's ranks take the first ``TP`` of them: this placement
+with one instance per model.
 """
 
 from __future__ import annotations
@@ -100,11 +101,8 @@ def plan_layout(
     gpu_memory_gib: float,
     transient_reserve: float,
     mean_context_tokens: float,
-    check_gpu_sums: bool = True,
 ) -> GroupLayout:
-    """Place and size every model; raises CoHostingError (``("models", i, <key>)`` or ``("models",)``).
-    ``check_gpu_sums=False`` where the placement is not the planner's (GKE time-sharing: the device plugin picks
-    each pod's GPU, and :func:`worst_case_partition_sum` bounds what one GPU holds instead)."""
+    """Place and size every model; raises CoHostingError (``("models", i, <key>)`` or ``("models",)``)."""
     placements: list[ModelPlacement] = []
     sums = [0.0] * gpus_per_machine
     for i, m in enumerate(models):
@@ -183,7 +181,7 @@ def plan_layout(
     limit = 1 - transient_reserve
     sums = [round(s, 9) for s in sums]
     for gpu, total in enumerate(sums):
-        if check_gpu_sums and total > round(limit, 9):
+        if total > round(limit, 9):
             on_it = [f"{p.model_name} {p.partition:g}" for p in placements for gs in p.gpus if gpu in gs]
             raise CoHostingError(
                 ("models",),
@@ -201,28 +199,16 @@ def plan_layout(
     )
 
 
-# ---- GKE: pods on time-shared GPUs ----------------------------------------------------------------------------
+# ---- GKE: the co-host pod ----------------------------------------------------------------------------------------
 
-#: A co-hosted model's role on GKE names its namespace (``llm-serving-<role>``), Deployment, InferencePool and picker
-#: release (``vllm-<role>``, at most 53 characters as a Helm release): the model name with '.' and '_' as '-', this long.
+#: A co-hosted model's public name as a DNS label names its instances in the co-host server (``<role>-<j>``, a DNS
+#: label of at most 63 characters with the index): this long at most.
 GKE_ROLE_MAX_LENGTH = 40
 
 
 def gke_role(model_name: str) -> str:
-    """The role of a co-hosted model on GKE: its public name as a DNS label ('.' and '_' become '-')."""
+    """A co-hosted model's public name as a DNS label ('.' and '_' become '-')."""
     return model_name.replace(".", "-").replace("_", "-")
-
-
-def shared_slots_needed(models: int, gpus_per_machine: int) -> int:
-    """Time-sharing clients per GPU a node needs to run one pod of each of ``models`` models: ceil(models / G)."""
-    return -(-models // gpus_per_machine)
-
-
-def worst_case_partition_sum(partitions: list[float], clients_per_gpu: int) -> float:
-    """The most GPU memory one physical GPU can be asked for when every model runs at most one pod per node and the
-    device plugin, not the planner, picks which GPU each pod's time-shared slot is on: the ``clients_per_gpu``
-    largest partitions may land on the same GPU. With one GPU per node that is every partition."""
-    return round(sum(sorted(partitions, reverse=True)[:clients_per_gpu]), 9)
 
 
 # ---- recipes: (instances x TP) layouts of one model on one machine shape ------------------------------------------

@@ -217,7 +217,17 @@ def release_info(rel: ReleaseIdentity) -> ReleaseInfo:
 def release_geometry(rel: ReleaseIdentity) -> capacity.Geometry:
     """The memory formulas' inputs of a release: its model shape and precision."""
     params, layers, kv_heads, head_dim = rel.model.resolved()
-    return capacity.Geometry(params, layers, kv_heads, head_dim, rel.bytes_per_weight, rel.bytes_per_kv_element)
+    emb = rel.model.embedding_parameters()
+    return capacity.Geometry(
+        params,
+        layers,
+        kv_heads,
+        head_dim,
+        rel.bytes_per_weight,
+        rel.bytes_per_kv_element,
+        embedding_parameters=emb or 0,
+        bytes_per_embedding_weight=rel.bytes_per_embedding_weight if emb else 0.0,
+    )
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..config.cohosting import CoHostedGroupCommon
 from ..config.measurement import Measurement
 from ..config.pool import PoolCommon
 from ..config.stack import Section, StackConfig
+from ..planning.cohosting import Recipe
 from ..planning.plan import StackPlan, TargetPlan
 from ..rules import Rule
 
@@ -81,3 +82,11 @@ class Target(ABC):
     def report_lines(self, plan: StackPlan) -> Sequence[str]:
         """Lines below the capacity table (node arithmetic, co-hosted groups); none by default."""
         return ()
+
+    def recipe_forms(self, recipe: Recipe) -> tuple[str, ...]:
+        """How this target deploys a layout of one release on one machine (``capacity --recipes``), or nothing when
+        it cannot. By default one container runs on each machine and its vLLM is the machine's only server: a layout
+        of one instance, as a pool or (a target with groups) as one model of a group."""
+        if recipe.instances != 1:
+            return ()
+        return (f"{self.name} pool",) + ((f"{self.name} group",) if self.group_type is not None else ())

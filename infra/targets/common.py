@@ -45,16 +45,12 @@ def thresholds(cfg: StackConfig) -> Thresholds:
     )
 
 
-def placement_lines(lay: GroupLayout, roles: dict[str, str] | None = None) -> list[str]:
-    """One line per co-hosted model: its partition, where its instances run (``roles``: the GKE role of each model,
-    whose pod takes one time-shared slot), weights and KV budget per GPU, and its concurrency."""
+def placement_lines(lay: GroupLayout) -> list[str]:
+    """One line per co-hosted model: its partition, where its instances run, weights and KV budget per GPU, and its
+    concurrency."""
     out = []
     for p in lay.models:
-        where = (
-            f"pod of role {roles[p.model_name]} on one time-shared slot"
-            if roles is not None
-            else f"{p.instances} x TP {p.tensor_parallel_size} on GPUs {' '.join(str(list(x)) for x in p.gpus)}"
-        )
+        where = f"{p.instances} x TP {p.tensor_parallel_size} on GPUs {' '.join(str(list(x)) for x in p.gpus)}"
         out.append(
             f"  {p.model_name} ({p.release}): partition {p.partition:g} = {p.preallocated_gib_per_gpu:.2f} "
             f"GiB/GPU, {where}; weights {p.weight_shard_gib_per_gpu:.2f} GiB/GPU, "

@@ -54,6 +54,7 @@ MODEL_SERVER = naming.MODEL_SERVER_COMPONENT
 VERSION_LABEL = naming.VERSION_LABEL
 POOL_LABEL = naming.POOL_LABEL
 RELEASE_LABEL = naming.RELEASE_LABEL
+RELEASES_ANNOTATION = naming.RELEASES_ANNOTATION
 ACCELERATOR_LABEL = naming.ACCELERATOR_LABEL
 #: Annotations the model server renders on each serving Deployment.
 COLD_LOAD_ANNOTATION = naming.COLD_LOAD_ANNOTATION
@@ -372,6 +373,60 @@ def flag_value(args: list[Any], flag: str) -> Any:
     """The last value of ``--flag`` (vLLM's argparse keeps the last), or None."""
     vals = flag_values(args, flag)
     return vals[-1] if vals else None
+
+
+# ---- co-host servers (components/cohost/server.py) ----------------------------------------------------------------
+#: The co-host server's configuration flag and the document's format marker (the server owns the format).
+COHOST_CONFIG_FLAG = "--config-json"
+COHOST_CONFIG_FORMAT = "llm-serving.io/cohost-config"
+
+
+def entry_list(d: dict[str, Any], key: str) -> list[Any]:
+    """``d[key]`` when it is a list, else empty."""
+    v = d.get(key)
+    return v if isinstance(v, list) else []
+
+
+def entry_dict(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` when it is an object, else empty."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def cohost_instances(dep: Res) -> list[dict[str, Any]] | Any:
+    """The instances of a co-host server's configuration when the Deployment's serving container runs one (its
+    arguments carry ``--config-json`` with a co-host document); None for a plain vLLM container; UNKNOWN at preview.
+    Each instance is the document's entry: ``name``, ``release``, ``model_names``, ``gpus``, ``partition``, ``args``
+    (what follows the engine command), ``env`` and ``verify`` (the release check run before it starts)."""
+    args = argv(serving_container(dep))
+    if args is UNKNOWN:
+        return UNKNOWN
+    raw = flag_value(args, COHOST_CONFIG_FLAG)
+    if raw is UNKNOWN:
+        return UNKNOWN
+    if not isinstance(raw, str):
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != COHOST_CONFIG_FORMAT:
+        return None
+    found = doc.get("instances")
+    return [i for i in found if isinstance(i, dict)] if isinstance(found, list) else []
+
+
+def vllm_command_lines(dep: Res) -> list[tuple[str, Any]]:
+    """Every vLLM command line a model-server Deployment runs, as ``(who, argv)``: its serving container's, or, for
+    a co-host server, each instance's (``who`` names the instance); argv UNKNOWN at preview."""
+    instances = cohost_instances(dep)
+    c = serving_container(dep)
+    name = f"container {c.get('name')!r}" if c is not None else "the serving container"
+    if instances is UNKNOWN:
+        return [("", UNKNOWN)]
+    if instances is None:
+        return [("", argv(c))]
+    return [(f"{name} instance {i.get('name')!r}: ", entry_list(i, "args")) for i in instances]
 
 
 def env_value(container: dict[str, Any] | None, name: str) -> Any:

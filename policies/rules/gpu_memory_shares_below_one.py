@@ -8,7 +8,9 @@ Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU 
   may run; a Deployment whose pods repel each other per node (required pod anti-affinity on
   ``kubernetes.io/hostname`` over its own pod labels, as a co-hosted model's) counts once;
 * a Vertex AI deployment resource pool: every deployed model that names it in ``sharedResources`` runs on each of
-  its machines.
+  its machines;
+* a co-host server's pod (``components/cohost/server.py``): its configuration places each vLLM instance on GPUs
+  (``gpus``), so every instance listed on a GPU meets the others there on every replica.
 
 Their sum must stay at most ``1 - transientReserve`` (default 0.1: the "transient" memory CUDA contexts, activations
 and NCCL buffers take outside the partitions, the program's co-hosting planner's bound too), or the last server to
@@ -56,8 +58,8 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
 
 POLICY = StackValidationPolicy(
     name=NAME,
-    description="vLLM servers sharing a GPU (GKE GPU-sharing pools, Vertex AI resource pools) leave a transient "
-    "reserve of its memory.",
+    description="vLLM servers sharing a GPU (GKE GPU-sharing pools and co-host pods, Vertex AI resource pools) leave "
+    "a transient reserve of its memory.",
     validate=stack_validator(check, types_of(*FACTS)),
     config_schema=PolicyConfigSchema(
         properties={

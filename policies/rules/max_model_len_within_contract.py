@@ -15,12 +15,11 @@ from ._common import (
     UNKNOWN,
     Res,
     annotation,
-    argv,
     as_int,
     flag_value,
     is_serving_deployment,
     resource_validator,
-    serving_container,
+    vllm_command_lines,
 )
 
 NAME = "max-model-len-within-contract"
@@ -45,9 +44,15 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
             "set this policy's maxModelLen"
         )
         return
-    args = argv(serving_container(res))
-    if args is UNKNOWN:
-        return
+    raw_in = annotation(res, CONTRACT_MAX_INPUT_TOKENS_ANNOTATION)
+    raw_out = annotation(res, CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION)
+    # A co-host server runs several vLLM instances: each command line is checked.
+    for who, args in vllm_command_lines(res):
+        if args is not UNKNOWN:
+            yield from (who + m for m in _check_line(args, limit, raw_in, raw_out, cfg))
+
+
+def _check_line(args: list[Any], limit: int, raw_in: Any, raw_out: Any, cfg: dict[str, Any]) -> Iterator[str]:
     value = flag_value(args, "--max-model-len")
     if value is UNKNOWN:
         return
@@ -61,8 +66,6 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
             "context beyond the workload only costs concurrency"
         )
         return
-    raw_in = annotation(res, CONTRACT_MAX_INPUT_TOKENS_ANNOTATION)
-    raw_out = annotation(res, CONTRACT_MAX_OUTPUT_TOKENS_ANNOTATION)
     if raw_in is UNKNOWN or raw_out is UNKNOWN:
         return
     max_in = as_int(raw_in) if raw_in is not None else as_int(cfg.get("maxInputTokens"))

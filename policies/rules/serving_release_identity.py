@@ -10,9 +10,12 @@ from pulumi_policy import ResourceValidationPolicy, Severity
 from ._common import (
     DEPLOYMENT,
     RELEASE_LABEL,
+    RELEASES_ANNOTATION,
     UNKNOWN,
     Res,
     argv,
+    cohost_instances,
+    entry_list,
     flag_value,
     get,
     is_serving_deployment,
@@ -30,8 +33,31 @@ REMEDIATION = (
 )
 
 
+def _cohost(res: Res, instances: list[dict[str, Any]]) -> Iterator[str]:
+    """A co-host pod serves several releases: its template lists them (``llm-serving.io/releases``), and each
+    instance answers under its release id first."""
+    listed = get(res.props, "spec", "template", "metadata", "annotations", RELEASES_ANNOTATION)
+    served = sorted({str(i.get("release")) for i in instances})
+    if listed is not UNKNOWN and (not isinstance(listed, str) or sorted(listed.split(",")) != served):
+        yield f"pod template annotation {RELEASES_ANNOTATION} is {listed!r}: set it to {','.join(served)!r}"
+    for inst in instances:
+        args = entry_list(inst, "args")
+        first = flag_value(args, "--served-model-name")
+        if first != inst.get("release"):
+            yield (
+                f"instance {inst.get('name')!r}: --served-model-name starts with {first!r}, not its release id "
+                f"{inst.get('release')!r}"
+            )
+
+
 def check(res: Res, _cfg: dict[str, Any]) -> Iterator[str]:
     if not is_serving_deployment(res):
+        return
+    instances = cohost_instances(res)
+    if instances is UNKNOWN:
+        return
+    if instances is not None:
+        yield from _cohost(res, instances)
         return
     release = pod_labels(res).get(RELEASE_LABEL)
     if release is UNKNOWN:

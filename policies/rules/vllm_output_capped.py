@@ -14,12 +14,11 @@ from ._common import (
     UNKNOWN,
     Res,
     annotation,
-    argv,
     as_int,
     flag_value,
     is_serving_deployment,
     resource_validator,
-    serving_container,
+    vllm_command_lines,
 )
 
 NAME = "vllm-output-capped"
@@ -39,9 +38,13 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
     if raw_limit is UNKNOWN:
         return
     limit = as_int(raw_limit) if raw_limit is not None else as_int(cfg.get("maxOutputTokens"))
-    args = argv(serving_container(res))
-    if args is UNKNOWN:
-        return
+    # A co-host server runs several vLLM instances: each command line is capped.
+    for who, args in vllm_command_lines(res):
+        if args is not UNKNOWN:
+            yield from (who + m for m in _check_line(args, limit))
+
+
+def _check_line(args: list[Any], limit: int | None) -> Iterator[str]:
     value = flag_value(args, FLAG)
     if value is UNKNOWN:
         return

@@ -1,6 +1,7 @@
-"""Model co-hosting on the real vLLM 0.32 (CPU): the shipped ``dev-cohost`` (Vertex AI) and ``dev-cohost-gke`` (GKE)
-groups' two models, each started from its rendered ``vllm serve`` arguments (on GKE: the container args of the
-model's rendered Deployment), served by two tiny models of different shapes side by side on this machine.
+"""Model co-hosting on the real vLLM 0.32 (CPU): the shipped ``dev-cohost`` (Vertex AI) group's two models, each
+started from its rendered ``vllm serve`` arguments, served by two tiny models of different shapes side by side on this
+machine. The GKE group runs the co-host server, which starts its instances itself: tests/integration/
+test_cohost_server_real.py starts that server from the rendered Deployment.
 
 The CPU adaptation, and why (everything else is ``vllm_harness.cpu_adapted``'s, documented there):
 
@@ -43,7 +44,6 @@ from components.serving.spec import ReleaseInfo
 from infra.offline.planrun import run_plan
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.targets.gke.planning import GkeCoHostedGroupPlan
 from infra.targets.vertex.planning import CoHostedGroupPlan
 
 from . import vllm_harness as h
@@ -51,8 +51,8 @@ from .vllm_harness import VllmServer
 
 pytestmark = pytest.mark.integration
 
-#: The shipped stacks with a co-hosted group ``pair`` of the same two models at 0.4 + 0.4: Vertex AI and GKE.
-STACKS = ("dev-cohost", "dev-cohost-gke")
+#: The shipped stack with a co-hosted group ``pair`` of two models at 0.4 + 0.4 on Vertex AI.
+STACKS = ("dev-cohost",)
 #: The CPU stand-in for one GPU, GiB: 0.4 of it is a whole 2 GiB of KV space (VLLM_CPU_KVCACHE_SPACE is whole GiB).
 VIRTUAL_GPU_GIB = 5
 #: (layers, KV heads) of the tiny model standing in for each co-hosted model, in the group's order.
@@ -77,20 +77,8 @@ class Rendered:
 def rendered(stack: str) -> list[Rendered]:
     run = run_plan(stack)
     group = run.resolved.plan.cohosting["pair"]
-    if isinstance(group, CoHostedGroupPlan):
-        return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
-    assert isinstance(group, GkeCoHostedGroupPlan)
-    out = []
-    for m in group.models:  # GKE: exactly what the model's Deployment runs after ``vllm serve``
-        (dep,) = [
-            r["inputs"]
-            for r in run.inventory.to_dict()["resources"]
-            if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == f"vllm-{m.role}"
-        ]
-        (c,) = dep["spec"]["template"]["spec"]["containers"]
-        assert c["command"] == ["vllm", "serve"]
-        out.append(Rendered(m.model_name, m.pool.release, m.placement, tuple(c["args"])))
-    return out
+    assert isinstance(group, CoHostedGroupPlan)
+    return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ def _json_args(text: str) -> tuple[str, ...]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", help="stack whose resolved plan names the release, args, accelerator and contract")
     p.add_argument("--pool", default="stable", help="pool of that stack (default stable)")
+    p.add_argument("--group", help="a co-hosted group of that stack instead of a pool (with --model)")
+    p.add_argument("--model", help="the group's model to measure (its public name; with --group)")
     p.add_argument("--url", help="server root URL of ONE replica (e.g. a port-forward); overrides the plan's")
     p.add_argument(
         "--rates",

@@ -12,6 +12,7 @@ import pulumi
 from components import naming
 from components.bench_job import BenchJob, BenchJobArgs, client_peer
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
+from components.cohost.component import CoHostServer, CoHostServerArgs
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (
     CertificateSpec,
@@ -27,7 +28,7 @@ from components.gateway.objects import (
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import Observability, ObservabilityArgs
-from components.observability.views import PoolView
+from components.observability.views import CoHostedModelView, PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
 from components.serving.model_server import ModelServer, ModelServerArgs, PodPeer, PodResources
@@ -40,8 +41,8 @@ from infra.planning.plan import StackPlan
 from infra.targets.base import ResolvedStack
 from infra.targets.common import channel_spec, platform_labels, thresholds
 
-from .config import GatewayConfig, GkeConfig, GkePool, gateway_section, gke_section
-from .planning import GkePoolPlan, gke_part, gke_pools, verify_workers
+from .config import GatewayConfig, GkeCoHostedGroup, GkeConfig, GkePool, gateway_section, gke_section
+from .planning import GkeCoHostedGroupPlan, GkePoolPlan, gke_part, gke_pools, verify_workers
 from .planning.bench import bench_deadline
 
 # ---- config -> component specs ------------------------------------------------------------------------------
@@ -208,17 +209,21 @@ def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
                 measurement_source=pool.measured,
             )
         )
-    for role, m in part.cohosted().items():
+    for role, g in part.cohosted().items():
         views.append(
             PoolView(
-                # 100: every request naming this model reaches this pool (no weighted split applies to it).
+                # 100: every request naming one of its models reaches this pool (no weighted split applies to it).
                 role=role,
-                release=m.pool.release.release,
+                release=", ".join(r.release for r in g.releases),
                 weight=100,
-                hpa=m.pool.hpa,
-                replica_hourly_usd=m.pool.capacity.replica_hourly_usd,
+                hpa=g.hpa,
+                replica_hourly_usd=g.replica_hourly_usd,
                 planned_cost_per_million_usd=None,
                 measurement_source=None,
+                models=tuple(
+                    CoHostedModelView(model_name=m.model_name, release=m.release.release, instances=len(m.instances))
+                    for m in g.models
+                ),
             )
         )
     return tuple(views)
@@ -262,7 +267,6 @@ def _model_server(
     p: GkePoolPlan,
     public_model_name: str,
     clients: tuple[PodPeer, ...] = (),
-    one_per_node: bool = False,
 ) -> ModelServer:
     """The vLLM model server of one pool (or co-hosted model) in its namespace, on its accelerator's node pool."""
     cfg, plan = resolved.config, resolved.plan
@@ -295,12 +299,55 @@ def _model_server(
             contract_max_output_tokens=cfg.contract.max_output_tokens,
             hyperdisk_claim=platform.hyperdisk_claims.get(role),
             clients=clients,
-            one_per_node=one_per_node,
         ),
         opts=pulumi.ResourceOptions.merge(
             k8s,
             pulumi.ResourceOptions(
                 depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]]
+            ),
+        ),
+    )
+
+
+def _cohost_server(
+    resolved: ResolvedStack, platform: Platform, k8s: pulumi.ResourceOptions, g: GkeCoHostedGroupPlan
+) -> CoHostServer:
+    """The co-host server of one group in its namespace, on its node pool: one pod per node owning the node's GPUs."""
+    cfg, plan = resolved.config, resolved.plan
+    group = cfg.cohosting[g.key]
+    assert isinstance(group, GkeCoHostedGroup)
+    o = group.model_server
+    return CoHostServer(
+        naming.deployment_name(g.role),
+        CoHostServerArgs(
+            role=g.role,
+            releases=g.releases,
+            image=g.image,
+            vllm_version=g.vllm_version,
+            config_json=g.server_json,
+            watch=g.watch,
+            poll_seconds=g.poll_seconds,
+            probes=g.probes,
+            resources=PodResources(
+                cpu=o.cpu, memory_gib=o.memory_gib, shm_gib=o.shm_gib, gpus=g.layout.gpus_per_machine
+            ),
+            accelerator=g.accelerator,
+            min_replicas=g.min_nodes,
+            max_surge=ROLLOUT_SURGE_REPLICAS,
+            rollout_replicas=g.hpa.max_replicas,
+            max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
+            namespace=platform.serving_namespaces[g.role],
+            service_account=platform.model_server_ksas[g.role],
+            proxy_only_cidr=platform.proxy_only_cidr,
+            stream_bound_seconds=plan.stream_bound_seconds,
+            contract_max_model_len=cfg.contract.max_model_len,
+            contract_max_input_tokens=cfg.contract.max_input_tokens,
+            contract_max_output_tokens=cfg.contract.max_output_tokens,
+        ),
+        opts=pulumi.ResourceOptions.merge(
+            k8s,
+            pulumi.ResourceOptions(
+                depends_on=[platform.serving_namespace_resources[g.role], platform.gpu_node_pools[g.accelerator]]
             ),
         ),
     )
@@ -332,12 +379,8 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
             clients=(client_peer(role),) if bench is not None and bench.pool == role else (),
         )
-    # Co-hosted models: one server each on its group's time-shared node pool, at most one pod per node.
-    cohosted: dict[str, ModelServer] = {}
-    for role, m in part.cohosted().items():
-        cohosted[role] = _model_server(
-            resolved, platform, k8s, role, m.pool_config, m.pool, m.model_name, one_per_node=True
-        )
+    # Co-hosted groups: one co-host server pod per node of the group's own node pool, owning the node's GPUs.
+    cohosted = {role: _cohost_server(resolved, platform, k8s, g) for role, g in part.cohosted().items()}
 
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
@@ -366,15 +409,18 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             models=tuple(
                 ModelRoute(
                     model_name=m.model_name,
+                    release=m.release.release,
                     pool=PoolRoute(
                         role=role,
-                        release=m.pool.release.release,
+                        release=g.models[0].release.release,
                         weight=100,
                         selector=cohosted[role].pool_selector,
                         namespace=platform.serving_namespaces[role],
+                        cohost=True,
                     ),
                 )
-                for role, m in part.cohosted().items()
+                for role, g in part.cohosted().items()
+                for m in g.models
             ),
             subnetwork=platform.network.subnet.id,
             project_number=platform.project_number,
@@ -396,7 +442,10 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             environment=cfg.environment,
             namespaces=dict(platform.serving_namespaces),
             pools=pool_views(cfg, plan),
-            scale_targets={r: m.deployment_name for r, m in (*model_servers.items(), *cohosted.items())},
+            scale_targets={
+                **{r: m.deployment_name for r, m in model_servers.items()},
+                **{r: c.deployment_name for r, c in cohosted.items()},
+            },
             thresholds=thresholds(cfg),
             scrape_interval_seconds=obs.scrape_interval_seconds,
             notification_channels=tuple(channel_spec(c) for c in obs.alerts.notification_channels),
@@ -424,13 +473,12 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             {
                 "cohosting": {
                     key: {
-                        m.role: {
-                            "model_name": m.model_name,
-                            "deployment": cohosted[m.role].deployment_name,
-                            "pool": gateway.model_pools[m.role].pool_name,
-                            "vllm_args": cohosted[m.role].vllm_args,
-                        }
-                        for m in grp.models
+                        "deployment": cohosted[grp.role].deployment_name,
+                        "pool": gateway.model_pools[grp.role].pool_name,
+                        "models": {m.model_name: m.release.release for m in grp.models},
+                        "instances": {i.name: {"gpus": list(i.gpus), "port": i.port} for i in grp.server.instances},
+                        "update_models": grp.watch,
+                        "startup_window_seconds": grp.probes.startup_window_seconds,
                     }
                     for key, grp in part.gke_groups().items()
                 }

@@ -1,5 +1,5 @@
 """The ``gke`` target's lines of the capacity report: node arithmetic per accelerator topology, and each co-hosted
-group's node pool and time-shared slots."""
+group's node pool, its pod and where its instances run."""
 
 from __future__ import annotations
 
@@ -20,12 +20,14 @@ def report_lines(plan: StackPlan) -> list[str]:
             f"{a.nodes_for_max_plus_surge} with rollout surge; {reserved}"
         )
     for key, gg in part.gke_groups().items():
+        lay = gg.layout
+        sums = ", ".join(f"{s:g}" for s in lay.partition_sum_per_gpu)
         out.append(
-            f"co-hosted group {key} ({gg.target}) on accelerator {gg.accelerator} ({gg.layout.gpus_per_machine} "
-            f"GPU(s) per node, {gg.clients_per_gpu} time-shared clients per GPU), "
-            f"{gg.min_nodes}..{gg.max_nodes} node(s) incl. one rollout surge node: worst-case partitions on one "
-            f"GPU {gg.worst_case_partition_sum:g} (at most 1 - transient reserve "
-            f"{gg.layout.transient_reserve:g} = {1 - gg.layout.transient_reserve:g})"
+            f"co-hosted group {key} ({gg.target}) on accelerator {gg.accelerator}: one co-host pod per node owning its "
+            f"{lay.gpus_per_machine} GPU(s), {len(gg.server.instances)} instance(s) started one after another "
+            f"(startup window {gg.probes.startup_window_seconds} s for {gg.probes.cold_load_seconds:.0f} s of cold "
+            f"loads), {gg.min_nodes}..{gg.max_nodes} node(s) incl. one rollout surge node; partitions per GPU {sums} "
+            f"(at most 1 - transient reserve {lay.transient_reserve:g} = {1 - lay.transient_reserve:g})"
         )
-        out += placement_lines(gg.layout, {m.model_name: m.role for m in gg.models})
+        out += placement_lines(lay)
     return out

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from components.project import PLATFORM_SERVICES, ProjectServices
 from infra.config.measurement import Measurement
 from infra.config.stack import StackConfig
+from infra.planning.cohosting import Recipe
 from infra.planning.plan import StackPlan, TargetPlan
 from infra.rules import Rule, collect
 from infra.targets.base import ResolvedStack, Target
@@ -36,3 +37,13 @@ class GkeTarget(Target):
 
     def report_lines(self, plan: StackPlan) -> Sequence[str]:
         return report.report_lines(plan)
+
+    def recipe_forms(self, recipe: Recipe) -> tuple[str, ...]:
+        """A pool runs one server per GPU set, a pod each (several pods per node); the co-host server of a group runs
+        any layout in one pod per node (several instances per GPU set, data parallel)."""
+        forms = []
+        if recipe.instances_per_gpu_set == 1:
+            forms.append(f"gke pool ({recipe.instances} pod(s) per node)")
+        if recipe.instances >= 2:
+            forms.append(f"gke group (instances: {recipe.instances})")
+        return tuple(forms)

@@ -13,6 +13,7 @@ from typing import TypedDict
 
 import pulumi
 
+from components.monitoring.cohosted import CoHostedModel
 from components.project import ProjectServices
 from components.vertex import requests as rq
 from components.vertex.container import SERVER_ENV, verified_server_command
@@ -24,6 +25,7 @@ from components.vertex.endpoint import (
     VertexServing,
     VertexServingArgs,
 )
+from components.vertex.monitoring import CoHostedOnVertex
 from components.vertex.observability import VertexObservability, VertexObservabilityArgs, deployed_model_views
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
@@ -234,6 +236,36 @@ def _compose_groups(stack: str, cfg: StackConfig, plan: StackPlan, services: Pro
                     opts=pulumi.ResourceOptions(depends_on=[services, owner.resource_pool]),
                 )
             )
+        # Per co-hosted model: its dashboard panels and alerts, through its endpoint and deployed model.
+        VertexObservability(
+            f"vertex-cohosting-{key}-observability",
+            VertexObservabilityArgs(
+                project=cfg.project,
+                environment=cfg.environment,
+                endpoint_id=g.models[0].endpoint_id,
+                models=(),
+                thresholds=thresholds(cfg),
+                notification_channels=tuple(channel_spec(ch) for ch in cfg.observability.alerts.notification_channels),
+                cohosted=tuple(
+                    CoHostedOnVertex(
+                        m.endpoint_id,
+                        CoHostedModel(
+                            group=key,
+                            series_pool=rq.deployed_model_display_name(
+                                a.deployments[0].role, a.deployments[0].model.display_name
+                            ),
+                            model_name=m.model_name,
+                            release=m.release.release,
+                            instances=m.placement.instances,
+                        ),
+                    )
+                    for m, a in zip(
+                        g.models, [owner_args, *cohosted_args(stack, cfg, g, owner.resource_pool_name)], strict=True
+                    )
+                ),
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[services]),
+        )
         out[key] = {
             "resource_pool": owner.resource_pool_name,
             "machine": f"{g.machine.machine_type} ({g.machine.accelerator_count} x {g.machine.gpu_type})",

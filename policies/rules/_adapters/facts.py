@@ -127,7 +127,7 @@ class ReservationClaim:
 class SharedGpu:
     """vLLM servers that can meet on one GPU, each pre-allocating its ``--gpu-memory-utilization`` of it."""
 
-    #: The resource the finding is reported on (the node pool, the resource pool).
+    #: The resource the finding is reported on (the node pool, the co-host Deployment, the resource pool).
     urn: str
     #: How they share it, for the message: "up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2)".
     sharing: str

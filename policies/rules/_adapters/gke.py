@@ -18,8 +18,11 @@ from .._common import (
     argv,
     as_float,
     as_int,
+    cohost_instances,
     containers,
     deployment_max_replicas,
+    entry_dict,
+    entry_list,
     flag_value,
     get,
     is_gpu_node_pool,
@@ -119,10 +122,24 @@ def _env(container: dict[str, Any]) -> Any:
 
 def vllm_servers(res: Res) -> Iterator[VllmServer]:
     """The model server's container of a model-server Deployment. Its command line is the image's ``vllm serve``
-    entrypoint plus args (or a shell / verifier wrapper around it): vLLM's flags are read from all of it."""
+    entrypoint plus args (or a shell / verifier wrapper around it): vLLM's flags are read from all of it. A co-host
+    server's container runs one vLLM per instance of its configuration, each with the container's environment plus
+    its own."""
     c = serving_container(res) if is_serving_deployment(res) else None
-    if c is not None:
+    if c is None:
+        return
+    instances = cohost_instances(res)
+    if instances is None or instances is UNKNOWN:
         yield VllmServer(container=f"container {c.get('name')!r}", args=argv(c), env=_env(c))
+        return
+    env = _env(c)
+    for inst in instances:
+        own = entry_dict(inst, "env")
+        yield VllmServer(
+            container=f"container {c.get('name')!r} instance {inst.get('name')!r}",
+            args=entry_list(inst, "args"),
+            env=env if env is UNKNOWN else {**env, **own},
+        )
 
 
 def startup_windows(res: Res) -> Iterator[StartupWindow]:
@@ -198,6 +215,7 @@ def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
     pools = [p for p in of_type(resources, NODE_POOL) if is_gpu_node_pool(p)]
     hpas = of_type(resources, HPA)
     deps = sorted((d for d in resources if is_serving_deployment(d)), key=lambda d: d.k8s_name)
+    yield from cohost_gpus(deps)
     for pool in pools:
         clients = max(
             (as_int(get(a, "gpuSharingConfig", "maxSharedClientsPerGpu")) or 1 for a in node_pool_accelerators(pool)),
@@ -223,6 +241,32 @@ def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
             f"up to {len(worst)} servers share one GPU of this pool (maxSharedClientsPerGpu {clients})",
             worst,
         )
+
+
+def cohost_gpus(deps: list[Res]) -> Iterator[SharedGpu]:
+    """Per GPU of a co-host pod, the instances its server places on it (each instance's ``gpus`` in the
+    configuration, its partition its ``--gpu-memory-utilization``): they meet on that GPU on every replica."""
+    for d in deps:
+        instances = cohost_instances(d)
+        if instances is None or instances is UNKNOWN:
+            continue
+        on: dict[int, list[tuple[float, str]]] = {}
+        for inst in instances:
+            args = entry_list(inst, "args")
+            raw = flag_value(args, "--gpu-memory-utilization")
+            u = VLLM_DEFAULT_UTILIZATION if raw is None else as_float(raw)
+            gpus = entry_list(inst, "gpus")
+            if u is None:
+                continue
+            for g in gpus:
+                if isinstance(g, int):
+                    on.setdefault(g, []).append((u, str(inst.get("name"))))
+        for g, shares in sorted(on.items()):
+            yield SharedGpu(
+                d.urn,
+                f"{len(shares)} vLLM instance(s) of co-host Deployment {d.k8s_name} share GPU {g} of each pod",
+                tuple(sorted(shares, key=lambda s: (-s[0], s[1]))),
+            )
 
 
 ADAPTER = Adapter(

@@ -1,51 +1,82 @@
-"""A co-hosted group on GKE: one vLLM Deployment per model on a dedicated GPU node pool with GKE GPU time-sharing,
-each pod taking one shared slot of a GPU (``nvidia.com/gpu: 1``), at most one pod of a model per node, behind its own
-InferencePool; the gateway routes by the ``model`` a request names (GAIE's body-based router copies it into a header
-the API route matches). Not containers in one pod: Kubernetes' device plugin hands a GPU to one container only, so a
-second container of the pod could not see it; separate pods also roll, scale and fail alone. Time-sharing, not MPS:
-every process then sees the whole GPU, as on a Vertex machine, so ``--gpu-memory-utilization`` is the fraction of the
-GPU the planner sized; MPS caps each client's pinned memory at a share of the GPU, which changes what that fraction
-means."""
+"""A co-hosted group on GKE, as seed 003 built co-hosting: one pod per node of the group's own GPU node pool runs the
+co-host server (``components/cohost/server.py``). The pod owns every GPU of its node (``nvidia.com/gpu`` = the GPUs
+per node: no time-sharing, so no device plugin decides which GPU a model lands on); the server starts each model's
+instances as child processes, one after another, on the GPU sets the planner placed them on
+(``CUDA_VISIBLE_DEVICES``), each with its partition as ``--gpu-memory-utilization``, and routes each request by the
+``model`` its body names. The group is one Deployment behind one InferencePool (one endpoint picker); the gateway
+sends a request naming one of the group's models to that pool (GAIE's body-based router copies the body's ``model``
+into a header the API route matches), and inside the pod the server picks the instance.
+
+Why one pod rather than a pod per model: Kubernetes' device plugin hands a whole GPU to one container, so models
+sharing a GPU must share a container (seed 003's container-level co-hosting); the alternative, GPU time-sharing,
+lets the device plugin place pods on GPUs the planner cannot see and forbids more than one GPU per container. What
+the pod shape costs: the group's models scale together (a replica is a node with every model), and a model's restart
+is the server's business, not Kubernetes'.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from infra.config.base import check
+from infra.config.base import Strict, check
 from infra.config.cohosting import CoHostedGroupCommon
 
 from .model_server import ModelServerOptions
 
+#: An object name inside the releases' weights bucket: Cloud Storage allows any UTF-8 up to 1,024 bytes; this keeps
+#: it to a path of safe characters (https://cloud.google.com/storage/docs/objects#naming).
+OBJECT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,511}$"
+
+
+class UpdateModels(Strict):
+    """update_models (seed 003): the co-host server follows a model-set document in Cloud Storage."""
+
+    object: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN)] = Field(
+        description=(
+            "Object in the group's weights bucket holding the model set (the co-host server's configuration "
+            "document, JSON). When it exists it is the pods' model set, at start-up and whenever its generation "
+            "changes: instances that left are drained, new ones started, unchanged ones keep running. Written by "
+            "the bucket's writers only (the release pipeline's identity)."
+        )
+    )
+    # 5 s: a metadata request per pod per poll stays far below Cloud Storage's per-object read rates; 3,600 s: an
+    # hour is the longest an operator would wait for a change to take.
+    poll_seconds: Annotated[int, Field(ge=5, le=3600)] = Field(
+        30, description="How often each pod reads the object's generation (one metadata request), s."
+    )
+
 
 class GkeCoHostedGroup(CoHostedGroupCommon):
-    """A co-hosted group on GKE: one vLLM Deployment per model on the group's GPU time-sharing node pool, routed by
-    model name at the stack's gateway."""
+    """A co-hosted group on GKE: the co-host server in one pod per node of the group's own GPU node pool, owning the
+    node's GPUs, behind one InferencePool routed by model name at the stack's gateway."""
 
     target: Literal["gke"] = Field(
         description=(
-            "``gke``: one Deployment per model on a time-shared GPU node pool of the stack's cluster, each model behind "
-            "its own InferencePool, routed by the model name a request sends."
+            "``gke``: one pod per node of the group's own GPU node pool runs the co-host server with every model; one "
+            "InferencePool, requests routed by the model name they send."
         )
     )
     model_server: ModelServerOptions = Field(
         ModelServerOptions(),
         description=(
-            "How every model's vLLM pods run (CPU, memory, shm, probe margins, drain), as for a GKE pool; the pods of "
-            "all models share the node, so their requests together must fit it."
+            "How the co-host pod runs (CPU, memory, shm, probe margins, drain), as for a GKE pool: one pod per node "
+            "holds every model, so its requests are the node's."
         ),
+    )
+    update_models: UpdateModels | None = Field(
+        None, description="A model-set document in Cloud Storage the pods follow (update_models); none: the plan's."
     )
 
     @model_validator(mode="after")
     def _checks(self) -> GkeCoHostedGroup:
-        problems = self._common_problems(
-            "GKE places one pod of a model per node (GPU time-sharing gives no control "
-            "over which GPU a pod's slot is on, so the memory bound counts each model "
-            "once per GPU): 1, got {got}"
-        )
+        problems = self._common_problems(None)
         for i, m in enumerate(self.models):
             if m.endpoint_id is not None:
                 problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))
+        o = self.model_server
+        if o.speculative is not None:
+            problems.append(("model_server.speculative", "not for a co-hosted group (each release has its own draft)"))
         check(problems)
         return self

@@ -55,9 +55,9 @@ class GkePlan(TargetPlan):
     def gke_groups(self) -> dict[str, GkeCoHostedGroupPlan]:
         return {k: g for k, g in sorted(self.groups.items()) if isinstance(g, GkeCoHostedGroupPlan)}
 
-    def cohosted(self) -> dict[str, GkeCoHostedModelPlan]:
-        """Every co-hosted model by role, groups in key order."""
-        return {m.role: m for g in self.gke_groups().values() for m in g.models}
+    def cohosted(self) -> dict[str, GkeCoHostedGroupPlan]:
+        """Every co-hosted group by the role of its pod (namespace, Deployment, InferencePool), in key order."""
+        return {g.role: g for g in self.gke_groups().values()}
 
 
 def plan_gke(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> GkePlan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from components import naming
 from components.observability.views import HpaPlan
 from infra.planning.capacity import ROLLOUT_SURGE_REPLICAS
 
@@ -64,6 +65,8 @@ def plan_hpa(
     queue_target_per_pod: int,
     kv_cache_target: float | None,
     reservation_cap: int | None,
+    queue_metric: str = naming.VLLM_NUM_REQUESTS_WAITING,
+    kv_cache_metric: str = naming.VLLM_KV_CACHE_USAGE,
 ) -> HpaPlan:
     """minReplicas = the warm minimum; maxReplicas = min(pool max, what the reservation holds for the pool)."""
     if reservation_cap is None:
@@ -83,4 +86,6 @@ def plan_hpa(
         scale_up_window_seconds=scale_up_window_seconds(cold_load_seconds),
         scale_down_window_seconds=scale_down_window_seconds(cold_load_seconds),
         scale_down_period_seconds=scale_down_period_seconds(stream_bound_seconds),
+        queue_metric=queue_metric,
+        kv_cache_metric=kv_cache_metric,
     )

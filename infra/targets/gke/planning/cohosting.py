@@ -1,86 +1,135 @@
-"""The ``gke`` co-hosted groups: the memory checks of ``cohosting`` (per model, and the worst case of the time-shared
-slots on one GPU), then per model the GKE pool plan (capacity, probes, HPA within the reservation less the one surge
-node the group's rollouts share, the vLLM arguments)."""
+"""The ``gke`` co-hosted groups: seed 003's container-level co-hosting in one pod per node.
+
+Per group: the memory checks of ``cohosting`` (per model, and per GPU of the node: the partitions of every instance
+placed on it sum to at most 1 - transient_reserve, the planner placing each instance on its GPU set), then the pod:
+the co-host server's configuration (one instance per placement, each with its rendered ``vllm serve`` arguments, its
+GPU set, partition and loopback port), the pod's probes sized for the staggered start of every instance in turn, its
+HPA within the reservation less the one surge node, and per model its capacity figures."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from components import naming
+from components.cohost.server import CohostConfig, InstanceSpec, RestartPolicy, render_config
+from components.observability.views import HpaPlan
+from components.serving.spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo
+from infra.config.release import ReleaseIdentity
 from infra.config.stack import StackConfig
 from infra.planning import capacity
 from infra.planning import cohosting as ch
-from infra.planning.plan import PlanIssue, layout_inputs, release_info
-from infra.planning.probes import ProbeError, plan_probes
+from infra.planning.plan import MachineIdentity, PlanIssue, layout_inputs, release_info
+from infra.planning.probes import SHUTDOWN_SLACK_SECONDS, ProbeError, plan_probes
 from infra.planning.vllm_args import render_vllm_args
 
 from ..config import TARGET, GkeCoHostedGroup, GkePool, WeightLoading
 from .autoscaling import plan_hpa, reservation_replica_cap
-from .pools import GkePoolPlan, gke_vllm_inputs, machine_of, pool_inputs
+from .pools import gke_vllm_inputs, machine_of, pool_inputs
 
-#: One spare node holds the rollout surge pod of every model of a GKE group (one pod of each model fits a node).
+#: One spare node holds the rollout surge pod of the group (one pod per node).
 ROLLOUT_SURGE_NODES = 1
+#: The server gives its children this long beyond their own drain (vLLM's --shutdown-timeout) to exit before it
+#: SIGKILLs them, and keeps the rest of the kubelet's teardown slack for itself: below SHUTDOWN_SLACK_SECONDS.
+SERVER_DRAIN_SLACK_SECONDS = 10
+#: Restarts of one instance the server makes within one startup window before it exits (and the kubelet restarts the
+#: pod): three crashes of one model inside the time a whole pod may take to start are not transient.
+MAX_INSTANCE_RESTARTS = 3
+#: First wait before restarting an instance, doubled per restart, at most the ceiling: long enough for a crashed
+#: engine's GPU memory to be released, short next to a cold load.
+RESTART_BACKOFF_SECONDS = 10
+RESTART_MAX_BACKOFF_SECONDS = 120
+#: Seconds between the server's /health checks of each running instance (3 misses = replaced: 15 s).
+HEALTH_INTERVAL_SECONDS = 5
+#: The loopback address every instance listens on: only the server's port is reachable from outside the pod.
+INSTANCE_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
 class GkeCoHostedModelPlan:
-    """One model of a GKE co-hosted group: planned as a GKE pool of its own role (namespace, Deployment,
-    InferencePool, picker, HPA) whose vLLM takes its partition of a time-shared GPU."""
+    """One model of a GKE co-hosted group: where its instances run and what each holds."""
 
-    role: str
     model_name: str
+    release: ReleaseInfo
     placement: ch.ModelPlacement
-    pool: GkePoolPlan
-    #: The GKE pool this model is planned and rendered as (:func:`cohosted_pool`), built once here.
-    pool_config: GkePool
+    #: The model as a pool of its own would be planned (capacity, cold load): its figures, and vLLM's batch size.
+    capacity: capacity.PoolCapacity
+    #: Its instances in the server's configuration.
+    instances: tuple[InstanceSpec, ...]
+
+    @property
+    def role(self) -> str:
+        """The model's public name as a DNS label: its instances are named ``<role>-<j>``."""
+        return ch.gke_role(self.model_name)
 
     def to_dict(self) -> dict[str, Any]:
-        p = self.pool
         return {
-            "role": self.role,
-            "release": p.release.release,
             "model_name": self.model_name,
-            "cold_load_seconds": p.capacity.cold_load_seconds,
-            "startup_window_seconds": p.probes.startup_window_seconds,
-            "hpa": {"min_replicas": p.hpa.min_replicas, "max_replicas": p.hpa.max_replicas},
-            "vllm_args": list(p.vllm_args),
+            "release": self.release.release,
+            "cold_load_seconds": self.capacity.cold_load_seconds,
+            "instances": [
+                {"name": i.name, "gpus": list(i.gpus), "port": i.port, "vllm_args": list(i.args)}
+                for i in self.instances
+            ],
         }
 
 
 @dataclass(frozen=True)
 class GkeCoHostedGroupPlan:
-    """A GKE co-hosted group: its node pool's bounds, the time-sharing slots per GPU and the worst-case memory
-    asked of one GPU, and every model's pool plan."""
+    """A GKE co-hosted group: its pod (the co-host server and its configuration, probes, HPA), its node pool's bounds
+    and every model's placement."""
 
     key: str
     target: str
     accelerator: str
+    #: The role of the group's pod: its namespace, Deployment, InferencePool and picker (the group key).
+    role: str
     layout: ch.GroupLayout
     models: tuple[GkeCoHostedModelPlan, ...]
-    #: Node-pool bounds: the group's warm minimum; its ceiling plus one node the models' rollout surge pods share.
+    #: Node-pool bounds: the group's warm minimum; its ceiling plus one node for the rollout surge pod.
     min_nodes: int
     max_nodes: int
-    clients_per_gpu: int
-    #: Sum of the ``clients_per_gpu`` largest partitions: what one GPU holds if the device plugin puts them together.
-    worst_case_partition_sum: float
+    #: The pod's image: every release of the group runs in the one container (the rules require one image).
+    image: str
+    vllm_version: str
+    machine: MachineIdentity
+    probes: ProbeTimings
+    hpa: HpaPlan
+    reservation_cap: int | None
+    #: The co-host server's configuration and its canonical JSON (what the pod runs with).
+    server: CohostConfig
+    server_json: str
+    #: The node's hourly price (one replica of the group is one node).
+    replica_hourly_usd: float
+    #: ``gs://<bucket>/<object>`` the pods follow (update_models), and how often; None: the plan's set only.
+    watch: str | None
+    poll_seconds: int | None
+
+    @property
+    def releases(self) -> tuple[ReleaseInfo, ...]:
+        return tuple(m.release for m in self.models)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "accelerator": self.accelerator,
+            "role": self.role,
             "min_nodes": self.min_nodes,
             "max_nodes": self.max_nodes,
-            "clients_per_gpu": self.clients_per_gpu,
-            "worst_case_partition_sum": self.worst_case_partition_sum,
+            "cold_load_seconds": self.probes.cold_load_seconds,
+            "startup_window_seconds": self.probes.startup_window_seconds,
+            "hpa": {"min_replicas": self.hpa.min_replicas, "max_replicas": self.hpa.max_replicas},
+            "watch": self.watch,
             "layout": self.layout.to_dict(),
             "models": [x.to_dict() for x in self.models],
         }
 
 
 def cohosted_pool(group: GkeCoHostedGroup, index: int) -> GkePool:
-    """A GKE co-hosted model as the GKE pool it is planned and rendered as: the group's machine bounds, loading and
-    pod options, the model's partition as ``gpu_memory_utilization``; weight 0 because no weighted split sends it
-    traffic (requests reach it by model name), so no arrival share is invented for it."""
+    """A GKE co-hosted model as the GKE pool it is sized as: the group's machine bounds, loading and pod options, the
+    model's partition as ``gpu_memory_utilization``; weight 0 because no weighted split sends it traffic (requests
+    reach it by model name), so no arrival share is invented for it."""
     m = group.models[index]
     loading = WeightLoading(
         path="gcs_streaming",
@@ -102,124 +151,194 @@ def cohosted_pool(group: GkeCoHostedGroup, index: int) -> GkePool:
     )
 
 
+def verify_command(rel: ReleaseIdentity) -> tuple[str, ...]:
+    """The release check the server runs before each start of an instance (the weights are streamed from gs://: the
+    folder's object metadata against the manifest, ``components/serving/verify_release.py`` gcs mode)."""
+    return (
+        "python3",
+        f"{naming.SCRIPTS_MOUNT_PATH}/{naming.VERIFY_SCRIPT_FILE}",
+        "gcs",
+        "--bucket",
+        rel.weights_bucket,
+        "--prefix",
+        rel.weights_prefix,
+        "--expect-revision",
+        rel.model_revision,
+    )
+
+
+def instance_specs(
+    rel: ReleaseIdentity,
+    pool: GkePool,
+    cap: capacity.PoolCapacity,
+    placed: ch.ModelPlacement,
+    shutdown_timeout_seconds: int,
+    max_output_tokens: int,
+    first_port: int,
+) -> tuple[InstanceSpec, ...]:
+    """One instance per GPU set the planner placed the model on, on consecutive loopback ports from ``first_port``."""
+    out = []
+    role = ch.gke_role(placed.model_name)
+    for j, gpus in enumerate(placed.gpus):
+        port = first_port + j
+        inputs = gke_vllm_inputs(rel, pool, cap, shutdown_timeout_seconds, placed.model_name, max_output_tokens)
+        args = render_vllm_args(inputs)
+        # The instance listens on its own loopback port; everything else is the pool renderer's.
+        at = args.index("--port")
+        args[at : at + 2] = ["--host", INSTANCE_HOST, "--port", str(port)]
+        out.append(
+            InstanceSpec(
+                name=f"{role}-{j}",
+                release=rel.release,
+                model_names=inputs.served_model_names,
+                gpus=gpus,
+                tensor_parallel_size=rel.tensor_parallel_size,
+                partition=placed.partition,
+                port=port,
+                args=tuple(args),
+                verify=verify_command(rel),
+            )
+        )
+    return tuple(out)
+
+
 def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, GkeCoHostedGroupPlan]:
-    """Each GKE co-hosted group whose references resolve: the memory checks of ``cohosting`` (per model, and the
-    worst case of the time-shared slots on one GPU), then per model the GKE pool plan (capacity, probes, HPA within
-    the reservation less the one surge node the group's rollouts share, the vLLM arguments)."""
+    """Each GKE co-hosted group whose references resolve: the placement and memory checks, the server's
+    configuration, the pod's probes and HPA."""
     release_ids = {r.release for r in cfg.releases}
     contract = cfg.contract
     mean_ctx = contract.prompt_tokens.mean + contract.output_tokens.mean
-    auto = cfg.observability.autoscaling
     out: dict[str, GkeCoHostedGroupPlan] = {}
     for key, group in cfg.groups():
         if not isinstance(group, GkeCoHostedGroup):
             continue
         acc = cfg.accelerators.get(group.accelerator)
-        if acc is None or acc.gpu_sharing is None or any(m.release not in release_ids for m in group.models):
-            continue  # the rules report dangling references and a node pool without time-sharing
+        if acc is None or any(m.release not in release_ids for m in group.models):
+            continue  # the rules report dangling references
         try:
             layout = ch.plan_layout(
-                layout_inputs(cfg, group),
-                acc.gpus_per_node,
-                acc.gpu_memory_gib,
-                group.transient_reserve,
-                mean_ctx,
-                check_gpu_sums=False,
+                layout_inputs(cfg, group), acc.gpus_per_node, acc.gpu_memory_gib, group.transient_reserve, mean_ctx
             )
         except ch.CoHostingError as exc:
             issues.append(PlanIssue(("cohosting", key, *exc.subject), str(exc)))
             continue
-        clients = acc.gpu_sharing.max_shared_clients_per_gpu
-        worst = ch.worst_case_partition_sum([m.gpu_memory_partition for m in group.models], clients)
-        if worst > round(1 - group.transient_reserve, 9):
-            issues.append(
-                PlanIssue(
-                    ("cohosting", key, "models"),
-                    (
-                        f"{clients} time-shared clients per GPU ({group.accelerator}.gpu_sharing) may put the {clients} largest "
-                        f"partitions on one GPU: {worst:g} > 1 - transient_reserve {group.transient_reserve:g}; the device "
-                        "plugin, not the planner, picks each pod's GPU: lower the partitions or the clients per GPU"
-                    ),
-                )
-            )
-            continue
-        cap_replicas = (
-            None
-            if acc.reservation is None
-            else reservation_replica_cap(
-                reserved_nodes=acc.reservation.count, replicas_per_node=1, other_pools_max=0, pools_on_accelerator=1
-            )
-        )
-        models: list[GkeCoHostedModelPlan] = []
-        for i, (m, placed) in enumerate(zip(group.models, layout.models, strict=True)):
-            role = ch.gke_role(m.model_name)
+        caps: list[capacity.PoolCapacity] = []
+        pools: list[GkePool] = []
+        for i, m in enumerate(group.models):
             pool = cohosted_pool(group, i)
-            rel = cfg.release(m.release)
             try:
-                cap = capacity.plan_pool(pool_inputs(cfg, role, pool))
-                probes = plan_probes(
-                    cold_load_seconds=cap.cold_load_seconds,
-                    stream_bound_seconds=contract.stream_bound_seconds,
-                    ttft_p95_ms=contract.ttft_p95_ms,
-                    startup_margin=pool.model_server.startup_margin,
-                    startup_period_seconds=pool.model_server.startup_period_seconds,
-                    max_startup_seconds=pool.model_server.max_startup_seconds,
-                    drain_seconds=pool.model_server.drain_seconds,
-                )
-            except (capacity.PlanningError, ProbeError) as exc:
+                caps.append(capacity.plan_pool(pool_inputs(cfg, ch.gke_role(m.model_name), pool)))
+            except capacity.PlanningError as exc:
                 issues.append(PlanIssue(("cohosting", key, "models", i), f"{m.model_name}: {exc}"))
                 break
-            hpa = plan_hpa(
-                role=role,
-                release=m.release,
-                min_replicas=group.min_replicas,
-                pool_max_replicas=group.max_replicas,
-                cold_load_seconds=cap.cold_load_seconds,
-                stream_bound_seconds=contract.stream_bound_seconds,
-                queue_target_per_pod=auto.queue_target_per_pod,
-                kv_cache_target=auto.kv_cache_target,
-                reservation_cap=cap_replicas,
-            )
-            inputs = gke_vllm_inputs(
-                rel, pool, cap, probes.shutdown_timeout_seconds, m.model_name, contract.max_output_tokens
-            )
-            models.append(
-                GkeCoHostedModelPlan(
-                    role=role,
-                    model_name=m.model_name,
-                    placement=placed,
-                    pool_config=pool,
-                    pool=GkePoolPlan(
-                        role=role,
-                        target=TARGET,
-                        release=release_info(rel),
-                        weight=0,
-                        min_replicas=group.min_replicas,
-                        capacity=cap,
-                        vllm_args=tuple(render_vllm_args(inputs)),
-                        model_root=inputs.model,
-                        accelerator=group.accelerator,
-                        machine=machine_of(cfg, group.accelerator),
-                        probes=probes,
-                        hpa=hpa,
-                        reservation_cap=cap_replicas,
-                    ),
-                )
-            )
+            pools.append(pool)
         else:
-            out[key] = GkeCoHostedGroupPlan(
-                key=key,
-                target=TARGET,
-                accelerator=group.accelerator,
-                layout=layout,
-                models=tuple(models),
-                min_nodes=group.min_replicas,
-                max_nodes=group.max_replicas + ROLLOUT_SURGE_NODES,
-                clients_per_gpu=clients,
-                worst_case_partition_sum=worst,
-            )
+            o = group.model_server
+            # Staggered: each instance starts once the previous one is up, so the pod is up after all of them.
+            cold = sum(c.cold_load_seconds * m.instances for c, m in zip(caps, group.models, strict=True))
+            try:
+                probes = plan_probes(
+                    cold_load_seconds=cold,
+                    stream_bound_seconds=contract.stream_bound_seconds,
+                    ttft_p95_ms=contract.ttft_p95_ms,
+                    startup_margin=o.startup_margin,
+                    startup_period_seconds=o.startup_period_seconds,
+                    max_startup_seconds=o.max_startup_seconds,
+                    drain_seconds=o.drain_seconds,
+                )
+            except ProbeError as exc:
+                issues.append(
+                    PlanIssue(
+                        ("cohosting", key, "model_server", "max_startup_seconds"),
+                        f"the group's instances start one after another: {exc}",
+                    )
+                )
+                continue
+            out[key] = _group_plan(cfg, key, group, layout, caps, pools, probes)
     return out
 
 
-#: One spare node holds the rollout surge pod of every model of a GKE group (one pod of each model fits a node).
-ROLLOUT_SURGE_NODES = 1
+def _group_plan(
+    cfg: StackConfig,
+    key: str,
+    group: GkeCoHostedGroup,
+    layout: ch.GroupLayout,
+    caps: list[capacity.PoolCapacity],
+    pools: list[GkePool],
+    probes: ProbeTimings,
+) -> GkeCoHostedGroupPlan:
+    acc = cfg.accelerators[group.accelerator]
+    contract = cfg.contract
+    auto = cfg.observability.autoscaling
+    models: list[GkeCoHostedModelPlan] = []
+    port = naming.COHOST_INSTANCE_BASE_PORT
+    for m, placed, cap, pool in zip(group.models, layout.models, caps, pools, strict=True):
+        rel = cfg.release(m.release)
+        specs = instance_specs(
+            rel, pool, cap, placed, probes.shutdown_timeout_seconds, contract.max_output_tokens, first_port=port
+        )
+        port += len(specs)
+        models.append(GkeCoHostedModelPlan(m.model_name, release_info(rel), placed, cap, specs))
+    start_timeout = math.ceil(max(c.cold_load_seconds for c in caps) * (1 + group.model_server.startup_margin))
+    server = CohostConfig(
+        port=naming.VLLM_PORT,
+        gpus=acc.gpus_per_node,
+        transient_reserve=group.transient_reserve,
+        engine_command=VLLM_COMMAND,
+        start_timeout_seconds=float(start_timeout),
+        drain_seconds=float(probes.shutdown_timeout_seconds + SERVER_DRAIN_SLACK_SECONDS),
+        health_interval_seconds=float(HEALTH_INTERVAL_SECONDS),
+        restart=RestartPolicy(
+            max_restarts=MAX_INSTANCE_RESTARTS,
+            window_seconds=float(probes.startup_window_seconds),
+            backoff_seconds=float(RESTART_BACKOFF_SECONDS),
+            max_backoff_seconds=float(RESTART_MAX_BACKOFF_SECONDS),
+        ),
+        instances=tuple(i for mp in models for i in mp.instances),
+    )
+    assert SERVER_DRAIN_SLACK_SECONDS < SHUTDOWN_SLACK_SECONDS
+    cap_replicas = (
+        None
+        if acc.reservation is None
+        else reservation_replica_cap(
+            reserved_nodes=acc.reservation.count, replicas_per_node=1, other_pools_max=0, pools_on_accelerator=1
+        )
+    )
+    hpa = plan_hpa(
+        role=key,
+        release=",".join(m.release.release for m in models),
+        min_replicas=group.min_replicas,
+        pool_max_replicas=group.max_replicas,
+        cold_load_seconds=probes.cold_load_seconds,
+        stream_bound_seconds=contract.stream_bound_seconds,
+        queue_target_per_pod=auto.queue_target_per_pod,
+        kv_cache_target=auto.kv_cache_target,
+        reservation_cap=cap_replicas,
+        # One series per pod: the server's sums over its instances (vLLM's own are one per instance).
+        queue_metric=naming.COHOST_NUM_REQUESTS_WAITING,
+        kv_cache_metric=naming.COHOST_KV_CACHE_USAGE,
+    )
+    first = cfg.release(group.models[0].release)
+    bucket = first.weights_bucket
+    watch = f"gs://{bucket}/{group.update_models.object}" if group.update_models else None
+    return GkeCoHostedGroupPlan(
+        key=key,
+        target=TARGET,
+        accelerator=group.accelerator,
+        role=key,
+        layout=layout,
+        models=tuple(models),
+        min_nodes=group.min_replicas,
+        max_nodes=group.max_replicas + ROLLOUT_SURGE_NODES,
+        image=first.image,
+        vllm_version=first.vllm_version,
+        machine=machine_of(cfg, group.accelerator),
+        probes=probes,
+        hpa=hpa,
+        reservation_cap=cap_replicas,
+        server=server,
+        server_json=render_config(server),
+        replica_hourly_usd=acc.node_hourly_usd,
+        watch=watch,
+        poll_seconds=group.update_models.poll_seconds if group.update_models else None,
+    )
