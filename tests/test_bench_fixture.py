@@ -41,19 +41,19 @@ def test_the_docs_record_replayed_through_the_planner_by_hand():
     rec = load_measurement(docs.BENCH_EXAMPLE)
     op = rec.operating_point
     assert op is not None
-    # The record's operating point (4 req/s offered, 4.18 achieved): θ_o 86.12, θ_i 350.71 tokens/s.
-    assert (op.offered_rps, op.output_tokens_per_s, op.input_tokens_per_s) == pytest.approx((4.0, 86.1226, 350.7051))
+    # The record's operating point (4 req/s offered, 3.90 achieved): θ_o 73.71, θ_i 380.00 tokens/s.
+    assert (op.offered_rps, op.output_tokens_per_s, op.input_tokens_per_s) == pytest.approx((4.0, 73.7100, 379.9981))
     # The dev stack copy (tests/fixtures/bench/dev-copy-contract.json over dev): λ = 0.5 req/s x weight 100 %,
     # E[O] = 20, E[I] = 100, ρ = 0.7; one L4 replica per g2-standard-12 node at $1.00/h.
-    #   decode  = ceil(0.5 x 20 / (86.1226 x 0.7))   = ceil(10 / 60.2858)  = ceil(0.166) = 1
-    #   prefill = ceil(0.5 x 100 / (350.7051 x 0.7)) = ceil(50 / 245.4936) = ceil(0.204) = 1
+    #   decode  = ceil(0.5 x 20 / (73.7100 x 0.7))   = ceil(10 / 51.5970)  = ceil(0.194) = 1
+    #   prefill = ceil(0.5 x 100 / (379.9981 x 0.7)) = ceil(50 / 265.9987) = ceil(0.188) = 1
     #   required = max(1, 1) + 1 spare = 2
-    #   cost = 1.00 x 10^6 / (3600 x 86.1226) = $3.2254 per 1M output tokens
+    #   cost = 1.00 x 10^6 / (3600 x 73.7100) = $3.7685 per 1M output tokens
     r = docs.bench_replay()
     assert (r.arrival_rps, r.mean_output_tokens, r.mean_prompt_tokens, r.target_utilization) == (0.5, 20, 100, 0.7)
     assert r.replica_hourly_usd == 1.00
     assert (r.decode_replicas, r.prefill_replicas, r.required_replicas) == (1, 1, 2)
-    assert r.cost_per_million_output_tokens_usd == pytest.approx(3.2254, abs=1e-4)
+    assert r.cost_per_million_output_tokens_usd == pytest.approx(3.7685, abs=1e-4)
     assert math.ceil(0.5 * 20 / (op.output_tokens_per_s * 0.7)) == 1  # the same by the record's exact θ_o
     page = (REPO / "docs" / "capacity.md").read_text()
-    assert "decode 1, prefill 1, required 2 (N+1), $3.23 per 1M output tokens" in page
+    assert "decode 1, prefill 1, required 2 (N+1), $3.77 per 1M output tokens" in page

@@ -26,9 +26,9 @@ Definitions (per offered rate)
 - Request ITL (``request_itl_ms``, reported beside it): each successful request's *mean* inter-token latency as
   guidellm times it at the client, weighted by its number of inter-token gaps (output tokens - 1). A request's
   mean hides its slow gaps (a stall behind another request's prefill is averaged over the request), so its p95 is
-  not the token p95: on the CPU tiny model (the docs' record, tests/fixtures/bench/) 18 / 23 / 9 ms request p95
-  against 23 / 30 / 11 ms token p95 at 1 / 2 / 4 req/s; the run issue 27 reported had 90 / 52 / 27 ms against
-  ~39 ms. Goodput still judges each request on its own mean: it is the only per-request ITL there is.
+  not the token p95: on the CPU tiny model (the docs' record, tests/fixtures/bench/, measured on 2 loaded cores)
+  47 / 9 / 88 ms request p95 against 59 / 10 / 111 ms token p95 at 1 / 2 / 4 req/s; the run issue 27 reported had
+  90 / 52 / 27 ms against ~39 ms. Goodput still judges each request on its own mean: it is the only per-request ITL there is.
 - Goodput: share of *determined* arrivals that met both objectives (TTFT <= objective and ITL <= objective; a
   one-token completion has no ITL and is judged on TTFT). Determined = successful + errored (an error met no
   objective) + cut-off arrivals already past the TTFT objective. Arrivals cut off by the end of the run before
