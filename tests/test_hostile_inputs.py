@@ -36,3 +36,77 @@ def test_the_invoker_role_and_a_custom_role_are_accepted(role: str) -> None:
     v = _values("staging-vertex")
     v["llm-serving:vertex"]["caller_role"] = role
     assert resolve_stack(v, "staging-vertex", ROOT).config is not None
+
+
+# ---- bench -------------------------------------------------------------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from infra.offline.bench.runner import resolve_guidellm  # noqa: E402
+
+from .test_bench_cli import parse, run  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[::1", "not a valid URL"),
+        ("http://h:port", "not a valid URL"),
+        ("http://h:99999", "not a valid URL"),
+        ("http://user:s3cret@h:1", "credentials"),
+        ("file:///etc/passwd", "only http"),
+        ("http://", "no host"),
+        ("http://h:1/\x1b[2J", "control characters"),
+    ],
+)
+@pytest.mark.parametrize("flag", ["--url", "--metrics-url"])
+def test_bad_urls_are_one_line_without_traceback_or_password(tmp_path: Path, capsys, flag: str, url: str, says: str):
+    code, err = run(tmp_path, capsys, flag, url, "--out", str(tmp_path / "o"))
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag} "), err
+    assert says in err and "s3cret" not in err and "\x1b" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--duration-seconds", "0"),
+        ("--duration-seconds", "nan"),
+        ("--duration-seconds", "1e9"),
+        ("--rates", "100000"),
+        ("--rates", ",".join(str(i) for i in range(1, 40))),
+        ("--prefix-ratio", "inf"),
+    ],
+)
+def test_bench_numbers_are_finite_and_bounded(tmp_path: Path, capsys, argv: tuple[str, str]):
+    with pytest.raises(SystemExit) as exit_:
+        parse(tmp_path, *argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert argv[0].lstrip("-").split("-")[0] in err, err
+
+
+def _fake_guidellm(tmp_path: Path) -> Path:
+    exe = tmp_path / "guidellm"
+    exe.write_text("#!/bin/sh\necho 'guidellm version: 0.3.0'\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_record_into_a_missing_folder_is_refused_before_any_load(tmp_path: Path, capsys):
+    code, err = run(tmp_path, capsys, "--record", str(tmp_path / "no" / "m.json"), "--out", str(tmp_path / "o"))
+    assert code == 2 and "--record" in err and "does not exist" in err, err
+
+
+def test_a_refused_run_leaves_no_empty_out_folder(tmp_path: Path, capsys):
+    exe = _fake_guidellm(tmp_path)
+    out = tmp_path / "runs" / "o"
+    code, err = run(tmp_path, capsys, "--url", "http://127.0.0.1:9", "--guidellm", str(exe), "--out", str(out))
+    assert code == 2 and "not reachable" in err, err
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_guidellm_runs_the_file_that_was_checked(tmp_path: Path, monkeypatch):
+    _fake_guidellm(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_guidellm("./guidellm") == tmp_path / "guidellm"
+    assert resolve_guidellm("./guidellm").is_absolute()
