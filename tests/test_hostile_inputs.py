@@ -110,3 +110,133 @@ def test_guidellm_runs_the_file_that_was_checked(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert resolve_guidellm("./guidellm") == tmp_path / "guidellm"
     assert resolve_guidellm("./guidellm").is_absolute()
+
+
+# ---- measurement records: the contract's objectives and workload; every target; a GKE plan citing one ------------
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import shutil  # noqa: E402
+import uuid  # noqa: E402
+
+from infra.offline import cli  # noqa: E402
+from infra.offline.bench.analysis import Slo, operating_point  # noqa: E402
+from infra.offline.bench.record import build_measurement, load_measurement, write_measurement  # noqa: E402
+from infra.offline.bench.runner import SweepConfig  # noqa: E402
+from infra.offline.bench.target import BenchTarget  # noqa: E402
+from infra.offline.bench.workload import parse_priority_mix, plan_workload  # noqa: E402
+from infra.offline.planrun import run_plan  # noqa: E402
+
+from .test_bench_record import CURVE, WHEN  # noqa: E402
+
+
+def _target(stack: str) -> BenchTarget:
+    ns = argparse.Namespace(
+        stack=stack, stacks_dir=None, pool="stable", url="http://127.0.0.1:8000", tokenizer="/models/t",
+        served_args=None, served_args_reason=None,
+    )  # fmt: skip
+    return cli.bench_target(ns)
+
+
+def _record(t: BenchTarget, *, slo: Slo | None = None, duration_s: float = 120):
+    """What ``bench`` writes for target ``t`` (equal shares of the contract's classes), with CURVE's points."""
+    plan = plan_workload(
+        prompt_mean=t.prompt_mean_tokens,
+        prompt_p95=t.prompt_p95_tokens,
+        max_input=t.max_input_tokens,
+        output_mean=t.output_mean_tokens,
+        output_p95=t.output_p95_tokens,
+        max_output=t.max_output_tokens,
+        prefix_ratio=0.0,
+        mix=parse_priority_mix(None, t.priority_classes),
+    )
+    found, reason = operating_point(CURVE)
+    cfg = SweepConfig(
+        rates=None, start_rps=1, growth=2, max_rates=10, refine_steps=2, duration_s=duration_s, warmup_s=duration_s / 10
+    )
+    return build_measurement(
+        target=t,
+        plan=plan,
+        slo=slo or Slo(t.ttft_p95_ms, t.itl_p95_ms),
+        sweep_cfg=cfg,
+        points=CURVE,
+        found=found,
+        no_point_reason=reason,
+        guidellm_version="0.8.1",
+        measured_at=WHEN,
+    )
+
+
+@pytest.fixture()
+def record_root(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "stacks" / "releases", tmp_path / "stacks" / "releases")
+    (tmp_path / "stacks" / "measurements").mkdir()
+    return tmp_path
+
+
+def _measured_errors(root: Path, stack: str, rec, **stable: Any) -> dict[str, str]:
+    write_measurement(rec, root / "stacks/measurements/m.json")
+    v = _values(stack)
+    v["llm-serving:serving"]["stable"].update(measured="stacks/measurements/m.json", **stable)
+    try:
+        resolve_stack(v, stack, root)
+    except ConfigError as err:
+        return {i.path: i.message for i in err.issues}
+    return {}
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev-cloudrun", "staging-vertex"])
+def test_bench_writes_a_valid_record_for_every_target(record_root: Path, stack: str) -> None:
+    t = _target(stack)
+    path = record_root / "r.json"
+    write_measurement(_record(t), path)  # validates against the schema as it builds
+    rec = load_measurement(path)
+    assert rec.accelerator.machine_type == t.machine_type and rec.accelerator.gpu_type == t.gpu_type
+    errors = _measured_errors(record_root, stack, rec)
+    assert not any("measured another configuration" in m for m in errors.values()), errors
+
+
+def test_a_cloud_run_pool_records_its_machine_facts() -> None:
+    t = _target("dev-cloudrun")
+    assert (t.machine_type, t.gpu_type, t.gpus_per_node) == ("cloud-run", "nvidia-l4", 1)
+
+
+@pytest.mark.parametrize(
+    ("over", "says"),
+    [
+        (dict(slo=Slo(3000, 50)), "slo.ttft_p95_ms: record 3000, contract 1500"),
+        (dict(slo=Slo(1500, 200)), "slo.itl_p95_ms: record 200, contract 50"),
+        (dict(slo=Slo(1500, 50, min_goodput_share=0.5)), "slo.min_goodput_share: record 0.5, at least 0.95"),
+        (dict(duration_s=10), "workload.duration_seconds_per_rate: record 10 s per rate"),
+    ],
+)
+def test_a_record_judged_under_another_contract_is_refused(record_root: Path, over, says: str) -> None:
+    errors = _measured_errors(record_root, "prod", _record(_target("prod"), **over), min_replicas=4)
+    assert set(errors) == {"llm-serving:serving.stable.measured"}, errors
+    assert says in errors["llm-serving:serving.stable.measured"]
+
+
+def test_a_record_of_other_lengths_is_refused(record_root: Path) -> None:
+    t = dataclasses.replace(_target("prod"), prompt_mean_tokens=100, prompt_p95_tokens=200)
+    errors = _measured_errors(record_root, "prod", _record(t), min_replicas=4)
+    assert "workload.prompt.contract_p95: record 200, contract 8000" in errors["llm-serving:serving.stable.measured"]
+
+
+def test_a_gke_stack_citing_a_record_plans(tmp_path: Path) -> None:
+    name = f"test-{uuid.uuid4().hex[:12]}.json"
+    folder = ROOT / "stacks" / "measurements"
+    made = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    try:
+        write_measurement(_record(_target("prod")), folder / name)
+        text = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+        old = "      min_replicas: 2\n      max_replicas: 4\n"
+        assert text.count(old) >= 1
+        new = f"      min_replicas: 4\n      max_replicas: 4\n      measured: stacks/measurements/{name}\n"
+        (tmp_path / "Pulumi.prod.yaml").write_text(text.replace(old, new, 1))
+        run = run_plan("prod", tmp_path)
+        assert run.resolved.plan.measurements["stable"].operating_point is not None
+        assert run.resolved.plan.pools["stable"].capacity.required_replicas == 4  # as test_measured_capacity derives
+    finally:
+        (folder / name).unlink(missing_ok=True)
+        if made and not any(folder.iterdir()):
+            folder.rmdir()
