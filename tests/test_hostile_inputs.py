@@ -116,7 +116,6 @@ def test_guidellm_runs_the_file_that_was_checked(tmp_path: Path, monkeypatch):
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import shutil  # noqa: E402
-import uuid  # noqa: E402
 
 from infra.offline import cli  # noqa: E402
 from infra.offline.bench.analysis import Slo, operating_point  # noqa: E402
@@ -221,22 +220,20 @@ def test_a_record_of_other_lengths_is_refused(record_root: Path) -> None:
     assert "workload.prompt.contract_p95: record 200, contract 8000" in errors["llm-serving:serving.stable.measured"]
 
 
-def test_a_gke_stack_citing_a_record_plans(tmp_path: Path) -> None:
-    name = f"test-{uuid.uuid4().hex[:12]}.json"
-    folder = ROOT / "stacks" / "measurements"
-    made = not folder.exists()
-    folder.mkdir(exist_ok=True)
-    try:
-        write_measurement(_record(_target("prod")), folder / name)
-        text = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
-        old = "      min_replicas: 2\n      max_replicas: 4\n"
-        assert text.count(old) >= 1
-        new = f"      min_replicas: 4\n      max_replicas: 4\n      measured: stacks/measurements/{name}\n"
-        (tmp_path / "Pulumi.prod.yaml").write_text(text.replace(old, new, 1))
-        run = run_plan("prod", tmp_path)
-        assert run.resolved.plan.measurements["stable"].operating_point is not None
-        assert run.resolved.plan.pools["stable"].capacity.required_replicas == 4  # as test_measured_capacity derives
-    finally:
-        (folder / name).unlink(missing_ok=True)
-        if made and not any(folder.iterdir()):
-            folder.rmdir()
+def test_a_gke_stack_citing_a_record_plans(record_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real program (under the mocks) plans prod with its stable pool sized from a record: a project root in
+    the test's folder (release files copied, the record beside them), so the repository is never written."""
+    import infra.entry
+
+    monkeypatch.setattr(infra.entry, "PROJECT_ROOT", record_root)
+    write_measurement(_record(_target("prod")), record_root / "stacks/measurements/m.json")
+    text = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text()
+    old = "      min_replicas: 2\n      max_replicas: 4\n"
+    assert text.count(old) >= 1
+    new = "      min_replicas: 4\n      max_replicas: 4\n      measured: stacks/measurements/m.json\n"
+    stacks = tmp_path / "stack-files"
+    stacks.mkdir()
+    (stacks / "Pulumi.prod.yaml").write_text(text.replace(old, new, 1))
+    run = run_plan("prod", stacks)
+    assert run.resolved.plan.measurements["stable"].operating_point is not None
+    assert run.resolved.plan.pools["stable"].capacity.required_replicas == 4  # as test_measured_capacity derives

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from infra.offline.release import hydrate, stage
 
 from .test_release_artifacts import REV, make_hf_snapshot
 
-HYDRATE = dict(
+HYDRATE: dict[str, Any] = dict(
     project="acme-llm-staging",
     zone="us-central1-a",
     bucket="acme-weights",

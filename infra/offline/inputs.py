@@ -25,15 +25,19 @@ import argparse
 import math
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import SplitResult, urlsplit
 
 from ..config.documents import MAX_SHOWN_CHARS, DocumentError, read_regular_file
 
 __all__ = [
+    "BoundedArgumentParser",
     "InputError",
+    "OneLineParser",
     "bounded_float",
     "check_new_file",
     "check_output_dir",
@@ -68,8 +72,9 @@ def printable(text: object, limit: int | None = None) -> str:
 
 
 def shown(text: object) -> str:
-    """A user value quoted for a message (see :func:`printable`)."""
-    return f"'{printable(text)}'"
+    """A user value quoted for a message (see :func:`printable`), any ``user:password@`` of a URL in it redacted
+    (a password pasted into the wrong flag is not echoed either)."""
+    return f"'{printable(redact_url(str(text)))}'"
 
 
 def identifier(flag: str, value: str, pattern: re.Pattern[str] | str, what: str) -> str:
@@ -178,3 +183,23 @@ def create_new_file(path: Path, data: bytes) -> None:
             raise InputError(f"{printable(path)} already exists: refusing to overwrite it") from None
     finally:
         os.unlink(tmp)
+
+
+#: Longest argparse message: its own text plus the offending value, which is cut like any value.
+MAX_USAGE_ERROR_CHARS = 4 * MAX_SHOWN_CHARS + 160
+
+
+class BoundedArgumentParser(argparse.ArgumentParser):
+    """argparse as usual (usage, then ``prog: error: message``), but the message, which quotes the offending value,
+    printable and bounded: a 16 MiB or escape-laden argument is not echoed back whole."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {printable(message, MAX_USAGE_ERROR_CHARS)}\n")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one bounded, printable line on stderr (no usage block), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {printable(message, MAX_USAGE_ERROR_CHARS)} (see --help)\n")

@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -51,7 +51,7 @@ from ...config.bench import (
     parse_rates,
 )
 from ...config.measurement import MeasurementError
-from ..inputs import InputError, bounded_float, check_new_file, check_output_dir, http_url, printable
+from ..inputs import InputError, OneLineParser, bounded_float, check_new_file, check_output_dir, http_url, printable
 from . import store
 from .analysis import AnalysisError, RatePoint, RunReport, Slo, operating_point
 from .plots import goodput_plot, latency_plot, server_plot
@@ -172,10 +172,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: The parser class of the caller's parser (``register`` returns a parser of that class).
+_Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
+
+
 def register(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    subparsers: argparse._SubParsersAction[_Parser],
     resolve_target: Callable[[argparse.Namespace], BenchTarget],
-) -> argparse.ArgumentParser:
+) -> _Parser:
     """Add ``bench`` to ``subparsers``; the parsed namespace's ``fn(args)`` runs it and returns the exit code."""
     p = subparsers.add_parser(
         "bench",
@@ -206,11 +210,7 @@ def register(
     return p
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Errors of ``bench fetch`` as one line on stderr, exit code 2 (no usage block)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+_OneLineParser = OneLineParser  # errors: one bounded, printable line, exit code 2
 
 
 def run_fetch(args: argparse.Namespace) -> int:

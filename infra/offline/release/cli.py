@@ -12,20 +12,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
-from ..inputs import InputError, check_new_file, printable
+from ..inputs import InputError, OneLineParser, check_new_file, printable
 from . import hydrate, stage
 
 #: Exit code of every refused or failed command (the CLI's configuration-error code, infra/offline/cli.py).
 EXIT_ERROR = 2
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line on stderr (no usage block), exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+_OneLineParser = OneLineParser  # errors: one bounded, printable line, exit code 2
 
 
 def _fail(problems: Sequence[str]) -> int:
