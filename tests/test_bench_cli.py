@@ -104,7 +104,7 @@ def test_existing_record_is_refused_before_any_load(tmp_path: Path, capsys):
     existing.write_text("{}")
     code, err = run(tmp_path, capsys, "--record", str(existing))
     assert code == 2
-    assert err == f"error: --record {existing}: already exists; a measurement record is written once\n"
+    assert err == f"error: --record {existing} already exists: refusing to overwrite it\n"
 
 
 def test_missing_tokenizer_directory(tmp_path: Path, capsys):

@@ -293,7 +293,7 @@ def test_load_errors_name_the_file(tmp_path: Path):
     broken.write_text('{\n  "release": ,\n}')
     with pytest.raises(MeasurementError) as err:
         load_measurement(broken)
-    assert str(err.value) == f"{broken}: not JSON: Expecting value at line 2 column 14"
+    assert str(err.value) == f"{broken}:2:14: not valid JSON: Expecting value"  # the shared JSON loader's form
 
 
 def test_identity_differences_empty_for_the_same_pool():

@@ -619,7 +619,7 @@ def test_cli_stage_prints_and_writes_the_release_file(
     assert "uploaded 4" in err and "excluded .cache/ (1 file)" in err
     code, out, err = _cli(argv, capsys)  # the release file exists: refused before anything is staged
     assert (code, out) == (2, "")
-    assert err == f"error: {out_file} already exists: refusing to overwrite a release file\n"
+    assert err == f"error: --write {out_file} already exists: refusing to overwrite it\n"
     code, out, err = _cli(argv[:-4], capsys)  # no template: the three fields, and what to do with them
     assert code == 0 and set(json.loads(out)) == {"model_revision", "tokenizer_revision", "weight_manifest"}
     assert "merge these fields into the release file" in err and "unchanged 4" in err

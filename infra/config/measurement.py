@@ -190,6 +190,11 @@ class OperatingPoint(Strict):
     )
 
 
+#: Goodput share an operating point must reach: what the planner's sizing assumes of a measured rate (the bench's
+#: analysis judges every rate by it, infra/offline/bench/analysis.py).
+MIN_GOODPUT_SHARE = 0.95
+
+
 class Slo(Strict):
     """The objectives the curve is judged against (from the contract)."""
 

@@ -33,6 +33,7 @@ from ..config import ConfigError
 from ..resolve import ResolvedStack, resolve_stack
 from .analyzer import PolicyConfigError, StartedPack
 from .capacity_table import render_recipes, render_table
+from .inputs import BoundedArgumentParser, InputError, printable
 from .inventory import Inventory, InventoryError
 from .planrun import OWNED_FILES, OutputDirError, PlanRun, add_owned_file, owned_files, run_plan, summary, write_plan
 from .review.gitrev import PlanDiffError
@@ -312,10 +313,10 @@ def write_stdout(text: str) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = BoundedArgumentParser(
         prog="llm-serving", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    common = argparse.ArgumentParser(add_help=False)
+    common = BoundedArgumentParser(add_help=False)
     common.add_argument("--stack", required=True, help="stack name: reads <stacks-dir>/Pulumi.<stack>.yaml")
     common.add_argument("--stacks-dir", type=Path, default=None, help=STACKS_DIR_HELP)
     sub = p.add_subparsers(dest="command", required=True)
@@ -386,6 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except (StackFileError, PolicyConfigError, InventoryError, OutputDirError, PlanDiffError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    except InputError as err:
+        print(f"error: {printable(str(err), 1000)}", file=sys.stderr)
         return EXIT_CONFIG
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..config.measurement import args_sha256, identity_differences
+from ..config.bench import DEFAULT_DURATION_S
+from ..config.measurement import MIN_GOODPUT_SHARE, Measurement, args_sha256, identity_differences
 from ..config.stack import StackConfig
 from ..planning.plan import StackPlan
 from . import Finding, rule
@@ -41,17 +42,46 @@ def adapted_args_only_in_dev(cfg: StackConfig) -> Iterator[Finding]:
             )
 
 
-def _differences(cfg: StackConfig, plan: StackPlan, role: str) -> list[str]:
-    """How the pool's record differs from what the pool deploys (empty: it measured this pool)."""
-    pool = dict(cfg.pools())[role]
-    return list(
-        identity_differences(
-            plan.measurements[role], _PoolFacts(plan, role), accept_served=pool.measured_with_adapted_args is not None
+def contract_differences(record: Measurement, cfg: StackConfig) -> list[str]:
+    """How the objectives and workload the record was judged under differ from the stack's contract (empty: the
+    contract's). A record measured under looser objectives or other lengths would size the pool for another
+    contract; one measured with shorter runs than the full DEFAULT_DURATION_S per rate (``--quick``, a smoke test)
+    is accepted in dev only, where it is stated by the record's own ``workload.duration_floor_seconds``."""
+    c = cfg.contract
+    pairs: list[tuple[str, float, float]] = [
+        ("slo.ttft_p95_ms", record.slo.ttft_p95_ms, c.ttft_p95_ms),
+        ("slo.itl_p95_ms", record.slo.itl_p95_ms, c.itl_p95_ms),
+        ("workload.prompt.contract_mean", record.workload.prompt.contract_mean, c.prompt_tokens.mean),
+        ("workload.prompt.contract_p95", record.workload.prompt.contract_p95, c.prompt_tokens.p95),
+        ("workload.output.contract_mean", record.workload.output.contract_mean, c.output_tokens.mean),
+        ("workload.output.contract_p95", record.workload.output.contract_p95, c.output_tokens.p95),
+    ]
+    out = [f"{name}: record {have:g}, contract {want:g}" for name, have, want in pairs if have != want]
+    if record.slo.min_goodput_share < MIN_GOODPUT_SHARE:
+        out.append(f"slo.min_goodput_share: record {record.slo.min_goodput_share:g}, at least {MIN_GOODPUT_SHARE:g}")
+    seconds = record.workload.duration_floor_seconds
+    if seconds < DEFAULT_DURATION_S and cfg.environment != "dev":
+        out.append(
+            f"workload.duration_floor_seconds: record {seconds:g} s per rate, a measurement that sizes a "
+            f"{cfg.environment} pool runs {DEFAULT_DURATION_S:g} s (shorter runs size dev stacks only)"
         )
-    )
+    return out
 
 
-@rule(needs={"serving", "releases", "accelerators"}, plan=True)
+def _differences(cfg: StackConfig, plan: StackPlan, role: str) -> list[str]:
+    """How the pool's record differs from what the pool deploys and from the stack's contract (empty: it measured
+    this pool under this contract)."""
+    pool = dict(cfg.pools())[role]
+    record = plan.measurements[role]
+    return [
+        *identity_differences(
+            record, _PoolFacts(plan, role), accept_served=pool.measured_with_adapted_args is not None
+        ),
+        *contract_differences(record, cfg),
+    ]
+
+
+@rule(needs={"serving", "releases", "accelerators", "contract", "environment"}, plan=True)
 def measurement_matches_pool(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """The record measured this release on this topology with these arguments, and found an operating point."""
     for role, record in sorted(plan.measurements.items()):
@@ -69,7 +99,7 @@ def measurement_matches_pool(cfg: StackConfig, plan: StackPlan) -> Iterator[Find
             )
 
 
-@rule(needs={"serving", "releases", "accelerators"}, plan=True)
+@rule(needs={"serving", "releases", "accelerators", "contract", "environment"}, plan=True)
 def warm_minimum_covers_the_measured_need(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """replicas = max(decode, prefill) + 1 at the contract's peak share of this pool: the HPA's warm minimum must
     hold them (a cold replica takes a cold load to arrive), and its maximum must reach them."""

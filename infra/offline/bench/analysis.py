@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...config.bench import ARRIVAL_TOLERANCE
+from ...config.measurement import MIN_GOODPUT_SHARE as CONTRACT_MIN_GOODPUT_SHARE
 from .scrape import GaugeSummary, ServerWindow
 from .stats import Quantiles, nearest_rank, weighted_nearest_rank
 
@@ -81,7 +82,7 @@ __all__ = [
 #: guidellm report schema this parser reads (``GenerativeBenchmarkMetadata.version`` in guidellm 0.8.1).
 GUIDELLM_REPORT_VERSION = 2
 #: Goodput the SLO requires: the design's "goodput >= 95 %" (the p95 objectives allow 5 % of requests over).
-MIN_GOODPUT_SHARE = 0.95
+MIN_GOODPUT_SHARE = CONTRACT_MIN_GOODPUT_SHARE
 #: A rate whose mean dispatch delay (scheduled arrival -> request sent) exceeds this was not the offered open loop:
 #: the load generator fell behind. 0.2 s is guidellm's own threshold for its late-dispatch warning. The mean, not
 #: a tail percentile: TTFT is timed from the send, so an occasional late send (a CPU hiccup of the client,

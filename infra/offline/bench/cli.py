@@ -36,7 +36,7 @@ import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -48,6 +48,9 @@ from ...config.bench import (
     AUTO_REFINE_STEPS,
     AUTO_START_RPS,
     DEFAULT_DURATION_S,
+    MAX_DURATION_S,
+    MAX_RATE_RPS,
+    MAX_RATES,
     MIN_WINDOW_ARRIVALS,
     QUICK_DURATION_S,
     QUICK_MAX_RATES,
@@ -56,6 +59,7 @@ from ...config.bench import (
     parse_rates,
 )
 from ...config.measurement import MeasurementError
+from ..inputs import InputError, OneLineParser, bounded_float, check_new_file, check_output_dir, http_url, printable
 from . import store
 from .analysis import AnalysisError, RatePoint, RunReport, Slo, operating_point
 from .plots import goodput_plot, latency_plot, server_plot
@@ -74,7 +78,7 @@ from .runner import (
 from .scrape import MetricsScraper, ScrapeError
 from .store import RecordStoreError, fetch_record, parse_gs_uri, storage_client, upload_record
 from .target import BenchTarget, TargetError
-from .workload import WorkloadError, parse_priority_mix, plan_workload
+from .workload import WorkloadError, WorkloadPlan, parse_priority_mix, plan_workload
 
 EXIT_ERROR = 2
 
@@ -87,9 +91,17 @@ HEALTH_TIMEOUT_S = 10.0
 
 def _rates(text: str) -> tuple[float, ...] | None:
     try:
-        return parse_rates(text)  # the syntax gke.bench.rates shares
+        rates = parse_rates(text)  # the syntax gke.bench.rates shares
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(printable(str(err), 200)) from None
+    # The bounds gke.bench.rates has (infra/config/bench.py, with their reasons).
+    if rates is not None and len(rates) > MAX_RATES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RATES} rates (twice the automatic sweep), got {len(rates)}")
+    if rates is not None and max(rates) > MAX_RATE_RPS:
+        raise argparse.ArgumentTypeError(
+            f"each rate must be at most {MAX_RATE_RPS:g} req/s (far above what one replica serves), got {max(rates):g}"
+        )
+    return rates
 
 
 def _json_args(text: str) -> tuple[str, ...]:
@@ -118,7 +130,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--duration-seconds",
-        type=float,
+        # Above 0 (0 once meant "the default" silently) and at most MAX_DURATION_S, gke.bench.duration_seconds' bound.
+        type=bounded_float("--duration-seconds", 0.0, MAX_DURATION_S, "15x the default run per rate", lo_open=True),
         default=None,
         help=f"seconds of load per rate at least (default {DEFAULT_DURATION_S:g}; --quick {QUICK_DURATION_S:g}); "
         f"a rate runs longer until its window expects {MIN_WINDOW_ARRIVALS} arrivals",
@@ -137,7 +150,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prefix-ratio",
-        type=float,
+        type=bounded_float("--prefix-ratio", 0.0, 0.99, "a prompt keeps at least 1% of its own tokens"),
         default=0.0,
         help="shared prefix tokens / mean prompt tokens, in [0, 1) (default 0)",
     )
@@ -166,10 +179,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: The parser class of the caller's parser (``register`` returns a parser of that class).
+_Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
+
+
 def register(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    subparsers: argparse._SubParsersAction[_Parser],
     resolve_target: Callable[[argparse.Namespace], BenchTarget],
-) -> argparse.ArgumentParser:
+) -> _Parser:
     """Add ``bench`` to ``subparsers``; the parsed namespace's ``fn(args)`` runs it and returns the exit code."""
     p = subparsers.add_parser(
         "bench",
@@ -200,11 +217,7 @@ def register(
     return p
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Errors of ``bench fetch`` as one line on stderr, exit code 2 (no usage block)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+_OneLineParser = OneLineParser  # errors: one bounded, printable line, exit code 2
 
 
 def run_fetch(args: argparse.Namespace) -> int:
@@ -214,27 +227,30 @@ def run_fetch(args: argparse.Namespace) -> int:
         parse_gs_uri(args.uri, "bench fetch")  # before any credential look-up
         record = fetch_record(storage_client(args.project), args.uri, args.to)
     except RecordStoreError as err:
-        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(f"error: {printable(str(err).splitlines()[0], 1000)}", file=sys.stderr)
         return EXIT_ERROR
     op = record.operating_point
+    # Every field echoed from the fetched record is rendered printable: it is someone else's file.
     summary = (
         f"operating point {op.achieved_rps:.3g} req/s achieved ({op.offered_rps:g} offered): θ_o "
         f"{op.output_tokens_per_s:.1f}, θ_i "
         f"{op.input_tokens_per_s:.1f} tokens/s per replica"
         if op is not None
-        else f"no operating point ({record.no_operating_point_reason})"
+        else f"no operating point ({printable(record.no_operating_point_reason)})"
     )
     print(
-        f"wrote {args.to}: release {record.release} on {record.accelerator.machine_type} "
-        f"(TP {record.accelerator.tensor_parallel_size}), measured {record.measured_at}; {summary}. A pool cites it "
-        f"as `measured: stacks/measurements/{args.to.name}` once the file is there.",
+        f"wrote {printable(args.to)}: release {printable(record.release)} on "
+        f"{printable(record.accelerator.machine_type)} (TP {record.accelerator.tensor_parallel_size}), measured "
+        f"{printable(record.measured_at)}; {summary}. A pool cites it as "
+        f"`measured: stacks/measurements/{printable(args.to.name)}` once the file is there.",
         file=sys.stderr,
     )
     return 0
 
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
-    duration = args.duration_seconds or (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S)
+    given = args.duration_seconds
+    duration = given if given is not None else (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S)
     if not (math.isfinite(duration) and duration > 0):
         raise BenchError(f"--duration-seconds must be > 0, got {duration}")
     return SweepConfig(
@@ -278,11 +294,20 @@ def _describe(p: RatePoint) -> str:
 
 def run_bench(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
     try:
+        # URLs first, before the stack is resolved or anything else looked at: parsed with their own errors,
+        # credentials refused and never echoed.
+        if args.url:
+            args.url = http_url("--url", args.url)
+        if args.metrics_url:
+            args.metrics_url = http_url("--metrics-url", args.metrics_url)
         return _run(args, resolve_target)
-    except (BenchError, WorkloadError, TargetError, AnalysisError, MeasurementError, ScrapeError) as err:
-        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+    except (BenchError, WorkloadError, TargetError, AnalysisError, MeasurementError, ScrapeError, InputError) as err:
+        print(f"error: {printable(str(err).splitlines()[0], 1000)}", file=sys.stderr)
     except ValidationError as err:  # a record that fails its own schema: a bug, reported without a traceback
-        print(f"error: the measurement record does not validate: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(
+            f"error: the measurement record does not validate: {printable(str(err).splitlines()[0], 1000)}",
+            file=sys.stderr,
+        )
     except KeyboardInterrupt:
         print("error: interrupted; no record written", file=sys.stderr)
     return EXIT_ERROR
@@ -290,7 +315,6 @@ def run_bench(args: argparse.Namespace, resolve_target: Callable[[argparse.Names
 
 def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace], BenchTarget]) -> int:
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     target = resolve_target(args)
@@ -300,8 +324,8 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
         target = dataclasses.replace(target, tokenizer_path=args.tokenizer)
     if not Path(target.tokenizer_path).is_dir():
         raise BenchError(f"tokenizer directory {target.tokenizer_path} does not exist (pass --tokenizer DIR)")
-    if args.record is not None and args.record.exists():
-        raise BenchError(f"--record {args.record}: already exists; a measurement record is written once")
+    if args.record is not None:
+        check_new_file("--record", args.record)  # before any load: the sweep takes up to hours
     # The upload target and the credentials are checked before any load: a run that cannot store its record would
     # only find out after the whole sweep.
     remote = parse_gs_uri(args.record_uri, "--record-uri") if args.record_uri else None
@@ -324,10 +348,33 @@ def _run(args: argparse.Namespace, resolve_target: Callable[[argparse.Namespace]
     version = guidellm_version(exe)
     started = datetime.now(UTC)
     out = args.out or REPO / "build" / "bench" / f"{target.release}-{started.strftime('%Y%m%dT%H%M%SZ')}"
-    if out.exists() and any(out.iterdir()):
-        raise BenchError(f"--out {out}: not empty; each run writes its own directory")
+    check_output_dir("--out", out)
+    _check_health(target.base_url)  # before --out is created: a refused run leaves no empty folder behind
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    _check_health(target.base_url)
+    try:
+        return _measure(args, console, target, plan, slo, cfg, exe, version, out, remote, client)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _measure(
+    args: argparse.Namespace,
+    console: Any,
+    target: BenchTarget,
+    plan: WorkloadPlan,
+    slo: Slo,
+    cfg: SweepConfig,
+    exe: Path,
+    version: str,
+    out: Path,
+    remote: tuple[str, str] | None,
+    client: Any,
+) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     for fit, what in ((plan.prompt, "prompt"), (plan.output, "output")):
         if not fit.exact:
             console.print(

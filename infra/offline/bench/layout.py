@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...config.measurement import Measurement
 from .runner import REPO, BenchError
@@ -264,7 +264,10 @@ def cmd_layout(args: argparse.Namespace, launcher: Launcher = launch_concurrentl
         return EXIT_ERROR
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+_Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
+
+
+def register(subparsers: argparse._SubParsersAction[_Parser]) -> _Parser:
     p = subparsers.add_parser(
         "bench-layout",
         help="measure a co-hosted group against its models alone, or N instances against one (seed 003's tests)",

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -224,17 +225,18 @@ def write_measurement(record: Measurement, path: Path) -> None:
 
 def load_measurement(path: Path | str) -> Measurement:
     """Read and validate a record; MeasurementError names the file and each problem (``curve.0.arrivals: ...``)."""
+    from ...config.documents import MAX_JSON_BYTES, DocumentError, load_json_document, read_regular_file
+
     path = Path(path)
+    if not os.path.lexists(path):
+        raise MeasurementError(f"{path}: no such measurement record")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MeasurementError(f"{path}: no such measurement record") from None
-    except OSError as err:
-        raise MeasurementError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as err:
-        raise MeasurementError(f"{path}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        # Bounded, non-blocking, regular files only, and the stack loader's JSON rules (duplicate keys, NaN).
+        data = read_regular_file(path, source=str(path), max_bytes=MAX_JSON_BYTES, limit_name="MAX_JSON_BYTES")
+        load_json_document(data, str(path))
+    except DocumentError as err:
+        raise MeasurementError(str(err)) from None
+    text = data.decode("utf-8")
     try:
         return Measurement.model_validate_json(text)
     except ValidationError as err:

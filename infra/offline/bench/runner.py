@@ -51,6 +51,7 @@ from ...config.bench import (
     RUN_STARTUP_ALLOWANCE_S,
     run_seconds,
 )
+from ..inputs import printable
 from .analysis import RatePoint, RunReport, Slo, measurement_window, rate_point, read_guidellm_report
 from .scrape import MetricsScraper
 from .target import BenchTarget
@@ -89,9 +90,11 @@ class BenchError(RuntimeError):
 def resolve_guidellm(explicit: str | None) -> Path:
     """``--guidellm PATH`` if given, else ``.venv-vllm/bin/guidellm``, else ``guidellm`` on PATH."""
     if explicit:
-        path = Path(explicit).expanduser()
+        # Absolute: Path("./x") prints as "x", which subprocess would look up on PATH, running another file than
+        # the one checked here.
+        path = Path(os.path.abspath(Path(explicit).expanduser()))
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise BenchError(f"--guidellm {explicit}: not an executable file")
+            raise BenchError(f"--guidellm {printable(Path(explicit))}: not an executable file")
         return path
     if DEFAULT_GUIDELLM.is_file() and os.access(DEFAULT_GUIDELLM, os.X_OK):
         return DEFAULT_GUIDELLM

@@ -58,11 +58,12 @@ class RecordStoreError(BenchError):
 
 def parse_gs_uri(uri: str, flag: str) -> tuple[str, str]:
     """``gs://b/o.json`` -> (``b``, ``o.json``); RecordStoreError naming ``flag`` otherwise."""
-    m = GS_URI_RE.match(uri)
+    from ..inputs import redact_url, shown
+
+    m = GS_URI_RE.fullmatch(uri)
     if not m:
-        shown = uri if len(uri) <= 80 else uri[:77] + "..."
         raise RecordStoreError(
-            f"{flag} {shown!r}: expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
+            f"{flag} {shown(redact_url(uri))}: expected gs://<bucket>/<path>.json (bucket: 3-63 of a-z 0-9 - _; "
             "path: segments of A-Z a-z 0-9 . _ -)"
         )
     return m["bucket"], m["name"]

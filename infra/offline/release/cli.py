@@ -12,24 +12,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
+from ..inputs import InputError, OneLineParser, check_new_file, printable
 from . import hydrate, stage
 
 #: Exit code of every refused or failed command (the CLI's configuration-error code, infra/offline/cli.py).
 EXIT_ERROR = 2
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line on stderr (no usage block), exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+_OneLineParser = OneLineParser  # errors: one bounded, printable line, exit code 2
 
 
 def _fail(problems: Sequence[str]) -> int:
     for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
+        # Every problem as one printable line: a file name or value cannot forge another line or a terminal escape.
+        print(f"error: {printable(problem, 1000)}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -41,8 +39,9 @@ def cmd_stage(args: argparse.Namespace) -> int:
     try:
         if args.write is not None and args.release_template is None:
             return _fail(["--write needs --release-template (the file written is the completed release file)"])
-        if args.write is not None and args.write.exists():
-            return _fail([f"{args.write} already exists: refusing to overwrite a release file"])
+        if args.write is not None:
+            # Before anything is read or uploaded: a --write that cannot be created would only fail after the upload.
+            check_new_file("--write", args.write)
         tokenizer_revision = args.tokenizer_revision or args.revision
         if args.release_template is not None and not stage.input_problems(
             args.source, args.bucket, args.model, args.revision, tokenizer_revision
@@ -67,17 +66,19 @@ def cmd_stage(args: argparse.Namespace) -> int:
         block = stage.release_identity_json(result.identity_fields(), args.release_template)
         if args.write is not None:
             stage.write_new_file(args.write, block)
-            print(f"wrote {args.write}", file=sys.stderr)
+            print(f"wrote {printable(args.write)}", file=sys.stderr)
         if args.release_template is None:
             print("merge these fields into the release file (stacks/releases/<env>/<release>.json):", file=sys.stderr)
         sys.stdout.write(block)
         return 0
     except stage.StageError as e:
         return _fail(e.problems)
+    except InputError as e:
+        return _fail([str(e)])
     except (GoogleAPICallError, GoogleAuthError, OSError) as e:
-        return _fail([f"{type(e).__name__}: {' '.join(str(e).split())}"])
+        return _fail([f"{type(e).__name__}: {printable(' '.join(str(e).split()), 400)}"])
     except Exception as e:
-        return _fail([f"unexpected {type(e).__name__} while staging: {' '.join(str(e).split())}"])
+        return _fail([f"unexpected {type(e).__name__} while staging: {printable(' '.join(str(e).split()), 400)}"])
 
 
 def cmd_hydrate_runbook(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ from infra.targets.gke.config.platform import (
     HYPERDISK_ML_MIN_THROUGHPUT_MIB_S,
 )
 
+from ..inputs import shown
 from .stage import BUCKET_RE
 
 #: The Compute Engine disk type of the serving volumes (components/weights.py creates the same type).
@@ -74,6 +75,8 @@ PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]\Z")
 #: Length of the release-id hash appended when a derived name has to be shortened (32 bits: collisions between
 #: two releases of one project are negligible).
 NAME_HASH_CHARS = 8
+#: The local path of verify_release.py: a plain path (no leading '-', no ':', no spaces), at most 1024 characters.
+VERIFIER_RE = re.compile(r"[A-Za-z0-9._/+][A-Za-z0-9._/+-]{0,1023}")
 
 
 class HydrationError(ValueError):
@@ -148,19 +151,20 @@ def _problems(
     throughput_mib_s: int,
     machine_type: str,
     subnet: str | None,
+    verifier: str,
 ) -> list[str]:
     problems = []
-    if not PROJECT_RE.match(project):
-        problems.append(f"project {project!r} is not a project id ({PROJECT_RE.pattern})")
-    if not ZONE_RE.match(zone):
-        problems.append(f"zone {zone!r} is not a zone such as us-central1-a")
-    if not BUCKET_RE.match(bucket):
-        problems.append(f"bucket {bucket!r} is not a weights bucket name ({BUCKET_RE.pattern}, no gs://)")
+    if not PROJECT_RE.fullmatch(project):
+        problems.append(f"project {shown(project)} is not a project id ({PROJECT_RE.pattern})")
+    if not ZONE_RE.fullmatch(zone):
+        problems.append(f"zone {shown(zone)} is not a zone such as us-central1-a")
+    if not BUCKET_RE.fullmatch(bucket):
+        problems.append(f"bucket {shown(bucket)} is not a weights bucket name ({BUCKET_RE.pattern}, no gs://)")
     model, _, revision = prefix.strip("/").partition("/")
-    if not vr.MODEL_RE.match(model) or not vr.REVISION_RE.match(revision):
-        problems.append(f"prefix {prefix!r} must be <model>/<40 hex revision>, the staged release folder")
-    if not re.match(RELEASE_ID_PATTERN, release):
-        problems.append(f"release {release!r} is not a release id ({RELEASE_ID_PATTERN})")
+    if not vr.MODEL_RE.fullmatch(model) or not vr.REVISION_RE.fullmatch(revision):
+        problems.append(f"prefix {shown(prefix)} must be <model>/<40 hex revision>, the staged release folder")
+    if re.fullmatch(RELEASE_ID_PATTERN.rstrip("$"), release) is None:
+        problems.append(f"release {shown(release)} is not a release id ({RELEASE_ID_PATTERN})")
     if not HYPERDISK_ML_MIN_GIB <= size_gib <= HYPERDISK_ML_MAX_GIB:
         problems.append(
             f"size {size_gib} GiB is outside Hyperdisk ML's {HYPERDISK_ML_MIN_GIB}-{HYPERDISK_ML_MAX_GIB} GiB"
@@ -170,10 +174,16 @@ def _problems(
             f"provisioned throughput {throughput_mib_s} MiB/s is below Hyperdisk ML's minimum "
             f"{HYPERDISK_ML_MIN_THROUGHPUT_MIB_S} MiB/s"
         )
-    if not NAME_RE.match(machine_type):
-        problems.append(f"machine type {machine_type!r} is not a machine type name")
-    if subnet is not None and not re.match(r"^[a-z]([-a-z0-9/]{0,200}[a-z0-9])?\Z", subnet):
-        problems.append(f"subnet {subnet!r} is not a subnet name or path")
+    if not NAME_RE.fullmatch(machine_type):
+        problems.append(f"machine type {shown(machine_type)} is not a machine type name")
+    if subnet is not None and not re.fullmatch(r"[a-z]([-a-z0-9/]{0,200}[a-z0-9])?", subnet):
+        problems.append(f"subnet {shown(subnet)} is not a subnet name or path")
+    if VERIFIER_RE.fullmatch(verifier) is None:
+        # It is `gcloud compute scp`'s source argument: a leading '-' would be read as one of its flags
+        # (--scp-flag=-oProxyCommand=... runs a command), a ':' as a remote host, a space or newline splits it.
+        problems.append(
+            f"verifier {shown(verifier)} must be a local file path of letters, digits and ._/+- not starting with '-'"
+        )
     return problems
 
 
@@ -203,13 +213,13 @@ def hydration_runbook(
     network with an ephemeral external address. ``verifier``: local path of ``verify_release.py``, copied to the VM.
     """
     problems = _problems(
-        project, zone, bucket, prefix, release, size_gib, provisioned_throughput_mib_s, machine_type, subnet
+        project, zone, bucket, prefix, release, size_gib, provisioned_throughput_mib_s, machine_type, subnet, verifier
     )
     if problems:
         raise HydrationError(problems)
     prefix = prefix.strip("/")
     revision = prefix.partition("/")[2]
-    m = ZONE_RE.match(zone)
+    m = ZONE_RE.fullmatch(zone)
     assert m is not None
     region = m.group("region")
     model = prefix.partition("/")[0]
@@ -222,8 +232,12 @@ def hydration_runbook(
     iap = ["--tunnel-through-iap"] if subnet else []
     folder_uri = f"gs://{bucket}/{prefix}"
     device = f"/dev/disk/by-id/google-{DEVICE_NAME}"
-    verify_dir = f"python3 {REMOTE_VERIFIER} dir --path {MOUNT_POINT} --expect-revision {revision}"
-    verify_gcs = f"python3 {REMOTE_VERIFIER} gcs --bucket {bucket} --prefix {prefix} --expect-revision {revision}"
+    # Remote command lines: every interpolated value validated above AND shell-quoted (the remote shell parses them).
+    q = shlex.quote
+    verify_dir = f"python3 {REMOTE_VERIFIER} dir --path {MOUNT_POINT} --expect-revision {q(revision)}"
+    verify_gcs = (
+        f"python3 {REMOTE_VERIFIER} gcs --bucket {q(bucket)} --prefix {q(prefix)} --expect-revision {q(revision)}"
+    )
     network = [f"--subnet={subnet}", "--no-address"] if subnet else []
 
     steps = (
@@ -311,7 +325,7 @@ def hydration_runbook(
                     f"sudo mount -o discard,defaults {device} {MOUNT_POINT}",
                     f'sudo chown "$(id -u):$(id -g)" {MOUNT_POINT}',
                     "umask 022",  # world-readable files: the pods read them as a non-root user
-                    f"gcloud storage rsync --recursive {folder_uri} {MOUNT_POINT}",
+                    f"gcloud storage rsync --recursive {q(folder_uri)} {MOUNT_POINT}",
                 ),
             ),
         ),

@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from components.serving import verify_release as vr
 
+from ..inputs import InputError, create_new_file, printable, read_input_file, shown
+
 if TYPE_CHECKING:  # imported lazily at run time: the CLI registers this command without needing them
     from google.cloud.storage import Bucket, Client
 
@@ -62,7 +64,7 @@ EXCLUDED_TOP_LEVEL_DIRS: dict[str, str] = {
 }
 #: Bucket names the stack accepts for its weights bucket (infra/config/gke.py WeightStores.bucket: no dots, 3-63
 #: characters), within Cloud Storage's naming rules (https://cloud.google.com/storage/docs/buckets#naming).
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]\Z")  # \Z: ``$`` would accept a final newline
 #: Concurrent uploads: enough parallel streams to keep a multi-Gbit/s uplink busy with shard-sized objects, while
 #: memory stays bounded at workers x UPLOAD_CHUNK_BYTES.
 DEFAULT_WORKERS = 8
@@ -165,33 +167,40 @@ def input_problems(source_dir: Path, bucket: str, model: str, revision: str, tok
     """Every problem with the arguments, before anything is read or sent."""
     problems = []
     if not source_dir.exists():
-        problems.append(f"source directory {source_dir} does not exist")
+        problems.append(f"source directory {printable(source_dir)} does not exist")
     elif not source_dir.is_dir():
-        problems.append(f"source {source_dir} is not a directory")
+        problems.append(f"source {printable(source_dir)} is not a directory")
     if not BUCKET_RE.match(bucket) or bucket.startswith("goog") or "google" in bucket:
         problems.append(
-            f"bucket name {bucket!r} is invalid: 3-63 characters of a-z, 0-9, '-' and '_', starting and ending "
+            f"bucket name {shown(bucket)} is invalid: 3-63 characters of a-z, 0-9, '-' and '_', starting and ending "
             f"with a letter or digit, not starting with 'goog' nor containing 'google' (no gs:// prefix)"
         )
     if not vr.MODEL_RE.match(model):
-        problems.append(f"model {model!r} must match {vr.MODEL_RE.pattern} (one path segment of the release folder)")
+        problems.append(
+            f"model {shown(model)} must match {vr.MODEL_RE.pattern} (one path segment of the release folder)"
+        )
     checks = [("--revision", revision)] + (
         [("--tokenizer-revision", tokenizer_revision)] if tokenizer_revision != revision else []
     )
     for flag, value in checks:
         if not vr.REVISION_RE.match(value):
-            problems.append(f"{flag} must be a commit: 40 lowercase hex characters, got {value!r}")
+            problems.append(f"{flag} must be a commit: 40 lowercase hex characters, got {shown(value)}")
     return problems
 
 
 # ---- the source folder -------------------------------------------------------------------------------------------
 def _allowed_roots(root: Path) -> list[Path]:
     """Where staged symlinks may point: the source itself and, for a Hugging Face cache snapshot
-    (``<cache>/models--org--name/snapshots/<revision>``), that repository's ``blobs/`` folder."""
+    (``<cache>/models--org--name/snapshots/<revision>``), that repository's ``blobs/`` folder, but only when it
+    resolves inside that repository: a ``blobs`` that is itself a link to another folder (or whose repository is a
+    link elsewhere) would let the snapshot's links read any file the process can, so it is not followed."""
     roots = [root]
-    blobs = root.parent.parent / "blobs"
-    if root.parent.name == "snapshots" and blobs.is_dir():
-        roots.append(blobs.resolve())
+    repo = root.parent.parent
+    blobs = repo / "blobs"
+    if root.parent.name == "snapshots" and blobs.is_dir() and not blobs.is_symlink():
+        real_repo, real_blobs = Path(os.path.realpath(repo)), Path(os.path.realpath(blobs))
+        if real_blobs.parent == real_repo and real_blobs.name == "blobs":
+            roots.append(real_blobs)
     return roots
 
 
@@ -202,10 +211,12 @@ def _count_files(path: Path) -> int:
 def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[ExcludedPath]]:
     """Files to stage (sorted by path) and the excluded top-level directories; StageError lists every entry that
     cannot be staged."""
-    root = root.resolve()
+    root = Path(os.path.realpath(root))
     problems: list[str] = []
     if root.parent.name == "snapshots" and vr.REVISION_RE.match(root.name) and root.name != revision:
-        problems.append(f"{root} is the Hugging Face snapshot of revision {root.name}, not --revision {revision}")
+        problems.append(
+            f"{printable(root)} is the Hugging Face snapshot of revision {printable(root.name)}, not --revision {revision}"
+        )
     allowed = _allowed_roots(root)
     files: list[SourceFile] = []
     excluded: list[ExcludedPath] = []
@@ -215,7 +226,7 @@ def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[Exclu
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as e:
-            problems.append(f"cannot list {directory}: {e.strerror or e}")
+            problems.append(f"cannot list {printable(directory)}: {e.strerror or e}")
             continue
         for entry in entries:
             path = Path(entry.path)
@@ -226,12 +237,14 @@ def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[Exclu
                 excluded.append(ExcludedPath(entry.name, count, EXCLUDED_TOP_LEVEL_DIRS[entry.name]))
                 continue
             if rel == vr.MANIFEST_NAME:
-                problems.append(f"{path} has the release manifest's name: rename or remove it from the source")
+                problems.append(
+                    f"{printable(path)} has the release manifest's name: rename or remove it from the source"
+                )
                 continue
             try:
                 mode = os.lstat(path).st_mode
             except OSError as e:
-                problems.append(f"cannot stat {path}: {e.strerror or e}")
+                problems.append(f"cannot stat {printable(path)}: {e.strerror or e}")
                 continue
             if stat.S_ISDIR(mode):
                 pending.append(path)
@@ -241,24 +254,26 @@ def scan_source(root: Path, revision: str) -> tuple[list[SourceFile], list[Exclu
                 target = Path(os.path.realpath(path))
                 if not any(target.is_relative_to(a) for a in allowed):
                     problems.append(
-                        f"symlink {rel} points outside the source folder (to {target}): refusing to stage it"
+                        f"symlink {printable(Path(rel))} points outside the source folder (to {printable(target)}): refusing to stage it"
                     )
                 elif not target.exists():
-                    problems.append(f"symlink {rel} is broken (points to {target})")
+                    problems.append(f"symlink {printable(Path(rel))} is broken (points to {printable(target)})")
                 elif not target.is_file():
-                    problems.append(f"symlink {rel} points to {target}, which is not a regular file")
+                    problems.append(
+                        f"symlink {printable(Path(rel))} points to {printable(target)}, which is not a regular file"
+                    )
                 else:
                     files.append(SourceFile(rel, target))
             else:
-                problems.append(f"{rel} is not a regular file, directory or symlink: cannot stage it")
+                problems.append(f"{printable(Path(rel))} is not a regular file, directory or symlink: cannot stage it")
     files.sort(key=lambda f: f.path)
     for f in files:
         problem = vr.path_problem(f.path)
         if problem:
-            problems.append(f"{f.path!r} cannot be a release path: it {problem}")
+            problems.append(f"{shown(f.path)} cannot be a release path: it {problem}")
     if not files and not problems:
         problems.append(
-            f"{root} has no files to stage"
+            f"{printable(root)} has no files to stage"
             + (f" (excluded: {', '.join(str(e) for e in excluded)})" if excluded else "")
         )
     if problems:
@@ -284,7 +299,13 @@ def hash_file(path: Path, on_bytes: Callable[[int], None] = lambda n: None) -> t
     sha = hashlib.sha256()
     crc = google_crc32c.Checksum()
     size = 0
-    with open(path, "rb") as fh:
+    # The path was resolved by scan_source: O_NOFOLLOW refuses a link swapped in since, O_NONBLOCK a FIFO, and
+    # fstat on the open descriptor checks that what is read is a regular file (the manifest lists what was read).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{printable(path)} is no longer a regular file")
+    with os.fdopen(fd, "rb") as fh:
         while chunk := fh.read(vr.HASH_CHUNK_BYTES):
             sha.update(chunk)
             crc.update(chunk)
@@ -689,16 +710,20 @@ def release_identity_json(fields: dict[str, str], template: Path | None = None) 
         return json.dumps(fields, indent=2) + "\n"
     from pydantic import ValidationError
 
+    from infra.config.documents import MAX_JSON_BYTES, DocumentError, load_json_document
     from infra.config.release import ReleaseIdentity
 
     try:
-        doc = json.loads(template.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise StageError([f"cannot read release template {template}: {e.strerror or e}"]) from None
-    except ValueError as e:
-        raise StageError([f"release template {template} is not JSON: {e}"]) from None
+        # Bounded, non-blocking, regular files only; duplicate keys, NaN and over-deep nesting refused: the
+        # stack loader's rules for release files.
+        data = read_input_file("--release-template", template, MAX_JSON_BYTES, "MAX_JSON_BYTES")
+        doc = load_json_document(data, f"release template {printable(template)}")
+    except InputError as e:
+        raise StageError([str(e)]) from None
+    except DocumentError as e:
+        raise StageError([str(e)]) from None
     if not isinstance(doc, dict):
-        raise StageError([f"release template {template} is not a JSON object"])
+        raise StageError([f"release template {printable(template)} is not a JSON object"])
     doc.update(fields)
     try:
         ReleaseIdentity.model_validate(doc)
@@ -707,17 +732,19 @@ def release_identity_json(fields: dict[str, str], template: Path | None = None) 
             f"{'.'.join(str(p) for p in err['loc']) or '(release)'}: {err['msg']}" for err in e.errors()
         )
         raise StageError(
-            [f"release template {template} with the staged fields is not a valid release: {details}"]
+            [
+                f"release template {printable(template)} with the staged fields is not a valid release: {printable(details, 400)}"
+            ]
         ) from None
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_new_file(path: Path, text: str) -> None:
-    """Create ``path`` with ``text``; an existing file is never replaced (release files are immutable too)."""
+    """Create ``path`` with ``text`` whole or not at all; an existing file is never replaced (release files are
+    immutable too)."""
     try:
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(text)
-    except FileExistsError:
-        raise StageError([f"{path} already exists: refusing to overwrite a release file"]) from None
+        create_new_file(path, text.encode("utf-8"))
+    except InputError as e:
+        raise StageError([f"{e}: refusing to overwrite a release file"]) from None
     except OSError as e:
-        raise StageError([f"cannot write {path}: {e.strerror or e}"]) from None
+        raise StageError([f"cannot write {printable(path)}: {e.strerror or e}"]) from None

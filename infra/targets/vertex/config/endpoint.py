@@ -30,8 +30,19 @@ from infra.config.pool import PoolCommon
 #: IAM members a caller may be: named principals only; ``allUsers`` / ``allAuthenticatedUsers`` never match.
 CALLER_MEMBER_PATTERN = r"^(user|group|serviceAccount|domain|principal|principalSet):[!-~]{1,300}\Z"
 PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
-#: A custom IAM role of the stack's project (``projects/<p>/roles/<id>``) or a predefined one (``roles/<id>``).
-ROLE_PATTERN = r"^(roles/[a-zA-Z0-9_.]{1,64}|projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/roles/[a-zA-Z0-9_.]{3,64})$"
+#: Roles an endpoint's callers may get: invoker roles only. ``roles/aiplatform.user`` (Vertex AI User) is the
+#: narrowest predefined role holding ``aiplatform.endpoints.predict``; anything narrower is a custom role of the
+#: stack's project (``projects/<p>/roles/<id>``), which Vertex AI's access-control page recommends: "create a custom
+#: role with the aiplatform.endpoints.predict permission ... grants the service account permission to call the
+#: endpoint for predictions, without granting permission to control the endpoint"
+#: (https://cloud.google.com/vertex-ai/docs/general/access-control, "Use custom roles to grant least privilege").
+#: Every other predefined role is refused: roles/aiplatform.admin, roles/editor, roles/owner ... would let a caller
+#: undeploy, redeploy or re-grant the endpoint, which is the control plane's job, not a client's. (A custom role's
+#: permissions are not visible offline: docs/deploying.md lists "a custom caller role holds only
+#: aiplatform.endpoints.predict" among the preconditions.)
+CALLER_PREDEFINED_ROLES = ("roles/aiplatform.user",)
+#: (A pydantic pattern: its Rust engine's ``$`` is the end of the text, never before a final newline.)
+ROLE_PATTERN = r"^(roles/aiplatform\.user|projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/roles/[a-zA-Z0-9_.]{3,64})$"
 #: Autoscaling signals a Vertex pool may scale on (keys of ``components.vertex.requests.AUTOSCALING_METRICS``).
 AutoscalingSignal = Literal["vllm_queue", "accelerator_duty_cycle"]
 
