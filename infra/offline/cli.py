@@ -40,6 +40,7 @@ from .review.gitrev import PlanDiffError
 from .stackfile import ROOT, STACKS_DIR, StackFileError, read_stack_file
 
 if TYPE_CHECKING:
+    from ..config.contract import WorkloadContract
     from .bench.target import BenchTarget
 
 EXIT_CONFIG = 2
@@ -79,9 +80,7 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
     """The pool of ``--stack`` / ``--pool`` as the benchmark measures it: release identity, the exact vLLM
     arguments the plan renders, accelerator and contract. The replica's URL and a local copy of the release's
     tokenizer come from the command line: the plan cannot know them."""
-    from ..config.measurement import args_sha256
     from .bench.runner import BenchError
-    from .bench.target import BenchTarget
 
     if not args.stack:
         raise BenchError("--stack is required: the release, arguments and contract come from its plan")
@@ -96,10 +95,10 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
     if args.pool not in plan.pools:
         raise BenchError(f"--pool {args.pool!r}: stack {args.stack} has pools {', '.join(sorted(plan.pools))}")
     p = plan.pools[args.pool]
-    c = cfg.contract
-    return BenchTarget(
+    return _target(
+        args,
+        cfg.contract,
         # Requests carry the public model name, as clients send it (the server answers as its release id).
-        base_url=args.url.rstrip("/"),
         served_model_name=plan.public_model_name,
         release=p.release.release,
         image_digest=p.release.digest,
@@ -109,19 +108,6 @@ def bench_target(args: argparse.Namespace) -> BenchTarget:
         gpus_per_node=p.machine.gpus_per_node,
         tensor_parallel_size=p.release.tensor_parallel_size,
         vllm_args=p.vllm_args,
-        vllm_args_sha256=args_sha256(p.vllm_args),
-        ttft_p95_ms=c.ttft_p95_ms,
-        itl_p95_ms=c.itl_p95_ms,
-        max_input_tokens=c.max_input_tokens,
-        max_output_tokens=c.max_output_tokens,
-        prompt_mean_tokens=c.prompt_tokens.mean,
-        prompt_p95_tokens=c.prompt_tokens.p95,
-        output_mean_tokens=c.output_tokens.mean,
-        output_p95_tokens=c.output_tokens.p95,
-        priority_classes=tuple((k.name, k.priority) for k in c.priority_classes),
-        tokenizer_path=args.tokenizer,
-        served_args=getattr(args, "served_args", None),
-        served_args_reason=getattr(args, "served_args_reason", None),
     )
 
 
@@ -129,9 +115,7 @@ def _group_bench_target(args: argparse.Namespace, resolved: ResolvedStack) -> Be
     """One model of a co-hosted group (``--group G --model NAME``) as the benchmark measures it: requests name the
     model, the engine arguments are its first instance's (the server runs each instance with them), the machine is
     the group's. A group's plan states its instances as the co-host server's configuration (``server``)."""
-    from ..config.measurement import args_sha256
     from .bench.runner import BenchError
-    from .bench.target import BenchTarget
 
     cfg, plan = resolved.config, resolved.plan
     group = plan.cohosting.get(args.group)
@@ -148,9 +132,9 @@ def _group_bench_target(args: argparse.Namespace, resolved: ResolvedStack) -> Be
     inst = instances[0]
     rel = cfg.release(inst.release)
     acc = cfg.accelerators[cfg.cohosting[args.group].accelerator]
-    c = cfg.contract
-    return BenchTarget(
-        base_url=args.url.rstrip("/"),
+    return _target(
+        args,
+        cfg.contract,
         served_model_name=args.model,
         release=rel.release,
         image_digest=rel.digest,
@@ -160,7 +144,40 @@ def _group_bench_target(args: argparse.Namespace, resolved: ResolvedStack) -> Be
         gpus_per_node=acc.gpus_per_node,
         tensor_parallel_size=rel.tensor_parallel_size,
         vllm_args=inst.args,
-        vllm_args_sha256=args_sha256(inst.args),
+    )
+
+
+def _target(
+    args: argparse.Namespace,
+    c: WorkloadContract,
+    *,
+    served_model_name: str,
+    release: str,
+    image_digest: str,
+    vllm_version: str,
+    machine_type: str,
+    gpu_type: str,
+    gpus_per_node: int,
+    tensor_parallel_size: int,
+    vllm_args: tuple[str, ...],
+) -> BenchTarget:
+    """What the bench measures: the server and its machine, the contract it is judged under, the command line's
+    URL, tokenizer and adapted arguments."""
+    from ..config.measurement import args_sha256
+    from .bench.target import BenchTarget
+
+    return BenchTarget(
+        base_url=args.url.rstrip("/"),
+        served_model_name=served_model_name,
+        release=release,
+        image_digest=image_digest,
+        vllm_version=vllm_version,
+        machine_type=machine_type,
+        gpu_type=gpu_type,
+        gpus_per_node=gpus_per_node,
+        tensor_parallel_size=tensor_parallel_size,
+        vllm_args=vllm_args,
+        vllm_args_sha256=args_sha256(vllm_args),
         ttft_p95_ms=c.ttft_p95_ms,
         itl_p95_ms=c.itl_p95_ms,
         max_input_tokens=c.max_input_tokens,
