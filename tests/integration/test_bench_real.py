@@ -161,6 +161,7 @@ def assert_measured_at_its_labels(rec: Any) -> None:
 def test_bench_against_real_vllm_serving_two_names(bench_server: VllmServer, tmp_path: Path, capsys):
     out = tmp_path / "bench"
     record_file = tmp_path / "stacks" / "measurements" / "tiny.json"
+    record_file.parent.mkdir(parents=True)  # bench checks --record's folder before any load
     parser = argparse.ArgumentParser(prog="llm-serving")
     register(parser.add_subparsers(dest="command", required=True), lambda args: tiny_target(bench_server))
     args = parser.parse_args(

@@ -90,19 +90,19 @@ COMMON: dict[str, Any] = {
     "enforce_eager": False, "speculative_config": None,
 }  # fmt: skip
 #: Per revision: the model folder vLLM loads (dev reads the mount, prod its in-memory staged copy), the served names
-#: (release id, public name), --max-num-seqs (L4: floor(10.61 GiB / (147,456 B x 800 tokens)) = 96; RTX PRO 6000:
-#: floor((89.4 x 0.9 - 7.64 - 2) GiB / (147,456 B x 800)) = 644) and vLLM's own per-GPU chunked-prefill default
+#: (release id, public name), --max-num-seqs (L4: floor((22.5 x 0.9 - 8.80 - 2) GiB / (147,456 B x 800 tokens)) = 86; RTX PRO 6000:
+#: floor((89.4 x 0.9 - 8.80 - 2) GiB / (147,456 B x 800)) = 634; 8.80 GiB = FP8 layers + BF16 embedding and lm_head) and vLLM's own per-GPU chunked-prefill default
 #: (2,048 below 70 GiB, 8,192 above), stated explicitly.
 EXPECTED: dict[str, dict[str, Any]] = {
     DEV: {**COMMON, "model_tag": f"/weights/qwen3-8b-fp8/{DEV_REVISION}",
           "served_model_name": ["qwen3-8b-fp8-2026-11-02.1", PUBLIC_NAME],
-          "max_num_seqs": 96, "max_num_batched_tokens": 2048},
+          "max_num_seqs": 86, "max_num_batched_tokens": 2048},
     PROD_CANARY: {**COMMON, "model_tag": f"/staged-weights/qwen3-8b-fp8/{CANARY_REVISION}",
                   "served_model_name": ["qwen3-8b-fp8-2026-11-20.1", PUBLIC_NAME],
-                  "max_num_seqs": 644, "max_num_batched_tokens": 8192},
+                  "max_num_seqs": 634, "max_num_batched_tokens": 8192},
     PROD_STABLE: {**COMMON, "model_tag": f"/staged-weights/qwen3-8b-fp8/{DEV_REVISION}",
                   "served_model_name": ["qwen3-8b-fp8-2026-11-02.1", PUBLIC_NAME],
-                  "max_num_seqs": 644, "max_num_batched_tokens": 8192},
+                  "max_num_seqs": 634, "max_num_batched_tokens": 8192},
 }  # fmt: skip
 #: dev-cloudrun's startup window: 10 s initial delay + 46 failures x 5 s (cold load 119.55 s x 2).
 DEV_STARTUP_WINDOW_S = 10 + 46 * 5

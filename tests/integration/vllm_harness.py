@@ -27,6 +27,7 @@ import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -406,8 +407,9 @@ def write_release_manifest(model_dir: Path, model: str, revision: str, tokenizer
 
 
 def mirror_release(tiny_model: Path, base: Path, rendered_model: str, revision: str, tokenizer_revision: str) -> Path:
-    """Make the local folder mirroring ``rendered_model`` (see :func:`local_model_tail`) under ``base``: symlinks to
-    the tiny model's files plus a valid manifest for ``revision``. Returns the folder."""
+    """Make the local folder mirroring ``rendered_model`` (see :func:`local_model_tail`) under ``base``: copies of
+    the tiny model's files (regular files, as a release copy holds and as `release stage` reads them: it opens no
+    symbolic link) plus a valid manifest for ``revision``. Returns the folder."""
     folder = base / local_model_tail(rendered_model)
     model, rev = folder.parts[-2:]
     if rev != revision:
@@ -417,7 +419,7 @@ def mirror_release(tiny_model: Path, base: Path, rendered_model: str, revision: 
     folder.mkdir(parents=True)
     for f in sorted(tiny_model.iterdir()):
         if f.is_file():
-            (folder / f.name).symlink_to(f.resolve())
+            shutil.copyfile(f.resolve(), folder / f.name)
     write_release_manifest(folder, model, revision, tokenizer_revision)
     return folder
 
