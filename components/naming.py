@@ -137,6 +137,10 @@ COHOST_INSTANCE_LABEL = "cohost_instance"
 COHOST_MODEL_LABEL = "cohost_model"
 #: Where a serving pod mounts its scripts ConfigMap, and the file names in it.
 SCRIPTS_MOUNT_PATH = "/etc/llm-serving/scripts"
+#: Where a Vertex AI co-host container's bootstrap writes the server and the release verifier before it runs the
+#: server (Vertex mounts no ConfigMap): under /tmp, which must be writable wherever vLLM runs (PyTorch's compile
+#: cache, ``torch._inductor`` ``cache_dir``, defaults to ``/tmp/torchinductor_<user>``).
+VERTEX_SCRIPTS_DIR = "/tmp/llm-serving/scripts"
 VERIFY_SCRIPT_FILE = "verify_release.py"
 COHOST_SERVER_FILE = "cohost_server.py"
 #: Liveness endpoint of the co-host server (200 while it runs; /health is 200 only while every instance is healthy).

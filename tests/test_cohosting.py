@@ -1,6 +1,6 @@
-"""Model co-hosting (issue 17, part 3): the co-hosted group config, the planner's memory checks with hand-computed
-arithmetic, and its Vertex rendering (one deployment resource pool shared by the models' deployed models, one
-endpoint per model), planned by the real program under the mock monitor for the shipped ``dev-cohost`` stack.
+"""Model co-hosting: the co-hosted group config, the planner's memory checks with hand-computed arithmetic, and its
+Vertex rendering (one deployed model with dedicated resources whose container runs the co-host server with every
+model, behind one endpoint), planned by the real program under the mock monitor for the shipped ``dev-cohost`` stack.
 
 Every planner refusal and every rule has a failing config asserting its key path and message; every request body
 of the co-hosting deployment validates against the aiplatform.v1 discovery document (driven through the providers
@@ -31,7 +31,6 @@ from .conftest import plan_run, resources
 
 STACK = "dev-cohost"
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
-POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 TRAFFIC = "pulumi-python:dynamic/vertex:EndpointTraffic"
 PROJECT, REGION = "acme-llm-dev", "us-central1"
 GiB = 2**30
@@ -94,7 +93,9 @@ def test_dev_cohost_plans_with_zero_violations_and_no_gke(tmp_path: Path, capsys
     ) in out
     types = [r["type"] for r in json.loads((tmp_path / "plan" / "inventory.json").read_text())["resources"]]
     assert not [t for t in types if t.startswith(("kubernetes:", "gcp:container", "gcp:compute"))]
-    assert (types.count(POOL), types.count(DEPLOYED), types.count("gcp:vertex/aiEndpoint:AiEndpoint")) == (1, 3, 3)
+    # The dev release line's endpoint and deployed model, and the group's: no deployment resource pool at all.
+    assert not [t for t in types if "ResourcePool" in t]
+    assert (types.count(DEPLOYED), types.count("gcp:vertex/aiEndpoint:AiEndpoint")) == (2, 2)
     capacity_json = json.loads((tmp_path / "plan" / "capacity.json").read_text())
     assert capacity_json["cohosting"]["pair"]["layout"]["partition_sum_per_gpu"] == [0.8]
 
@@ -157,99 +158,108 @@ def test_layout_on_eight_gpus() -> None:
         ch.plan_layout([model("a", 3, 1)], 8, 79.6, 0.1, MEAN)
 
 
-def test_vllm_args_take_the_partition_and_the_models_public_name() -> None:
+GROUP_DEPLOYMENT = "vertex-llm-dev-cohost-cohost"
+
+
+def server_document() -> dict[str, Any]:
+    """The co-host server's configuration the group's container runs with (its ``--config-json``)."""
+    spec = deployed(GROUP_DEPLOYMENT)["upload_model_request"]["model"]["containerSpec"]
+    assert spec["args"][0] == "--config-json"
+    doc: dict[str, Any] = json.loads(spec["args"][1])
+    return doc
+
+
+def test_instances_take_the_partition_the_public_name_and_a_loopback_port() -> None:
     g = group_plan()
-    for m, release, name, seqs in (
-        (g.models[0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 218),
-        (g.models[1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 233),
+    doc = server_document()
+    for m, inst, release, name, seqs, port in (
+        (g.models[0], doc["instances"][0], "llama-3.1-8b-fp8-2026-11-25.1", "llama-3.1-8b", 218, 8100),
+        (g.models[1], doc["instances"][1], "mistral-7b-v0.3-fp8-2026-11-25.1", "mistral-7b", 233, 8101),
     ):
-        args = list(m.vllm_args)
+        (planned,) = m.instances
+        args = list(planned.args)
         assert args[args.index("--gpu-memory-utilization") + 1] == "0.4"
         assert args[args.index("--served-model-name") + 1 : args.index("--served-model-name") + 3] == [release, name]
         assert args[args.index("--max-num-seqs") + 1] == str(seqs)
-        assert args[args.index("--port") + 1] == "8000"  # each deployed model is its own container
-        container = deployed(f"vertex-{m.endpoint_id}-model")["upload_model_request"]["model"]["containerSpec"]
-        assert container["args"] == args
+        # Only the server's port (8000) is the container's: each instance listens on loopback from 8100 on.
+        assert args[args.index("--host") + 1 : args.index("--host") + 4] == ["127.0.0.1", "--port", str(port)]
+        assert inst["args"] == args and inst["port"] == port and inst["gpus"] == [0] and inst["partition"] == 0.4
+        assert inst["model_names"] == [release, name]
+        assert inst["verify"][:2] == ["python3", "/tmp/llm-serving/scripts/verify_release.py"]
+    assert doc["port"] == 8000 and doc["gpus"] == 1 and doc["transient_reserve"] == 0.1
 
 
-# ---- the Vertex rendering ---------------------------------------------------------------------------------------
-
-
-def test_models_share_one_resource_pool_each_behind_its_own_endpoint() -> None:
-    (pool,) = resources(inv(), POOL)
-    name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{pool['inputs']['pool_id']}"
-    assert pool["inputs"]["pool_id"].startswith("pair-")
-    d = pool["inputs"]["resource_pool"]["dedicatedResources"]
-    assert d["machineSpec"] == {
+def test_the_group_is_one_dedicated_deployed_model_running_the_server() -> None:
+    dm = deployed(GROUP_DEPLOYMENT)
+    d = dm["deployed_model"]
+    assert "sharedResources" not in d
+    # The whole machine: acceleratorCount is the machine's GPUs, which the server hands out to its instances.
+    assert d["dedicatedResources"]["machineSpec"] == {
         "machineType": "a3-highgpu-1g",
         "acceleratorType": "NVIDIA_H100_80GB",
         "acceleratorCount": 1,
     }
-    assert (d["minReplicaCount"], d["maxReplicaCount"]) == (1, 1)
-    assert pool["inputs"]["resource_pool"]["serviceAccount"] == f"llm-dev-llama-vtx@{PROJECT}.iam.gserviceaccount.com"
-    for endpoint in ("llm-dev-llama", "llm-dev-mistral"):
-        dm = deployed(f"vertex-{endpoint}-model")
-        assert dm["deployed_model"]["sharedResources"] == name
-        assert "dedicatedResources" not in dm["deployed_model"]
-        assert dm["endpoint"] == f"projects/{PROJECT}/locations/{REGION}/endpoints/{endpoint}"
+    assert (d["dedicatedResources"]["minReplicaCount"], d["dedicatedResources"]["maxReplicaCount"]) == (1, 1)
+    assert d["serviceAccount"] == f"llm-dev-cohost-vtx@{PROJECT}.iam.gserviceaccount.com"
+    assert dm["endpoint"] == f"projects/{PROJECT}/locations/{REGION}/endpoints/llm-dev-cohost"
+    spec = dm["upload_model_request"]["model"]["containerSpec"]
+    # The bootstrap writes the server and the verifier, then becomes the server.
+    command = spec["command"]
+    assert command[:2] == ["python3", "-c"] and command[-1] == "--"
+    assert command[3:5] == ["/tmp/llm-serving/scripts", "cohost_server.py"]
+    assert command[5] == (ROOT / "components/cohost/server.py").read_text()
+    assert command[6:8] == ["verify_release.py", (ROOT / "components/serving/verify_release.py").read_text()]
+    # Requests reach the server's router (by the body's model); health is the server's (every instance healthy).
+    assert (spec["predictRoute"], spec["healthRoute"]) == ("/v1/chat/completions", "/health")
+    # Cold loads by hand: weights / 1000 MiB/s + 90 s engine init + 10 s metadata check, one model after the other.
+    cold = [w / (1000 * 2**20) + 90 + 10 for w in (W_LLAMA, W_MISTRAL)]
+    assert [round(c, 2) for c in cold] == [108.66, 107.17]
+    window = math.ceil(sum(cold) * 1.5 / 10) * 10  # (1 + startup_margin 0.5), 10 s probe period
+    assert window == 330
+    assert spec["startupProbe"]["periodSeconds"] * spec["startupProbe"]["failureThreshold"] == window
+    assert spec["deploymentTimeout"] == f"{window + 600}s"  # + the image-pull allowance
+    doc = server_document()
+    assert doc["start_timeout_seconds"] == math.ceil(max(cold) * 1.5) == 163
+    assert doc["drain_seconds"] == 84 + 10  # vLLM's --shutdown-timeout (the stream bound) + the server's slack
+    assert doc["restart"]["window_seconds"] == window
+    # One endpoint, its one deployment at 100 %, beside the dev release line's.
     weights = sorted((t["name"], t["inputs"]["weights"]) for t in resources(inv(), TRAFFIC))
-    assert weights == [
-        ("vertex-llm-dev-llama-traffic", {"model": 100}),
-        ("vertex-llm-dev-mistral-traffic", {"model": 100}),
-        ("vertex-traffic", {"stable": 100}),
-    ]
-    # The pool's containers run as the owner's (llama's) account: it reads both release folders; mistral's own
-    # account (which uploads its model) reads mistral's folder only.
+    assert weights == [("vertex-llm-dev-cohost-traffic", {"cohost": 100}), ("vertex-traffic", {"stable": 100})]
+    # The group's account reads both release folders, and nothing else of the bucket.
     readers = {
         r["inputs"]["member"]: r["inputs"]["condition"]["expression"]
         for r in resources(inv(), "gcp:storage/bucketIAMMember:BucketIAMMember")
     }
-    llama_folder = "llama-3.1-8b-fp8/0e9e39f249a16976918f6564b8830bc894c89659/"
-    mistral_folder = "mistral-7b-v0.3-fp8/e0bc86c23ce5aae1db576c8cca6f06f1f73af2db/"
-    owner = readers[f"serviceAccount:llm-dev-llama-vtx@{PROJECT}.iam.gserviceaccount.com"]
-    assert llama_folder in owner and mistral_folder in owner
-    other = readers[f"serviceAccount:llm-dev-mistral-vtx@{PROJECT}.iam.gserviceaccount.com"]
-    assert mistral_folder in other and llama_folder not in other
-    # The mistral deployment waits for the pool it is deployed onto.
-    (mistral,) = [r for r in resources(inv(), DEPLOYED) if r["name"] == "vertex-llm-dev-mistral-model"]
-    assert pool["urn"] in mistral["dependencies"]
+    own = readers[f"serviceAccount:llm-dev-cohost-vtx@{PROJECT}.iam.gserviceaccount.com"]
+    for folder in (
+        "llama-3.1-8b-fp8/0e9e39f249a16976918f6564b8830bc894c89659/",
+        "mistral-7b-v0.3-fp8/e0bc86c23ce5aae1db576c8cca6f06f1f73af2db/",
+    ):
+        assert folder in own
+    assert "qwen3" not in own
 
 
 def test_every_cohosting_request_body_validates() -> None:
     ai: DiscoveryDocument = document("aiplatform", "v1")
     vertex = FakeVertex(ai, polls_until_done=1)
     clock = FakeClock()
-    make = lambda cls: cls(transport_factory=vertex, sleep=clock.sleep, clock=clock)  # noqa: E731
-    (pool,) = resources(inv(), POOL)
-    pool_props = floats({k: v for k, v in pool["inputs"].items() if k != "__provider"})
-    make(pv.DeploymentResourcePoolProvider).create(pool_props)
-    deployer = make(pv.DeployedModelProvider)
-    for endpoint in ("llm-dev-llama", "llm-dev-mistral"):
-        name = f"projects/{PROJECT}/locations/{REGION}/endpoints/{endpoint}"
-        vertex.endpoints[name] = {"name": name, "displayName": endpoint, "deployedModels": [], "trafficSplit": {}}
-        props = floats({k: v for k, v in deployed(f"vertex-{endpoint}-model").items() if k != "__provider"})
-        assert deployer.check({}, props).failures == []
-        deployer.create(props)
-    assert vertex.methods().count("projects.locations.deploymentResourcePools.create") == 1
-    assert vertex.methods().count("projects.locations.endpoints.deployModel") == 2
-    (create,) = vertex.bodies("projects.locations.deploymentResourcePools.create")
+    deployer = pv.DeployedModelProvider(transport_factory=vertex, sleep=clock.sleep, clock=clock)
+    name = f"projects/{PROJECT}/locations/{REGION}/endpoints/llm-dev-cohost"
+    vertex.endpoints[name] = {"name": name, "displayName": "llm-dev-cohost", "deployedModels": [], "trafficSplit": {}}
+    props = floats({k: v for k, v in deployed(GROUP_DEPLOYMENT).items() if k != "__provider"})
+    assert deployer.check({}, props).failures == []
+    deployer.create(props)
+    (upload,) = vertex.bodies("projects.locations.models.upload")
+    assert ai.validate("GoogleCloudAiplatformV1UploadModelRequest", upload) == []
+    (body,) = vertex.bodies("projects.locations.endpoints.deployModel")
     assert (
         ai.validate(
-            "GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest",
-            create,
-            required=("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec"),
+            "GoogleCloudAiplatformV1DeployModelRequest",
+            body,
+            required=("deployedModel.model", "deployedModel.dedicatedResources.machineSpec"),
         )
         == []
     )
-    for body in vertex.bodies("projects.locations.endpoints.deployModel"):
-        assert (
-            ai.validate(
-                "GoogleCloudAiplatformV1DeployModelRequest",
-                body,
-                required=("deployedModel.model", "deployedModel.sharedResources"),
-            )
-            == []
-        )
 
 
 # ---- every refusal, with a failing config ---------------------------------------------------------------------------
@@ -289,13 +299,26 @@ def test_partitions_leave_the_transient_reserve() -> None:
     assert group_plan(v).layout.partition_sum_per_gpu == (0.95,)
 
 
-def test_group_schema_rules() -> None:
+def test_several_instances_of_one_model_share_the_machine() -> None:
+    """Data parallel on Vertex: the server runs two mistral instances beside llama on the one H100, each in its own
+    partition: 0.3 + 2 x 0.3 = 0.9 <= 1 - 0.1. A fourth 0.3 would not fit (1.2 > 0.9)."""
     v = values()
+    for i in (0, 1):
+        _model(v, i)["gpu_memory_partition"] = 0.3
     _model(v, 1)["instances"] = 2
-    assert issues(v) == [
-        "llm-serving:cohosting.pair.models[1].instances: a Vertex deployed model is one container, one vLLM server "
-        "per replica: 1, got 2 (more instances need a GKE pod)"
-    ]
+    g = group_plan(v)
+    assert [i.name for m in g.models for i in m.instances] == ["llama-3-1-8b-0", "mistral-7b-0", "mistral-7b-1"]
+    assert [i.port for m in g.models for i in m.instances] == [8100, 8101, 8102]
+    assert [i.gpus for m in g.models for i in m.instances] == [(0,), (0,), (0,)]
+    assert [round(x, 9) for x in g.layout.partition_sum_per_gpu] == [0.9]
+    # Three cold loads in turn now: 108.66 + 2 x 107.17 s, x 1.5, in 10 s probe periods.
+    assert g.machine.startup_window_seconds == math.ceil((108.66 + 2 * 107.17) * 1.5 / 10) * 10 == 490
+    _model(v, 0)["instances"] = 2
+    (msg,) = issues(v)
+    assert msg.startswith("llm-serving:cohosting.pair.models: the partitions on GPU 0 sum to 1.2")
+
+
+def test_group_schema_rules() -> None:
     v = values()
     _model(v, 1)["model_name"] = "llama-3.1-8b"
     assert issues(v) == ["llm-serving:cohosting.pair.models[1].model_name: 'llama-3.1-8b' is given twice"]
@@ -309,12 +332,16 @@ def test_group_schema_rules() -> None:
     assert issues(v) == ["llm-serving:cohosting.pair.target: unknown serving target 'gcs'; known: gke, vertex"]
     v = values()
     _group(v)["target"] = "gke"  # a Vertex group's own keys are not the GKE group's
-    assert issues(v) == ["llm-serving:cohosting.pair.shm_gib: unknown key (not part of the schema)"]
-    v = values()
-    del _model(v, 1)["endpoint_id"]
     assert issues(v) == [
-        "llm-serving:cohosting.pair.models[1].endpoint_id: required on vertex: one endpoint per co-hosted model"
+        "llm-serving:cohosting.pair.endpoint_id: unknown key (not part of the schema)",
+        "llm-serving:cohosting.pair.shm_gib: unknown key (not part of the schema)",
     ]
+    v = values()
+    del _group(v)["endpoint_id"]
+    assert issues(v) == ["llm-serving:cohosting.pair.endpoint_id: required key is missing"]
+    v = values()
+    _model(v, 1)["endpoint_id"] = "llm-dev-mistral"  # one endpoint per model was the resource-pool layout's
+    assert issues(v) == ["llm-serving:cohosting.pair.models[1].endpoint_id: unknown key (not part of the schema)"]
     v = values()
     v["llm-serving:cohosting"] = {"Pair": _group(v)}
     (msg,) = issues(v)
@@ -329,10 +356,9 @@ def test_names_are_the_stacks_only_ones() -> None:
         "each public name reaches one model"
     ]
     v = values()
-    _model(v, 1)["endpoint_id"] = "llm-dev"
+    _group(v)["endpoint_id"] = "llm-dev"
     assert issues(v) == [
-        "llm-serving:cohosting.pair.models[1].endpoint_id: 'llm-dev' is already vertex.endpoint_id: "
-        "one endpoint per model"
+        "llm-serving:cohosting.pair.endpoint_id: 'llm-dev' is already vertex.endpoint_id: one endpoint per group"
     ]
     v = values()
     _model(v, 1)["model_name"] = "qwen3-8b-fp8-2026-11-02.1"
@@ -367,8 +393,8 @@ def test_group_releases_share_one_weights_bucket() -> None:
     v["llm-serving:releases"][2] = rel
     assert issues(v) == [
         "llm-serving:cohosting.pair.models[1].release: release 'mistral-7b-v0.3-fp8-2026-11-25.1' is in bucket "
-        "'acme-llm-other-weights', the group's first in 'acme-llm-dev-weights': the resource pool's service account "
-        "reads exactly one weights bucket"
+        "'acme-llm-other-weights', the group's first in 'acme-llm-dev-weights': the group's service account reads "
+        "exactly one weights bucket"
     ]
 
 
@@ -423,8 +449,9 @@ def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
     # Two TP-1 servers per GPU at 0.45 leave no room for a 16,384-token sequence: not a recipe.
     assert 79.6 * 0.45 * GiB - w - 2 * GiB < k * 16384
     # The command lists what the stack's targets can deploy, from the release's own geometry (embedding and lm_head
-    # at bf16: W = 32.8e9 + 2 x 151,936 x 5,120 = 34.36e9 B): on Vertex one container per machine, so only the
-    # layout of one instance; TP 2: B = 71.64 - 34.36e9 / 2 / GiB - 2 = 53.64 GiB -> 203 at the mean, 26 at 16,384.
+    # at bf16: W = 32.8e9 + 2 x 151,936 x 5,120 = 34.36e9 B). On Vertex a pool is one vLLM per machine (the layout of
+    # one instance) and a group's co-host server runs any layout: TP 2, B = 71.64 - 34.36e9 / 2 / GiB - 2 = 53.64
+    # GiB -> 203 at the mean, 26 at 16,384; two TP-2 instances at 0.45 share both GPUs.
     w_rel = 32.8e9 + 2 * 151_936 * 5120
     b2 = 79.6 * 0.9 * GiB - w_rel / 2 - 2 * GiB
     assert (round(b2 / GiB, 2), math.floor(b2 / (k / 2 * 2160)), math.floor(b2 / (k / 2 * 16384))) == (53.64, 203, 26)
@@ -438,7 +465,10 @@ def test_recipes_for_qwen3_32b_on_two_h100(capsys) -> None:
         "    1 x TP 2      1           0.9         53.64 GiB                   203               26             203  "
         "vertex pool; vertex group"
     ) in out
-    assert " x TP 1 " not in out and "0.45" not in out  # two servers in one Vertex container: not deployable
+    assert (
+        "    2 x TP 2      2           0.45        17.82 GiB                    67                8             134  "
+        "vertex group (instances: 2)"
+    ) in out
     # On GKE the same machine runs them: two pods per node, or the co-host server with two instances per GPU pair.
     assert cli.main(["capacity", "--stack", "prod", "--recipes"]) == 0
     out = capsys.readouterr().out
@@ -471,14 +501,15 @@ def test_each_co_hosted_model_has_its_own_dashboard_panels_and_alerts() -> None:
         ): r["inputs"]
         for r in resources(inv(), "gcp:monitoring/alertPolicy:AlertPolicy")
     }
-    for role, endpoint, release in (
-        ("pair-llama-3-1-8b", "llm-dev-llama", "llama-3.1-8b-fp8-2026-11-25.1"),
-        ("pair-mistral-7b", "llm-dev-mistral", "mistral-7b-v0.3-fp8-2026-11-25.1"),
+    for role, release in (
+        ("pair-llama-3-1-8b", "llama-3.1-8b-fp8-2026-11-25.1"),
+        ("pair-mistral-7b", "mistral-7b-v0.3-fp8-2026-11-25.1"),
     ):
         for alert in ("TtftP95OverObjective", "ItlP95OverObjective", "KvCacheSaturated"):
             query = policies[(role, alert)]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
-            # the model's series: its endpoint, its deployed model (AutoMetrics' model_display_name), its release
-            assert f'endpoint_id="{endpoint}"' in query and f'model_display_name="model-{release}"' in query
+            # the model's series: the group's endpoint and its one deployed model (AutoMetrics' model_display_name,
+            # ``cohost-<group>``), told apart by vLLM's model_name (the release id)
+            assert 'endpoint_id="llm-dev-cohost"' in query and 'model_display_name="cohost-pair"' in query
             assert f'model_name="{release}"' in query and "vertex_vllm_" in query
         # AutoMetrics keeps vLLM's series only: no alert on the co-host server's own
         assert (role, "CoHostedInstancesMissing") not in policies

@@ -10,6 +10,7 @@ shows a fact follows its property, and an unknown value stays unknown in its own
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from typing import Any
 
@@ -21,7 +22,7 @@ from infra.resolve import ResolvedStack
 from .conftest import CLOUD_RUN_INVOKER, REPO, VERTEX_CALLER
 from .test_cloud_run_policies import CANARY_REVISION, COLD, cloud_run  # noqa: F401 (fixture)
 from .test_policies import _engine_props, _opts, find, prod  # noqa: F401 (fixture)
-from .test_vertex_policies import POOL_NAME, RESERVATION, cohost, vertex  # noqa: F401 (fixture)
+from .test_vertex_policies import RESERVATION, cohost, vertex  # noqa: F401 (fixture)
 
 if str(REPO / "policies") not in sys.path:
     sys.path.insert(0, str(REPO / "policies"))  # the pack imports its rules as the top-level package ``rules``
@@ -271,7 +272,6 @@ def test_cloud_run_adapter_needs_the_gpu_and_keeps_unknowns_per_value(
 # ---- Vertex AI ------------------------------------------------------------------------------------------------------
 
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
-POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 VERTEX_AFFINITY = {
     "key": "compute.googleapis.com/reservation-name",
     "reservationAffinityType": "SPECIFIC_RESERVATION",
@@ -324,26 +324,31 @@ def test_vertex_adapter_reads_a_dedicated_deployed_model(vertex: tuple[ResolvedS
     _no_foreign_facts(vertex_adapter.ADAPTER, rs)
 
 
-def test_vertex_adapter_reads_co_hosting_from_the_resource_pool(vertex: tuple[ResolvedStack, Resources]) -> None:  # noqa: F811
+def test_vertex_adapter_reads_co_hosting_from_the_servers_configuration(
+    vertex: tuple[ResolvedStack, Resources],  # noqa: F811
+) -> None:
     _, resources = vertex
     rs = copy.deepcopy(resources)
     cohost(rs, "0.4", "0.45")
-    pool = POOL, "vertex-pool-llm-h100-pool"
-    # A co-hosted deployed model has no machines of its own: its pool's floor and reservation are read instead.
-    for kind in ("warm_floors", "reservations"):
-        assert facts_of(vertex_adapter.ADAPTER, kind, rs, DEPLOYED, "vertex-stable") == []
-    assert [f.value for f in facts_of(vertex_adapter.ADAPTER, "warm_floors", rs, *pool)] == [2]
-    assert [c.affinity for c in facts_of(vertex_adapter.ADAPTER, "reservations", rs, *pool)] == [VERTEX_AFFINITY]
+    dm = DEPLOYED, "vertex-stable"
+    doc = json.loads(_spec(rs)["args"][1])
+    # One vLLM server per instance of the document, each with its own arguments and the container's environment.
+    servers = facts_of(vertex_adapter.ADAPTER, "vllm_servers", rs, *dm)
+    assert [(s.container, s.args) for s in servers] == [
+        (f"containerSpec instance {i['name']!r}", i["args"]) for i in doc["instances"]
+    ]
+    # The co-host deployed model is a dedicated one: its own floor and reservation are read.
+    assert [f.value for f in facts_of(vertex_adapter.ADAPTER, "warm_floors", rs, *dm)] == [2]
+    assert [c.affinity for c in facts_of(vertex_adapter.ADAPTER, "reservations", rs, *dm)] == [VERTEX_AFFINITY]
     assert vertex_adapter.ADAPTER.shared_gpus([as_res(r) for r in rs]) == [
         SharedGpu(
-            find(rs, *pool)["urn"],
-            "2 models are co-hosted on this resource pool",
-            ((0.45, "vertex-canary"), (0.4, "vertex-stable")),
+            find(rs, *dm)["urn"],
+            "2 vLLM instance(s) of the co-host server of deployed model vertex-stable share GPU 0 of each replica",
+            ((0.45, "mistral-0"), (0.4, "llama-0")),
         )
     ]
-    assert find(rs, *pool)["inputs"]["pool_id"] == POOL_NAME.rsplit("/", 1)[1]
-    # Which pool a model runs on, unknown at preview: no pool's sum can be known.
-    find(rs, DEPLOYED, "vertex-canary")["inputs"]["deployed_model"]["sharedResources"] = COMPUTED_MARKER
+    # The document unknown at preview: no sum can be known, and nothing is invented.
+    _spec(rs)["args"] = COMPUTED_MARKER
     assert vertex_adapter.ADAPTER.shared_gpus([as_res(r) for r in rs]) == []
 
 

@@ -21,7 +21,6 @@ import pytest
 
 from components.vertex import requests as rq
 from components.vertex.endpoint import (
-    CoHosted,
     ImageRepository,
     PrivateServiceConnect,
     VertexDeployment,
@@ -40,7 +39,6 @@ SA_EMAIL = f"vertex-serving@{PROJECT}.iam.gserviceaccount.com"
 COMPONENT = "llm-serving:vertex:VertexServing"
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
 TRAFFIC = "pulumi-python:dynamic/vertex:EndpointTraffic"
-POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 RESERVATION = f"projects/{PROJECT}/zones/{ZONE}/reservations/llm-h100"
 
 
@@ -223,7 +221,7 @@ def test_callers_are_the_configured_members_on_the_endpoint_only(run: OfflineRun
 def test_every_body_handed_to_the_providers_validates() -> None:
     """The exact bodies recorded in the plan, as the providers will send them."""
     ai = document("aiplatform", "v1")
-    for build in (args, cohosted_args):
+    for build in (args,):
         run = plan(build)
         for r in run.by_type(DEPLOYED):
             # As the provider sends them: the upload with its modelId, the deployment with its id.
@@ -241,9 +239,6 @@ def test_every_body_handed_to_the_providers_validates() -> None:
                 r.inputs["deployed_model_id"],
             )
             assert ai.validate("GoogleCloudAiplatformV1DeployModelRequest", body, required=("deployedModel.id",)) == []
-        for r in run.by_type(POOL):
-            body = rq.create_resource_pool_request(r.inputs["pool_id"], r.inputs["resource_pool"])
-            assert ai.validate("GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest", body) == []
 
 
 def _identity_hex(stack: str, role: str, r: Any) -> str:
@@ -349,34 +344,6 @@ def test_uploads_as_the_serving_account_read_one_repository_only() -> None:
         assert reader.urn in r.dependencies
 
 
-def cohosted_args() -> VertexServingArgs:
-    return args(
-        resource_pool=rq.ResourcePoolSpec("llm-h100-pool", h100(2, 6)),
-        deployments=(
-            VertexDeployment("stable", 90, model("a" * 40, "qwen3-32b-a"), CoHosted()),
-            VertexDeployment("canary", 10, model("b" * 40, "qwen3-32b-b"), CoHosted()),
-        ),
-    )
-
-
-def test_cohosted_models_share_one_pool_with_the_reservation_and_account() -> None:
-    run = plan(cohosted_args)
-    pool = run.one(POOL)
-    pool_id = "llm-h100-pool-b35a66b9"  # name + digest of the machine shape and account (test_vertex_requests)
-    name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{pool_id}"
-    assert pool.inputs["pool_id"] == pool_id
-    assert pool.inputs["resource_pool"]["serviceAccount"] == SA_EMAIL
-    assert pool.inputs["resource_pool"]["dedicatedResources"]["machineSpec"]["reservationAffinity"]["values"] == [
-        RESERVATION
-    ]
-    for r in run.by_type(DEPLOYED):
-        assert r.inputs["deployed_model"]["sharedResources"] == name
-        assert "dedicatedResources" not in r.inputs["deployed_model"]
-        assert "serviceAccount" not in r.inputs["deployed_model"]  # the pool's account runs the containers
-        assert pool.urn in r.dependencies
-    assert run.one(TRAFFIC).inputs["weights"] == {"stable": 90, "canary": 10}
-
-
 def test_component_depends_on_reaches_every_child() -> None:
     def opts() -> pulumi.ResourceOptions:
         import pulumi_gcp as gcp
@@ -404,15 +371,7 @@ def test_component_depends_on_reaches_every_child() -> None:
         ),
         (dict(caller_members=("allUsers",)), "caller_members: allUsers would make the endpoint public"),
         (dict(caller_members=("alice@example.com",)), "caller_members: 'alice@example.com' is not an IAM member"),
-        (
-            dict(deployments=(VertexDeployment("stable", 100, model("a" * 40, "r1"), CoHosted()),)),
-            "deployments[stable]: co-hosted on this component's pool, but resource_pool is unset",
-        ),
         (dict(endpoint_id="1234567890"), "endpoint_id '1234567890': letter first"),
-        (
-            dict(resource_pool=rq.ResourcePoolSpec("idle-pool", h100())),
-            "resource_pool is set but no deployment is co-hosted on it",
-        ),
         (dict(weights_prefixes=("/qwen3-32b/" + "a" * 40,)), "weights_prefixes: '/qwen3-32b/"),
         (dict(weights_prefixes=("qwen3-32b/r", "qwen3-32b/r")), "weights_prefixes: duplicates"),
     ],

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -266,25 +265,6 @@ def test_read_by_id_alone_for_each_resource_type(vertex: tuple[FakeVertexServer,
     assert tread.inputs["deployed_model_ids"] == tprops["deployed_model_ids"]
     assert tread.inputs["inference_timeout_seconds"] == 207
     assert traffic.diff(tcreated.id, floats(tread.outs), tprops).changes is False
-    # DeploymentResourcePool: projects/<p>/locations/<r>/deploymentResourcePools/<id>
-    pools = provider(pv.DeploymentResourcePoolProvider, server, clock)
-    spec = rq.ResourcePoolSpec(
-        "pair", rq.DedicatedResources(rq.MachineSpec("a3-highgpu-1g", "nvidia-h100-80gb", 1), rq.Scaling(1, 1))
-    )
-    sa = f"llm-staging-vtx@{PROJECT}.iam.gserviceaccount.com"
-    pprops = floats(
-        {
-            "project": PROJECT,
-            "region": REGION,
-            "pool_id": spec.pool_id_for(sa),
-            "resource_pool": rq.resource_pool(spec, sa),
-            "timeouts": asdict(pv.PoolTimeouts()),  # what the component records
-        }
-    )
-    pcreated = pools.create(pprops)
-    pread = pools.read(pcreated.id, {})
-    assert pread.id == pcreated.id == rq.resource_pool_name(PROJECT, REGION, spec.pool_id_for(sa))
-    assert pools.diff(pcreated.id, floats(pread.outs), pprops).changes is False
     # Gone is gone: an id of nothing reads as absent, a malformed one is refused with the expected shape.
     assert deployer.read(f"{ENDPOINT}/deployedModels/1000000001", {}).id == ""
     with pytest.raises(pv.OperationError, match="not a deployed model id"):
@@ -384,7 +364,6 @@ def test_every_documented_id_is_read_by_its_provider(vertex: tuple[FakeVertexSer
         "gcp:vertex/aiEndpoint:AiEndpoint",
         DEPLOYED,
         TRAFFIC,
-        "pulumi-python:dynamic/vertex:DeploymentResourcePool",
     }
     props = planned("stable")
     fill = {
@@ -411,24 +390,6 @@ def test_every_documented_id_is_read_by_its_provider(vertex: tuple[FakeVertexSer
     }
     tcreated = traffic.create(tprops)
     assert concrete(ids[TRAFFIC]) == tcreated.id and traffic.read(concrete(ids[TRAFFIC]), {}).id == tcreated.id
-    pools = provider(pv.DeploymentResourcePoolProvider, server, clock)
-    spec = rq.ResourcePoolSpec(
-        "pair", rq.DedicatedResources(rq.MachineSpec("a3-highgpu-1g", "nvidia-h100-80gb", 1), rq.Scaling(1, 1))
-    )
-    pool_id = spec.pool_id_for(f"llm-staging-vtx@{PROJECT}.iam.gserviceaccount.com")
-    pcreated = pools.create(
-        floats(
-            {
-                "project": PROJECT,
-                "region": REGION,
-                "pool_id": pool_id,
-                "resource_pool": rq.resource_pool(spec, None),
-                "timeouts": asdict(pv.PoolTimeouts()),
-            }
-        )
-    )
-    pool_template = concrete(ids["pulumi-python:dynamic/vertex:DeploymentResourcePool"]).replace("<pool_id>", pool_id)
-    assert pool_template == pcreated.id and pools.read(pool_template, {}).id == pcreated.id
 
 
 def test_a_refresh_shows_hand_made_drift_but_not_vertexs_normalisation(vertex: tuple[FakeVertexServer, Clock]) -> None:

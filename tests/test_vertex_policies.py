@@ -37,13 +37,11 @@ VERTEX_POLICIES = (
     "vllm-no-request-logging",
 )
 DEPLOYED = "pulumi-python:dynamic/vertex:DeployedModel"
-POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
 CALLER = "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember"
 BINDING = "gcp:vertex/aiEndpointIamBinding:AiEndpointIamBinding"
 PROD_STACK = "prod-vertex"
 IMAGE = "us-central1-docker.pkg.dev/acme-llm-staging/serving/vllm-openai"
-POOL_NAME = "projects/acme-llm-staging/locations/us-central1/deploymentResourcePools/llm-h100-pool-0123abcd"
 RESERVATION = "projects/acme-capacity/zones/us-central1-a/reservations/shared-h100-staging-vertex"
 
 
@@ -103,30 +101,20 @@ def _add(rs: list[dict[str, Any]], typ: str, name: str, inputs: dict[str, Any]) 
     )
 
 
-def cohost(rs: list[dict[str, Any]], stable: str = "0.4", canary: str = "0.4") -> None:
-    """Both deployed models co-hosted on one resource pool (the stable pool's machine spec), with these
-    --gpu-memory-utilization partitions."""
-    dedicated = copy.deepcopy(_dm(rs)["deployed_model"]["dedicatedResources"])
-    _add(
-        rs,
-        POOL,
-        "vertex-pool-llm-h100-pool",
-        {
-            "project": "acme-llm-staging",
-            "region": "us-central1",
-            "pool_id": POOL_NAME.rsplit("/", 1)[1],
-            "resource_pool": {
-                "dedicatedResources": dedicated,
-                "disableContainerLogging": False,
-                "serviceAccount": "llm-staging-vtx@acme-llm-staging.iam.gserviceaccount.com",
-            },
-        },
-    )
-    for role, share in (("stable", stable), ("canary", canary)):
-        dm = _dm(rs, role)["deployed_model"]
-        del dm["dedicatedResources"], dm["serviceAccount"]
-        dm["sharedResources"] = POOL_NAME
-        _set_flag(rs, "--gpu-memory-utilization", share, role)
+def cohost(rs: list[dict[str, Any]], first: str = "0.4", second: str = "0.4") -> None:
+    """The stable deployed model turned into a co-host server's container (the bootstrap command and a configuration
+    document, as components/vertex/container.py renders them) running two instances on GPU 0 of its machine, its
+    own vLLM arguments with these --gpu-memory-utilization partitions."""
+    spec = _container(rs)
+    vllm = list(spec["args"])
+    instances = []
+    for name, share in (("llama-0", first), ("mistral-0", second)):
+        args = list(vllm)
+        args[args.index("--gpu-memory-utilization") + 1] = share
+        instances.append({"name": name, "gpus": [0], "args": args, "env": {}})
+    doc = {"format": "llm-serving.io/cohost-config", "format_version": 1, "instances": instances}
+    spec["command"] = ["python3", "-c", "<bootstrap>", "/tmp/llm-serving/scripts", "cohost_server.py", "<server>", "--"]
+    spec["args"] = ["--config-json", json.dumps(doc)]
 
 
 def test_the_vertex_policies_are_every_policy_reading_vertex() -> None:
@@ -194,21 +182,9 @@ def _shared_endpoint(rs: list[dict[str, Any]]) -> None:
     del find(rs, ENDPOINT, "vertex-endpoint")["inputs"]["dedicatedEndpointEnabled"]
 
 
-def _pool_min_one(rs: list[dict[str, Any]]) -> None:
-    cohost(rs)
-    find(rs, POOL, "vertex-pool-llm-h100-pool")["inputs"]["resource_pool"]["dedicatedResources"]["minReplicaCount"] = 1
-
-
 def _replace_arg(rs: list[dict[str, Any]], old: str, new: str, role: str = "stable") -> None:
     args = _container(rs, role)["args"]
     args[args.index(old)] = new
-
-
-def _pool_without_affinity(rs: list[dict[str, Any]]) -> None:
-    cohost(rs)
-    del find(rs, POOL, "vertex-pool-llm-h100-pool")["inputs"]["resource_pool"]["dedicatedResources"]["machineSpec"][
-        "reservationAffinity"
-    ]
 
 
 CASES: list[tuple[str, str, Mutation, list[str]]] = [
@@ -245,15 +221,6 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         lambda rs: _dm(rs, "canary")["deployed_model"]["dedicatedResources"].pop("minReplicaCount"),
         [
             f"vertex-canary: dedicatedResources.minReplicaCount is not set: keep at least 2 warm replicas; {COLD_REPLICA}"
-        ],
-    ),
-    (
-        "serving-keeps-warm-minimum",
-        "resource-pool-one-replica",
-        _pool_min_one,
-        [
-            "vertex-pool-llm-h100-pool: dedicatedResources.minReplicaCount is 1: keep at least 2 warm replicas; "
-            f"{COLD_REPLICA}"
         ],
     ),
     (
@@ -300,12 +267,6 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ],
     ),
     (
-        "gpu-consumes-specific-reservation",
-        "pool-without-affinity",
-        _pool_without_affinity,
-        [f"vertex-pool-llm-h100-pool: {NO_AFFINITY}"],
-    ),
-    (
         "serving-no-public-access",
         "all-users-caller",
         lambda rs: find(rs, CALLER, VERTEX_CALLER[1])["inputs"].update(member="allUsers"),
@@ -331,9 +292,9 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "co-hosted-at-vllm-default",
         lambda rs: cohost(rs, "0.9", "0.9"),
         [
-            "vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
-            "partitions sum to 1.8 = 0.9 (vertex-canary) + 0.9 (vertex-stable): keep the sum at most 0.9 (1 - transient "
-            "reserve 0.1)"
+            "vertex-stable: 2 vLLM instance(s) of the co-host server of deployed model vertex-stable share GPU 0 of "
+            "each replica and their --gpu-memory-utilization partitions sum to 1.8 = 0.9 (llama-0) + 0.9 (mistral-0): "
+            "keep the sum at most 0.9 (1 - transient reserve 0.1)"
         ],
     ),
     (
@@ -341,9 +302,9 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "no-transient-reserve",
         lambda rs: cohost(rs, "0.5", "0.45"),
         [
-            "vertex-pool-llm-h100-pool: 2 models are co-hosted on this resource pool and their --gpu-memory-utilization "
-            "partitions sum to 0.95 = 0.5 (vertex-stable) + 0.45 (vertex-canary): keep the sum at most 0.9 (1 - transient "
-            "reserve 0.1)"
+            "vertex-stable: 2 vLLM instance(s) of the co-host server of deployed model vertex-stable share GPU 0 of "
+            "each replica and their --gpu-memory-utilization partitions sum to 0.95 = 0.5 (llama-0) + 0.45 (mistral-0): "
+            "keep the sum at most 0.9 (1 - transient reserve 0.1)"
         ],
     ),
 ]
@@ -428,9 +389,6 @@ VERTEX_UNKNOWN_KEYS = [
     {"reservationAffinity"},
     {"values"},
     {"reservationAffinityType"},
-    {"sharedResources"},
-    {"pool_id"},
-    {"resource_pool"},
     {"member"},
     {"members"},
     {"dedicatedEndpointEnabled"},

@@ -9,7 +9,9 @@ against the method's request schema) and answers with responses that validate ag
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -212,25 +214,6 @@ def test_deploy_model_request_dedicated(ai: DiscoveryDocument) -> None:
     )
 
 
-def test_deploy_model_request_shared_resources(ai: DiscoveryDocument) -> None:
-    pool = rq.resource_pool_name(PROJECT, REGION, "llm-l4-pool")
-    body = rq.deploy_model_request(
-        f"projects/{PROJECT}/locations/{REGION}/models/7",
-        rq.deployed_model(
-            rq.DeployedModelSpec(display_name="embed", resources=rq.SharedResources(pool), service_account=SA)
-        ),
-    )
-    assert body == {
-        "deployedModel": {
-            "displayName": "embed",
-            "enableAccessLogging": False,
-            "sharedResources": f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/llm-l4-pool",
-            "model": f"projects/{PROJECT}/locations/{REGION}/models/7",
-        }
-    }
-    assert_valid(ai, "GoogleCloudAiplatformV1DeployModelRequest", body)
-
-
 def test_spot_deployment(ai: DiscoveryDocument) -> None:
     spot = rq.DedicatedResources(rq.MachineSpec("g2-standard-12", "nvidia-l4", 1), rq.Scaling(1, 1), spot=True)
     assert spot.body() == {
@@ -298,61 +281,6 @@ def test_traffic_split_refuses_bad_weights() -> None:
         rq.traffic_split({"stable": 0, "canary": 101}, ids)
     with pytest.raises(rq.VertexRequestError, match="weights for"):
         rq.traffic_split({"stable": 100}, ids)
-
-
-def test_resource_pool_requests(ai: DiscoveryDocument) -> None:
-    spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
-    pool = rq.resource_pool(spec, SA)
-    body = rq.create_resource_pool_request(spec.pool_id_for(SA), pool)
-    assert body == {
-        "deploymentResourcePoolId": POOL_ID,
-        "deploymentResourcePool": {
-            "dedicatedResources": EXPECTED_DEDICATED,
-            "disableContainerLogging": False,
-            "serviceAccount": SA,
-        },
-    }
-    assert_valid(
-        ai,
-        "GoogleCloudAiplatformV1CreateDeploymentResourcePoolRequest",
-        body,
-        ("deploymentResourcePoolId", "deploymentResourcePool.dedicatedResources.machineSpec"),
-    )
-    patch, mask = rq.resource_pool_patch(
-        rq.resource_pool(rq.ResourcePoolSpec("llm-h100-pool", dedicated(2, 8)), SA),
-        ["dedicatedResources.maxReplicaCount"],
-    )
-    assert (patch, mask) == (
-        {"dedicatedResources": {"maxReplicaCount": 8, "machineSpec": EXPECTED_DEDICATED["machineSpec"]}},
-        "dedicatedResources.maxReplicaCount",
-    )
-    assert_valid(ai, "GoogleCloudAiplatformV1DeploymentResourcePool", patch)
-    assert (
-        ai.field_mask_errors("GoogleCloudAiplatformV1DeploymentResourcePool", ",".join(rq.MUTABLE_RESOURCE_POOL_PATHS))
-        == []
-    )
-
-
-#: The id of the sample pool. A change of this digest replaces every co-hosting pool in every stack: only change
-#: it together with the pool's shape.
-POOL_ID = "llm-h100-pool-b35a66b9"
-
-
-def test_resource_pool_id_changes_exactly_with_the_immutable_shape() -> None:
-    spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
-    assert spec.pool_id_for(SA) == POOL_ID
-    assert rq.ResourcePoolSpec("llm-h100-pool", dedicated(1, 9)).pool_id_for(SA) == POOL_ID  # patched in place
-    other_machine = rq.DedicatedResources(
-        rq.MachineSpec("a3-highgpu-4g", "nvidia-h100-80gb", 4, dedicated().machine.reservation), dedicated().scaling
-    )
-    changed = {
-        rq.ResourcePoolSpec("llm-h100-pool", other_machine).pool_id_for(SA),
-        rq.ResourcePoolSpec("llm-h100-pool", dedicated(), disable_container_logging=True).pool_id_for(SA),
-        spec.pool_id_for(SA.replace("vertex-serving", "vertex-other")),
-    }
-    assert POOL_ID not in changed and len(changed) == 3
-    with pytest.raises(rq.VertexRequestError, match=r"resource pool name 'x{55}': letter first, up to 54"):
-        rq.ResourcePoolSpec("x" * 55, dedicated())
 
 
 def test_model_labels_patch(ai: DiscoveryDocument) -> None:
@@ -475,11 +403,11 @@ class FakeVertex:
         self.doc = doc
         self.polls_until_done = polls_until_done
         self.calls: list[tuple[str, dict[str, Any], Any]] = []
+        self.pools: dict[str, dict[str, Any]] = {}
         self.models: dict[str, dict[str, Any]] = {}
         self.endpoints: dict[str, dict[str, Any]] = {
             ENDPOINT: {"name": ENDPOINT, "displayName": "llm", "deployedModels": [], "trafficSplit": {}}
         }
-        self.pools: dict[str, dict[str, Any]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
         self.fail_deploy = False
         self.never_done = False
@@ -551,7 +479,7 @@ class FakeVertex:
     def _list(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         return {}  # operations finish after polls_until_done polls and are never found by listing here
 
-    _models_operations_list = _endpoints_operations_list = _deploymentResourcePools_operations_list = _list
+    _models_operations_list = _endpoints_operations_list = _list
 
     # -- models --
     def _models_upload(self, params: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
@@ -633,12 +561,7 @@ class FakeVertex:
                 endpoint[head] = body[head]
         return endpoint
 
-    # -- resource pools --
-    def _deploymentResourcePools_create(self, params: Mapping[str, Any], body: Mapping[str, Any]) -> dict:
-        name = f"{params['parent']}/deploymentResourcePools/{body['deploymentResourcePoolId']}"
-        self.pools[name] = {**body["deploymentResourcePool"], "name": name}
-        return self._op(name, "DeploymentResourcePool", self.pools[name])
-
+    # -- resource pools (only what deleting one left by an earlier version takes) --
     def _deploymentResourcePools_get(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
         from components.vertex.provider import NotFound
 
@@ -646,14 +569,11 @@ class FakeVertex:
             raise NotFound(params["name"])
         return self.pools[params["name"]]
 
-    def _deploymentResourcePools_patch(self, params: Mapping[str, Any], body: Mapping[str, Any]) -> dict:
-        pool = self.pools[params["name"]]
-        for path in params["updateMask"].split(","):
-            leaf = path.split(".", 1)[1]
-            pool["dedicatedResources"][leaf] = body["dedicatedResources"][leaf]
-        return self._op(params["name"], "DeploymentResourcePool", pool)
-
     def _deploymentResourcePools_delete(self, params: Mapping[str, Any], body: Any) -> dict[str, Any]:
+        from components.vertex.provider import NotFound
+
+        if params["name"] not in self.pools:
+            raise NotFound(params["name"])
         self.pools.pop(params["name"])
         return self._op(params["name"], "Empty", {})
 
@@ -969,33 +889,6 @@ def test_traffic_create_update_delete(vertex: FakeVertex) -> None:
     ]
 
 
-def test_resource_pool_create_patch_delete(vertex: FakeVertex) -> None:
-    provider = make(pv.DeploymentResourcePoolProvider, vertex)
-    spec = rq.ResourcePoolSpec("llm-h100-pool", dedicated())
-    props = floats(
-        {
-            "project": PROJECT,
-            "region": REGION,
-            "pool_id": spec.pool_id_for(SA),
-            "resource_pool": rq.resource_pool(spec, SA),
-            "timeouts": {"create_seconds": 7200, "update_seconds": 7200, "delete_seconds": 1800},
-        }
-    )
-    outs = provider.create(props).outs
-    name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/{POOL_ID}"
-    assert outs["name"] == name and vertex.pools[name]["serviceAccount"] == SA
-    wider = {**props, "resource_pool": rq.resource_pool(rq.ResourcePoolSpec("llm-h100-pool", dedicated(2, 8)), SA)}
-    assert provider.diff("id", outs, wider).replaces == []
-    moved = {**props, "pool_id": "other"}
-    assert provider.diff("id", outs, moved).replaces == ["pool_id"]
-    provider.update("id", outs, wider)
-    assert vertex.calls[-3][1] == {"name": name, "updateMask": "dedicatedResources.maxReplicaCount"}
-    assert vertex.pools[name]["dedicatedResources"]["maxReplicaCount"] == 8
-    assert provider.read(name, outs).outs["resource_pool"]["dedicatedResources"]["maxReplicaCount"] == 8
-    provider.delete("id", outs)
-    assert vertex.pools == {} and provider.read(name, outs).id == ""
-
-
 # google.api_core warns on import that it will drop Python 3.11 in 2027: not this project's to fix.
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_discovery_transport_builds_the_validated_bodies_unchanged() -> None:
@@ -1028,3 +921,52 @@ def test_discovery_transport_builds_the_validated_bodies_unchanged() -> None:
     assert urlparse(op.uri).path == f"/v1/projects/{PROJECT}/locations/{REGION}/models/1/operations/9"
     with pytest.raises(TypeError, match="does not match the pattern"):  # the client checks patterns too
         transport.request("projects.locations.endpoints.operations.get", {"name": f"{ENDPOINT}/bad/9"})
+
+
+def test_a_custom_container_is_never_deployed_on_a_resource_pool(vertex: FakeVertex) -> None:
+    """Vertex AI "Share resources across deployments", Limitations: "custom containers aren't supported" on a
+    deployment resource pool. Every model this provider uploads is a custom container (a containerSpec), so a
+    deployed model naming ``sharedResources`` is refused at check, before any call; and the request builder has no
+    way to name one (DeployedModelSpec takes dedicated resources only)."""
+    provider = make(pv.DeployedModelProvider, vertex)
+    props = deployed_model_props()
+    assert "containerSpec" in props["upload_model_request"]["model"]
+    assert provider.check({}, props).failures == []
+    shared = copy.deepcopy(props)
+    del shared["deployed_model"]["dedicatedResources"]
+    shared["deployed_model"]["sharedResources"] = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/x"
+    assert [f.reason for f in provider.check({}, shared).failures] == [
+        "sharedResources: a custom container cannot run on a deployment resource pool (Vertex AI, Share resources "
+        "across deployments: custom containers aren't supported); use dedicatedResources"
+    ]
+    neither = copy.deepcopy(props)
+    del neither["deployed_model"]["dedicatedResources"]
+    assert [f.reason for f in provider.check({}, neither).failures] == ["dedicatedResources is required"]
+    assert vertex.methods() == []
+    assert "resources" in {f.name for f in dataclasses.fields(rq.DeployedModelSpec)}
+    assert typing.get_type_hints(rq.DeployedModelSpec)["resources"] is rq.DedicatedResources
+
+
+def test_a_pool_left_by_an_earlier_version_is_deleted_through_its_pickled_provider(vertex: FakeVertex) -> None:
+    """Pulumi deletes a dynamic resource the program no longer declares through the provider pickled in its state
+    (by module and class name): the retired pool provider must unpickle and delete, and refuse everything else."""
+    import dill
+
+    name = f"projects/{PROJECT}/locations/{REGION}/deploymentResourcePools/pair-0123abcd"
+    vertex.pools[name] = {"name": name}
+    pickled = dill.dumps(pv.DeploymentResourcePoolProvider(), recurse=True)
+    assert b"components.vertex.provider" in pickled and b"DeploymentResourcePoolProvider" in pickled
+    retired = dill.loads(pickled)
+    clock = FakeClock()
+    retired = type(retired)(transport_factory=vertex, sleep=clock.sleep, clock=clock)
+    recorded = {"project": PROJECT, "region": REGION, "name": name, "timeouts": {"delete_seconds": 1800}}
+    assert retired.read(name, recorded).id == name
+    retired.delete(name, recorded)
+    assert name not in vertex.pools
+    assert retired.read(name, recorded).id == ""  # refreshed after the delete: gone
+    retired.delete(name, recorded)  # deleting what is gone already: nothing to do
+    assert vertex.methods().count("projects.locations.deploymentResourcePools.delete") == 2
+    (failure,) = retired.check({}, {"resource_pool": {}}).failures
+    assert "custom containers aren't supported" in failure.reason
+    with pytest.raises(pv.OperationError, match="never created"):
+        retired.create({})

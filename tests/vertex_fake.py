@@ -86,7 +86,7 @@ class _Op:
 
 
 class VertexSim:
-    """One region of one project: models, endpoints, deployment resource pools, operations and reservations."""
+    """One region of one project: models, endpoints, operations and reservations (a deployment on a resource pool of a custom container refused, as Vertex does)."""
 
     def __init__(
         self,
@@ -107,7 +107,6 @@ class VertexSim:
         self.reservations: dict[str, int] = dict(reservations or {})
         self.models: dict[str, Body] = {}
         self.endpoints: dict[str, Body] = {}
-        self.pools: dict[str, Body] = {}
         self.operations: dict[str, _Op] = {}
         #: Deployments whose operation is running: endpoint -> {deployed id: DeployedModel}.
         self.deploying: dict[str, dict[str, Body]] = {}
@@ -200,8 +199,8 @@ class VertexSim:
         prefix = params["name"] + "/operations/"
         return {"operations": [self._op_body(o) for n, o in sorted(self.operations.items()) if n.startswith(prefix)]}
 
-    _models_operations_get = _endpoints_operations_get = _deploymentResourcePools_operations_get = _get_op
-    _models_operations_list = _endpoints_operations_list = _deploymentResourcePools_operations_list = _list_ops
+    _models_operations_get = _endpoints_operations_get = _get_op
+    _models_operations_list = _endpoints_operations_list = _list_ops
 
     # ---- models -------------------------------------------------------------------------------------------
 
@@ -269,7 +268,10 @@ class VertexSim:
         name = params["endpoint"]
         endpoint = self._endpoint(name)
         deployed = dict(body["deployedModel"])
-        self._model(deployed["model"])
+        model = self._model(deployed["model"])
+        if "sharedResources" in deployed and "containerSpec" in model:
+            # Vertex AI "Share resources across deployments", Limitations: "custom containers aren't supported".
+            raise ApiError(400, "FAILED_PRECONDITION", "custom containers aren't supported on a DeploymentResourcePool")
         running = self.deploying.setdefault(name, {})
         if "id" in deployed:
             if deployed["id"] in running or any(d["id"] == deployed["id"] for d in endpoint["deployedModels"]):
@@ -338,46 +340,6 @@ class VertexSim:
             else:
                 endpoint[head] = body[head]
         return endpoint
-
-    # ---- deployment resource pools ------------------------------------------------------------------------
-
-    def _deploymentResourcePools_create(self, params: Body, body: Body) -> Body:
-        name = f"{params['parent']}/deploymentResourcePools/{body['deploymentResourcePoolId']}"
-        if name in self.pools or self.running(name, "CreateDeploymentResourcePoolOperationMetadata"):
-            raise ApiError(409, "ALREADY_EXISTS", f"DeploymentResourcePool {name} already exists")
-        pool = {**body["deploymentResourcePool"], "name": name}
-
-        def finish() -> Body:
-            self.pools[name] = pool
-            return {"@type": _TYPE + "DeploymentResourcePool", **pool}
-
-        return self._start(name, "CreateDeploymentResourcePoolOperationMetadata", 60, finish)
-
-    def _deploymentResourcePools_get(self, params: Body, _body: Any) -> Body:
-        if params["name"] not in self.pools:
-            raise ApiError(404, "NOT_FOUND", params["name"])
-        return self.pools[params["name"]]
-
-    def _deploymentResourcePools_patch(self, params: Body, body: Body) -> Body:
-        pool = self._deploymentResourcePools_get(params, None)
-        for path in params["updateMask"].split(","):
-            leaf = path.split(".", 1)[1]
-            pool["dedicatedResources"][leaf] = body["dedicatedResources"][leaf]
-
-        def finish() -> Body:
-            return {"@type": _TYPE + "DeploymentResourcePool", **pool}
-
-        return self._start(params["name"], "UpdateDeploymentResourcePoolOperationMetadata", 10, finish)
-
-    def _deploymentResourcePools_delete(self, params: Body, _body: Any) -> Body:
-        self._deploymentResourcePools_get(params, None)
-        name = params["name"]
-
-        def finish() -> Body:
-            self.pools.pop(name, None)
-            return {"@type": "type.googleapis.com/google.protobuf.Empty"}
-
-        return self._start(name, "DeleteOperationMetadata", 10, finish)
 
 
 _RPC_CODE = {

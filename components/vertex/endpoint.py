@@ -12,10 +12,8 @@ What it creates, and why each piece is shaped the way it is:
   whether Vertex accepts concurrent deploy operations on one endpoint is not documented in aiplatform.v1.
 * One :class:`~components.vertex.provider.EndpointTraffic`: the whole split from pool weights (sum 100). A
   weight-0 pool (dark canary) stays deployed and simply gets no entry.
-* Optionally one :class:`~components.vertex.provider.DeploymentResourcePool` for co-hosted models (several models
-  on one accelerator set). Written as a dynamic resource because pulumi-gcp 10.2.0's ``AiDeploymentResourcePool``
-  has neither ``serviceAccount`` (co-hosted containers could not read the weights through a bucket-only grant)
-  nor ``reservationAffinity``.
+* Co-hosted models are one deployed model like any other: its container runs the co-host server
+  (``components/vertex/container.py``), never a deployment resource pool, which takes no custom container.
 * A dedicated service account the containers run as, holding ``roles/storage.objectViewer`` on the weights
   bucket only, and with ``weights_prefixes`` only on those release folders (an IAM condition on the object name;
   listings, whose resource is the bucket, are matched by the ``storage.googleapis.com/objectListPrefix`` attribute,
@@ -77,22 +75,13 @@ POOL_LABEL = rq.POOL_LABEL_KEY
 
 
 @dataclass(frozen=True)
-class CoHosted:
-    """Run on a DeploymentResourcePool: this component's own (``resource_pool=None``, needs
-    ``VertexServingArgs.resource_pool``) or another's, by full resource name
-    (``VertexServing.resource_pool_name`` of the component that owns it)."""
-
-    resource_pool: str | None = None
-
-
-@dataclass(frozen=True)
 class VertexDeployment:
     """One pool of the release line: its role, traffic weight, model and where it runs."""
 
     role: str
     weight: int
     model: rq.ModelSpec
-    placement: rq.DedicatedResources | CoHosted
+    placement: rq.DedicatedResources
     #: How a replacement of this deployment makes way (provider CREATE_FIRST / DELETE_FIRST).
     replacement: str = pv.CREATE_FIRST
 
@@ -128,7 +117,6 @@ class VertexServingArgs:
     #: Account id of the dedicated serving service account.
     service_account_id: str
     deployments: tuple[VertexDeployment, ...]
-    resource_pool: rq.ResourcePoolSpec | None = None
     #: None: a dedicated public endpoint (IAM-authenticated).
     private_service_connect: PrivateServiceConnect | None = None
     caller_members: tuple[str, ...] = ()
@@ -177,17 +165,11 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     for d in args.deployments:
         if not _ROLE_NAME_RE.match(d.role):
             problems.append(f"deployments[{d.role}].role: lowercase letter first, up to 20 of [a-z0-9-]")
-        if isinstance(d.placement, CoHosted) and d.placement.resource_pool is None and args.resource_pool is None:
-            problems.append(f"deployments[{d.role}]: co-hosted on this component's pool, but resource_pool is unset")
         if d.replacement not in pv.REPLACEMENT_ORDERS:
             problems.append(f"deployments[{d.role}].replacement: one of {', '.join(pv.REPLACEMENT_ORDERS)}")
     split = split_problem({d.role: d.weight for d in args.deployments}) if args.deployments else None
     if split is not None:
         problems.append(f"deployments: {split}")
-    if args.resource_pool is not None and not any(
-        isinstance(d.placement, CoHosted) and d.placement.resource_pool is None for d in args.deployments
-    ):
-        problems.append("resource_pool is set but no deployment is co-hosted on it (idle accelerators)")
     if args.private_service_connect is not None and not args.private_service_connect.project_allowlist:
         problems.append("private_service_connect.project_allowlist: at least one consumer project")
     for member in args.caller_members:
@@ -329,24 +311,6 @@ class VertexServing(Component):
         )
         self.endpoint_name: pulumi.Output[str] = self.endpoint.name.apply(lambda n: rq.endpoint_name(p, r, n))
 
-        # ---- co-hosting pool -----------------------------------------------------------------------------
-        self.resource_pool: pv.DeploymentResourcePool | None = None
-        self.resource_pool_name: str | None = None
-        if args.resource_pool is not None:
-            spec = args.resource_pool
-            pool_id = spec.pool_id_for(service_account_email(p, args.service_account_id))
-            self.resource_pool_name = rq.resource_pool_name(p, r, pool_id)
-            self.resource_pool = pv.DeploymentResourcePool(
-                f"{name}-pool-{spec.name}",
-                pv.DeploymentResourcePoolInputs(
-                    project=p,
-                    region=r,
-                    pool_id=pool_id,
-                    resource_pool=self.service_account.email.apply(lambda e: rq.resource_pool(spec, e)),
-                ),
-                opts=self._child(depends_on=grants),
-            )
-
         # ---- deployments, one after the other ------------------------------------------------------------
         self.deployments: dict[str, pv.DeployedModel] = {}
         previous: list[pulumi.Resource] = []
@@ -376,7 +340,7 @@ class VertexServing(Component):
                     timeouts=pv.DeployTimeouts.for_container(d.model.container),
                     replacement=d.replacement,
                 ),
-                opts=self._child(depends_on=[*grants, *previous, *self._pool_dependency(d)]),
+                opts=self._child(depends_on=[*grants, *previous]),
             )
             previous = [deployed]
 
@@ -426,10 +390,6 @@ class VertexServing(Component):
         """Options of every child (the one helper): ``parent=self`` plus the component's own ``depends_on``."""
         return self.child_opts(depends_on=depends_on, **kwargs)
 
-    def _pool_dependency(self, d: VertexDeployment) -> list[pulumi.Resource]:
-        own_pool = isinstance(d.placement, CoHosted) and d.placement.resource_pool is None
-        return [self.resource_pool] if own_pool and self.resource_pool is not None else []
-
     def _upload_request(self, model: rq.ModelSpec, as_serving_account: bool) -> pulumi.Input[Mapping[str, Any]]:
         if not as_serving_account:
             return rq.upload_model_request(model)
@@ -438,27 +398,14 @@ class VertexServing(Component):
     def _deployed_body(self, d: VertexDeployment, email: str) -> Mapping[str, Any]:
         """The DeployedModel body as plain data (what :meth:`_deployed_model` resolves to)."""
         display = rq.deployed_model_display_name(d.role, d.model.display_name)
-        if isinstance(d.placement, rq.DedicatedResources):
-            return rq.deployed_model(
-                rq.DeployedModelSpec(display_name=display, resources=d.placement, service_account=email)
-            )
-        pool = d.placement.resource_pool if d.placement.resource_pool is not None else self.resource_pool_name
-        assert pool is not None  # serving_problems refuses co-hosting on this component's pool when it has none
-        return rq.deployed_model(rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(pool)))
+        return rq.deployed_model(
+            rq.DeployedModelSpec(display_name=display, resources=d.placement, service_account=email)
+        )
 
     def _deployed_model(self, d: VertexDeployment) -> pulumi.Output[Mapping[str, Any]]:
         display = rq.deployed_model_display_name(d.role, d.model.display_name)
-        placement = d.placement
-        if isinstance(placement, rq.DedicatedResources):
-            return self.service_account.email.apply(
-                lambda e: rq.deployed_model(
-                    rq.DeployedModelSpec(display_name=display, resources=placement, service_account=e)
-                )
-            )
-        pool = placement.resource_pool if placement.resource_pool is not None else self.resource_pool_name
-        assert pool is not None  # serving_problems refuses co-hosting on this component's pool when it has none
-        return pulumi.Output.from_input(pool).apply(
-            lambda name: rq.deployed_model(
-                rq.DeployedModelSpec(display_name=display, resources=rq.SharedResources(name))
+        return self.service_account.email.apply(
+            lambda e: rq.deployed_model(
+                rq.DeployedModelSpec(display_name=display, resources=d.placement, service_account=e)
             )
         )

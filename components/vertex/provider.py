@@ -1,22 +1,24 @@
 """Pulumi dynamic providers for what pulumi-gcp 10.2.0 cannot express on Vertex AI.
 
-pulumi-gcp 10.2.0 has ``gcp.vertex.AiEndpoint``, ``AiDeploymentResourcePool``, ``AiEndpointIamMember`` and
-``AiEndpointWithModelGardenDeployment`` (checked with ``inspect``), but no resource that uploads a custom-container
-Model from Cloud Storage, none that deploys a Model to an *existing* endpoint, and none that sets an endpoint's
-traffic split across deployed models (``AiEndpoint.traffic_split`` would need the deployed model ids, which exist
-only after deployment: a dependency cycle). Its ``AiDeploymentResourcePool`` has no ``serviceAccount`` and no
-``reservationAffinity`` (its machine spec is machine type + accelerator type/count only), so co-hosted models
-could neither read the weights bucket through a bucket-only grant nor consume the reservation.
+pulumi-gcp 10.2.0 has ``gcp.vertex.AiEndpoint``, ``AiEndpointIamMember`` and ``AiEndpointWithModelGardenDeployment``
+(checked with ``inspect``), but no resource that uploads a custom-container Model from Cloud Storage, none that deploys
+a Model to an *existing* endpoint, and none that sets an endpoint's traffic split across deployed models
+(``AiEndpoint.traffic_split`` would need the deployed model ids, which exist only after deployment: a dependency
+cycle). No deployment resource pool is used: a deployed model on one (``sharedResources``) cannot run a custom
+container (Vertex AI "Share resources across deployments", Limitations), and co-hosting runs in one dedicated
+deployed model instead (the co-host server).
 
-Three dynamic resources fill the gap, each a thin state machine over the official client library
+Two dynamic resources fill the gap, each a thin state machine over the official client library
 (``googleapiclient.discovery.build("aiplatform", "v1", static_discovery=True)`` against the regional endpoint,
 Application Default Credentials). Request bodies come from :mod:`components.vertex.requests`, i.e. exactly the
 discovery shapes the tests validate:
 
 * :class:`DeployedModel` - ``models.upload`` + ``endpoints.deployModel`` (create), ``mutateDeployedModel`` /
   ``models.patch`` (update), ``endpoints.undeployModel`` + ``models.delete`` (delete);
-* :class:`EndpointTraffic` - ``endpoints.patch`` of ``trafficSplit`` (+ ``clientConnectionConfig``);
-* :class:`DeploymentResourcePool` - ``deploymentResourcePools.create`` / ``patch`` / ``delete``.
+* :class:`EndpointTraffic` - ``endpoints.patch`` of ``trafficSplit`` (+ ``clientConnectionConfig``).
+
+:class:`DeploymentResourcePoolProvider` remains only to delete the pools earlier versions created (Pulumi deletes a
+dynamic resource through the provider pickled in its state).
 
 Every network call goes through :class:`VertexTransport` (one method), so unit tests drive the providers with a
 fake that records and validates the calls. Long-running operations are polled with bounded, growing intervals.
@@ -61,12 +63,8 @@ UPLOAD_TIMEOUT_S = 1800
 #: Added to the container's ``deploymentTimeout`` (its 2 h maximum when unset) for the deploy operation: GPU VM
 #: provisioning happens before the container's own clock can start. 15 min bounds it, not an estimate.
 PROVISIONING_MARGIN_S = 900
-#: Bound on undeploy / model and pool deletion: replicas drain and VMs are released; 30 min bounds a stuck
-#: teardown.
+#: Bound on undeploy and model deletion: replicas drain and VMs are released; 30 min bounds a stuck teardown.
 TEARDOWN_TIMEOUT_S = 1800
-#: Bound on resource-pool creation: whether Vertex provisions the pool's minimum replicas at creation or at the
-#: first deployment is not stated in aiplatform.v1, so it gets the deploy bound.
-POOL_CREATE_TIMEOUT_S = rq.MAX_DEPLOYMENT_TIMEOUT_S + PROVISIONING_MARGIN_S
 
 UNKNOWN = _rpc.UNKNOWN  # what preview passes for values known only after apply
 PROVIDER_KEY = "__provider"
@@ -416,7 +414,6 @@ REPLACEMENT_ORDERS = (CREATE_FIRST, DELETE_FIRST)
 
 _DEPLOYED_ID_RE = re.compile(r"^(projects/([^/]+)/locations/([^/]+)/endpoints/[^/]+)/deployedModels/([0-9]{1,10})\Z")
 _TRAFFIC_ID_RE = re.compile(r"^(projects/([^/]+)/locations/([^/]+)/endpoints/[^/]+)/trafficSplit\Z")
-_POOL_ID_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/deploymentResourcePools/([^/]+)\Z")
 
 #: The Model fields the upload request sets (requests.upload_model_request), read back for refresh and import.
 _MODEL_FIELDS = ("displayName", "labels", "artifactUri", "containerSpec", "description")
@@ -428,7 +425,6 @@ _DEPLOYED_FIELDS = (
     "dedicatedResources",
     "disableContainerLogging",
     "serviceAccount",
-    "sharedResources",
 )
 
 
@@ -486,11 +482,19 @@ class DeployedModelProvider(_VertexProvider):
         failures: list[CheckFailure] = []
         dm = news.get("deployed_model")
         if isinstance(dm, Mapping) and not _is_unknown(dm):
-            kinds = [k for k in ("dedicatedResources", "sharedResources") if k in dm]
-            if len(kinds) != 1:
+            if "sharedResources" in dm:
+                # Vertex AI "Share resources across deployments", Limitations: "custom containers aren't supported"
+                # on a deployment resource pool, and every model this provider uploads has a containerSpec.
                 failures.append(
-                    CheckFailure("deployed_model", f"exactly one of dedicatedResources or sharedResources, got {kinds}")
+                    CheckFailure(
+                        "deployed_model",
+                        "sharedResources: a custom container cannot run on a deployment resource pool (Vertex AI, "
+                        "Share resources across deployments: custom containers aren't supported); use "
+                        "dedicatedResources",
+                    )
                 )
+            elif "dedicatedResources" not in dm:
+                failures.append(CheckFailure("deployed_model", "dedicatedResources is required"))
             for key in ("model", "id"):
                 if key in dm:
                     failures.append(CheckFailure("deployed_model", f"{key!r} is set by the provider"))
@@ -907,58 +911,41 @@ class EndpointTrafficProvider(_VertexProvider):
         return {**props, "traffic_split": split}
 
 
-@dataclass(frozen=True)
-class PoolTimeouts:
-    create_seconds: int = POOL_CREATE_TIMEOUT_S
-    update_seconds: int = POOL_CREATE_TIMEOUT_S
-    delete_seconds: int = TEARDOWN_TIMEOUT_S
+#: A deployment resource pool's resource name, as the retired provider's resources are identified.
+_POOL_ID_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/deploymentResourcePools/([^/]+)\Z")
 
 
 class DeploymentResourcePoolProvider(_VertexProvider):
-    """A DeploymentResourcePool with the fields pulumi-gcp's lacks (service account, reservation affinity)."""
-
-    INPUTS = ("project", "region", "pool_id", "resource_pool", "timeouts")
-    UPDATABLE = (*(f"resource_pool.{p}" for p in rq.MUTABLE_RESOURCE_POOL_PATHS), "timeouts")
-
-    @_normalize_props
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _diff(olds, news, self.INPUTS, self.UPDATABLE)
+    """Retired: the deployment resource pool earlier versions created for Vertex co-hosting (a pool takes no custom
+    container: Vertex AI "Share resources across deployments", Limitations). It stays importable under this name
+    because Pulumi keeps a dynamic resource's provider *pickled in the state* (by module and class name, see the
+    module docstring) and deletes or refreshes the resource through it: a stack whose state still holds a pool
+    can then delete it on its next ``pulumi up`` (the program no longer declares one). It can never create or
+    change one."""
 
     @_normalize_props
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return CheckResult(
+            news,
+            [
+                CheckFailure(
+                    "resource_pool",
+                    "deployment resource pools are retired: a custom container cannot run on one (Vertex AI, Share "
+                    "resources across deployments: custom containers aren't supported)",
+                )
+            ],
+        )
+
     def create(self, props: dict[str, Any]) -> CreateResult:
-        t = self._transport(props["region"])
-        w = self._waiter(t)
-        name = rq.resource_pool_name(props["project"], props["region"], props["pool_id"])
-        what = f"create resource pool {props['pool_id']}"
-        try:
-            op = t.call(
-                "projects.locations.deploymentResourcePools.create",
-                {"parent": rq.location_name(props["project"], props["region"])},
-                rq.create_resource_pool_request(props["pool_id"], props["resource_pool"]),
-            )
-        except Conflict:
-            # The pool id is deterministic (requests.ResourcePoolSpec.pool_id_for): a retried or resumed create
-            # finds its pool, after any create of it still running.
-            for pending in pending_operations(t, name, "CreateDeploymentResourcePoolOperationMetadata"):
-                w.wait(pending, props["timeouts"]["create_seconds"], what)
-        else:
-            w.wait(op, props["timeouts"]["create_seconds"], what)
-        return CreateResult(name, {**props, "name": name})
+        raise OperationError("deployment resource pools are retired: one is never created")
 
-    @_normalize_props
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        paths = [p.removeprefix("resource_pool.") for p in changed_paths(olds, news, ("resource_pool",))]
-        if paths:
-            t = self._transport(news["region"])
-            body, mask = rq.resource_pool_patch(news["resource_pool"], paths)
-            op = t.call(
-                "projects.locations.deploymentResourcePools.patch", {"name": olds["name"], "updateMask": mask}, body
-            )
-            self._waiter(t).wait(op, news["timeouts"]["update_seconds"], f"patch {olds['name']}")
-        return UpdateResult({**news, "name": olds["name"]})
+        raise OperationError("deployment resource pools are retired: one is never changed, only deleted")
 
     @_normalize_props
     def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """``deploymentResourcePools.delete`` of the recorded pool (gone already: nothing to do), bounded by the
+        delete timeout the state recorded."""
         t = self._transport(props["region"])
         try:
             op = t.call("projects.locations.deploymentResourcePools.delete", {"name": props["name"]})
@@ -968,34 +955,17 @@ class DeploymentResourcePoolProvider(_VertexProvider):
 
     @_normalize_props
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Live replica bounds over the recorded shape (a refresh); by id alone (the pool's resource name: import,
-        a pending create) the live pool's fields this provider sets."""
+        """A refresh: the recorded pool while it exists (gone: absent)."""
         m = _POOL_ID_RE.match(id_)
         if m is None:
             raise OperationError(
                 f"not a deployment resource pool name: {id_!r} (projects/<p>/locations/<r>/deploymentResourcePools/<id>)"
             )
-        project, region, pool_id = m.group(1), m.group(2), m.group(3)
         try:
-            live = self._transport(region).call("projects.locations.deploymentResourcePools.get", {"name": id_})
+            self._transport(m.group(2)).call("projects.locations.deploymentResourcePools.get", {"name": id_})
         except NotFound:
             return ReadResult("", {})
-        if props.get("resource_pool"):
-            recorded = dict(props["resource_pool"]["dedicatedResources"])
-            for key in ("minReplicaCount", "maxReplicaCount"):
-                if key in live.get("dedicatedResources", {}):
-                    recorded[key] = int(live["dedicatedResources"][key])
-            pool = {**props["resource_pool"], "dedicatedResources": recorded}
-            return ReadResult(id_, {**props, "resource_pool": pool})
-        pool = {k: live[k] for k in ("dedicatedResources", "disableContainerLogging", "serviceAccount") if k in live}
-        inputs = {
-            "project": project,
-            "region": region,
-            "pool_id": pool_id,
-            "resource_pool": normalized(pool),
-            "timeouts": asdict(PoolTimeouts()),
-        }
-        return ReadResult(id_, {**inputs, "name": id_}, inputs)
+        return ReadResult(id_, props)
 
 
 # ---- resources ---------------------------------------------------------------------------------------------
@@ -1086,38 +1056,3 @@ class EndpointTraffic(pulumi.dynamic.Resource, module="vertex", name="EndpointTr
             "traffic_split": None,
         }
         super().__init__(provider or EndpointTrafficProvider(), resource_name, props, opts)
-
-
-@dataclass(frozen=True)
-class DeploymentResourcePoolInputs:
-    project: str
-    region: str
-    pool_id: str
-    #: requests.resource_pool() body (service account may be an Output).
-    resource_pool: pulumi.Input[Mapping[str, Any]]
-    timeouts: PoolTimeouts = PoolTimeouts()
-
-
-class DeploymentResourcePool(pulumi.dynamic.Resource, module="vertex", name="DeploymentResourcePool"):
-    """Shared machines for co-hosted deployed models. Its id carries a digest of its immutable shape
-    (requests.ResourcePoolSpec.pool_id_for), so a replacement gets a new id and never collides with the pool
-    it replaces."""
-
-    name: pulumi.Output[str]
-
-    def __init__(
-        self,
-        resource_name: str,
-        args: DeploymentResourcePoolInputs,
-        opts: pulumi.ResourceOptions | None = None,
-        provider: DeploymentResourcePoolProvider | None = None,
-    ):
-        props = {
-            "project": args.project,
-            "region": args.region,
-            "pool_id": args.pool_id,
-            "resource_pool": args.resource_pool,
-            "timeouts": asdict(args.timeouts),
-            "name": None,
-        }
-        super().__init__(provider or DeploymentResourcePoolProvider(), resource_name, props, opts)

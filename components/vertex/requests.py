@@ -151,7 +151,6 @@ _DEPLOYED_MODEL_ID_RE = re.compile(r"^[0-9]{1,10}\Z")
 #: ``UploadModelRequest.modelId``: "up to 63 characters, and valid characters are `[a-z0-9_-]`. The first character
 #: cannot be a number or hyphen" (aiplatform.v1).
 _MODEL_ID_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,62}\Z")
-_RESOURCE_POOL_ID_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _SERVICE_ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.iam\.gserviceaccount\.com\Z")
 
 Body = dict[str, Any]
@@ -503,22 +502,6 @@ class DedicatedResources:
         return resources
 
 
-@dataclass(frozen=True)
-class SharedResources:
-    """Co-hosting: the deployed model runs on a ``DeploymentResourcePool`` (full resource name)."""
-
-    resource_pool: str
-
-    def __post_init__(self) -> None:
-        _require(
-            bool(re.match(r"^projects/[^/]+/locations/[^/]+/deploymentResourcePools/[^/]+\Z", self.resource_pool)),
-            f"{self.resource_pool!r} is not projects/<p>/locations/<l>/deploymentResourcePools/<id>",
-        )
-
-
-Resources = DedicatedResources | SharedResources
-
-
 def deployed_model_display_name(role: str, model_display_name: str) -> str:
     """A pool's DeployedModel.displayName: its role, then its model's (the release id), within the 128-character
     limit. AutoMetrics labels every vLLM series of the deployed model with it (``model_display_name``), which is
@@ -529,10 +512,11 @@ def deployed_model_display_name(role: str, model_display_name: str) -> str:
 @dataclass(frozen=True)
 class DeployedModelSpec:
     display_name: str
-    resources: Resources
-    #: The container's identity (DeployedModel.serviceAccount). Not sent for shared resources: there the
-    #: DeploymentResourcePool's own ``serviceAccount`` is "the service account that the DeploymentResourcePool's
-    #: container(s) run as" (aiplatform.v1).
+    #: Always dedicated: a deployment resource pool (``sharedResources``) takes no custom container (Vertex AI
+    #: "Share resources across deployments", Limitations: "custom containers aren't supported"), and every model
+    #: this program uploads is one (tests/test_vertex_requests.py reads the limitation's consequence).
+    resources: DedicatedResources
+    #: The container's identity (DeployedModel.serviceAccount).
     service_account: str | None = None
     #: Container stdout/stderr to Cloud Logging stays on (vLLM's request logging is off in its args).
     disable_container_logging: bool = False
@@ -550,14 +534,14 @@ class DeployedModelSpec:
 
 def deployed_model(spec: DeployedModelSpec) -> Body:
     """The ``DeployedModel`` body without ``model`` (the provider adds the uploaded model's name)."""
-    body: Body = {"displayName": spec.display_name, "enableAccessLogging": spec.enable_access_logging}
-    if isinstance(spec.resources, DedicatedResources):
-        body["dedicatedResources"] = spec.resources.body()
-        body["disableContainerLogging"] = spec.disable_container_logging
-        if spec.service_account is not None:
-            body["serviceAccount"] = spec.service_account
-    else:
-        body["sharedResources"] = spec.resources.resource_pool
+    body: Body = {
+        "displayName": spec.display_name,
+        "enableAccessLogging": spec.enable_access_logging,
+        "dedicatedResources": spec.resources.body(),
+        "disableContainerLogging": spec.disable_container_logging,
+    }
+    if spec.service_account is not None:
+        body["serviceAccount"] = spec.service_account
     return body
 
 
@@ -782,88 +766,6 @@ def endpoint_patch(split: Mapping[str, int] | None, inference_timeout_seconds: i
     return body, ",".join(mask)
 
 
-# ---- DeploymentResourcePool (projects.locations.deploymentResourcePools.create) ------------------------------
-
-#: Hex digits of the shape digest in a resource pool's id: 8 (32 bits) make a collision between two shapes of
-#: one pool name practically impossible while leaving 54 of the 63 id characters to the readable base name.
-POOL_DIGEST_HEX = 8
-_POOL_BASE_RE = re.compile(r"^[a-z]([a-z0-9-]{0,52}[a-z0-9])?\Z")
-
-
-@dataclass(frozen=True)
-class ResourcePoolSpec:
-    """Machines shared by several deployed models (model co-hosting)."""
-
-    #: Readable base of the pool id; the id adds a digest of the pool's immutable shape (:meth:`pool_id_for`).
-    name: str
-    resources: DedicatedResources
-    #: Container logs of every co-hosted model; on, as for dedicated deployments.
-    disable_container_logging: bool = False
-
-    def __post_init__(self) -> None:
-        _require(
-            bool(_POOL_BASE_RE.match(self.name)),
-            f"resource pool name {self.name!r}: letter first, up to 54 of [a-z0-9-] (the id appends "
-            f"-<{POOL_DIGEST_HEX} hex>, and ids are /^[a-z]([a-z0-9-]{{0,61}}[a-z0-9])?$/ in aiplatform.v1)",
-        )
-
-    def pool_id_for(self, service_account: str) -> str:
-        """``<name>-<digest>``: the digest covers every field the pool cannot change in place (machine spec, Spot,
-        logging, service account). A changed shape is therefore a new pool id: Pulumi creates the new pool and
-        moves the co-hosted deployments to it before deleting the old one, instead of colliding with the
-        existing id (create-before-delete). Replica bounds and autoscaling are patched and keep the id."""
-        immutable = {
-            "machineSpec": self.resources.machine.body(),
-            "spot": self.resources.spot,
-            "disableContainerLogging": self.disable_container_logging,
-            "serviceAccount": service_account,
-        }
-        digest = hashlib.sha256(json.dumps(immutable, sort_keys=True).encode()).hexdigest()[:POOL_DIGEST_HEX]
-        return f"{self.name}-{digest}"
-
-
-#: DeploymentResourcePool fields the provider updates with ``deploymentResourcePools.patch``. aiplatform.v1 does
-#: not list the patchable fields; replica bounds and autoscaling mirror what mutateDeployedModel allows for a
-#: dedicated deployment. If Vertex refuses, the update fails with its message and the state is unchanged.
-MUTABLE_RESOURCE_POOL_PATHS: tuple[str, ...] = (
-    "dedicatedResources.minReplicaCount",
-    "dedicatedResources.maxReplicaCount",
-    "dedicatedResources.autoscalingMetricSpecs",
-)
-
-
-def resource_pool(spec: ResourcePoolSpec, service_account: str | None) -> Body:
-    """The ``DeploymentResourcePool`` body (without ``name``)."""
-    pool: Body = {
-        "dedicatedResources": spec.resources.body(),
-        "disableContainerLogging": spec.disable_container_logging,
-    }
-    if service_account is not None:
-        _require(
-            bool(_SERVICE_ACCOUNT_RE.match(service_account)), f"{service_account!r} is not a service account e-mail"
-        )
-        pool["serviceAccount"] = service_account
-    return pool
-
-
-def create_resource_pool_request(pool_id: str, pool: Mapping[str, Any]) -> Body:
-    """``CreateDeploymentResourcePoolRequest``."""
-    _require(bool(_RESOURCE_POOL_ID_RE.match(pool_id)), f"resource pool id {pool_id!r}")
-    return {"deploymentResourcePool": dict(pool), "deploymentResourcePoolId": pool_id}
-
-
-def resource_pool_patch(pool: Mapping[str, Any], changed: Sequence[str]) -> tuple[Body, str]:
-    """(``DeploymentResourcePool`` body, update mask) for ``deploymentResourcePools.patch``."""
-    paths = [p for p in MUTABLE_RESOURCE_POOL_PATHS if p in changed]
-    _require(
-        bool(paths) and set(changed) <= set(MUTABLE_RESOURCE_POOL_PATHS),
-        f"not patchable on a resource pool: {sorted(set(changed) - set(MUTABLE_RESOURCE_POOL_PATHS))}",
-    )
-    dedicated = {p.split(".", 1)[1]: pool["dedicatedResources"][p.split(".", 1)[1]] for p in paths}
-    dedicated["machineSpec"] = pool["dedicatedResources"]["machineSpec"]
-    return {"dedicatedResources": dedicated}, ",".join(paths)
-
-
 # ---- resource names -------------------------------------------------------------------------------------------
 
 
@@ -873,10 +775,6 @@ def location_name(project: str, region: str) -> str:
 
 def endpoint_name(project: str, region: str, endpoint_id: str) -> str:
     return f"{location_name(project, region)}/endpoints/{endpoint_id}"
-
-
-def resource_pool_name(project: str, region: str, pool_id: str) -> str:
-    return f"{location_name(project, region)}/deploymentResourcePools/{pool_id}"
 
 
 def model_name(project: str, region: str, model_id: str) -> str:

@@ -13,7 +13,8 @@ everything placed on it sum to at most ``1 - transient_reserve``, and reports ea
 Rendered on GKE (``target: gke``) as seed 003 built it: one pod per node runs the co-host server
 (``components/cohost/server.py``), which owns the node's GPUs and starts every instance as a child process with its
 GPU set and partition, routing by model name inside the pod (``infra/targets/gke/config/cohosting.py``). Rendered on
-Vertex AI (``target: vertex``) as a deployment resource pool (``infra/targets/vertex/config/cohosting.py``).
+Vertex AI (``target: vertex``) the same way: one deployed model per group, whose container runs the co-host server on
+every GPU of its machine, behind one endpoint (``infra/targets/vertex/config/cohosting.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from .loading import GcsStreamingLoading
 from .serving import PUBLIC_MODEL_NAME
 
 #: The endpoint id (aiplatform.v1 ``endpoints.create`` ``endpointId``: letter first, ``[a-z0-9-]``), cut to 26
-#: characters here so the serving account id ``<endpoint>-vtx`` fits IAM's 30. A co-hosted model names one on
-#: ``vertex`` (one endpoint per model); the Vertex target's own endpoint id has the same rule.
+#: characters here so the serving account id ``<endpoint>-vtx`` fits IAM's 30. A ``vertex`` co-hosted group names
+#: one (its endpoint); the Vertex target's own endpoint id has the same rule.
 ENDPOINT_ID_PATTERN = r"^[a-z][-a-z0-9]{0,24}[a-z0-9]$"
 #: A group key becomes part of the resource pool id (``<key>-<8 hex>``, at most 54 + 9 characters).
 GROUP_KEY_PATTERN = r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$"
@@ -43,13 +44,6 @@ class CoHostedModel(Strict):
             "Public model name clients send as ``model``; vLLM serves it beside the release id. Unique in the stack."
         )
     )
-    endpoint_id: Annotated[str, Field(pattern=ENDPOINT_ID_PATTERN)] | None = Field(
-        None,
-        description=(
-            "Vertex endpoint id of this model (2-26 characters): one endpoint per co-hosted model, so requests reach "
-            "the model they name. Required on ``vertex``; not given on ``gke`` (the gateway routes by model name)."
-        ),
-    )
     gpu_memory_partition: Annotated[float, Field(gt=0, lt=1)] = Field(
         description=(
             "Fraction of each GPU's memory this model's instances pre-allocate for weights + KV cache "
@@ -61,7 +55,7 @@ class CoHostedModel(Strict):
         1,
         description=(
             "vLLM server instances of this model per machine (data parallel), each on tensor_parallel_size GPUs "
-            "(the release's), placed by the planner. On Vertex (a deployment resource pool): 1."
+            "(the release's), placed by the planner on GPUs of their own or beside other models' instances."
         ),
     )
     # 1,024: vLLM 0.32's --max-num-seqs default ceiling on large GPUs (capacity.MAX_NUM_SEQS_CAP).
@@ -93,7 +87,8 @@ class CoHostedGroupCommon(Strict):
     )
     min_replicas: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
         description=(
-            "Warm minimum machines (Vertex: of the resource pool; GKE: of the group's node pool), each running every "
+            "Warm minimum machines (Vertex: replicas of the group's deployed model; GKE: nodes of the group's node "
+            "pool), each running every "
             "model."
         )
     )
@@ -114,9 +109,8 @@ class CoHostedGroupCommon(Strict):
         )
     )
 
-    def _common_problems(self, one_instance_reason: str | None) -> list[tuple[str, str]]:
-        """Problems every target shares; ``one_instance_reason``, when given, says why the target runs one instance
-        of a model per machine (``{got}`` is the configured count)."""
+    def _common_problems(self) -> list[tuple[str, str]]:
+        """Problems every target shares."""
         problems: list[tuple[str, str]] = []
         total = sum(m.instances for m in self.models)
         if total < 2:
@@ -125,14 +119,9 @@ class CoHostedGroupCommon(Strict):
             )
         if self.max_replicas < self.min_replicas:
             problems.append(("max_replicas", f"must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}"))
-        for field in ("model_name", "endpoint_id"):
-            seen: list[str] = []
-            for i, m in enumerate(self.models):
-                value = getattr(m, field)
-                if value is not None and value in seen:
-                    problems.append((f"models.{i}.{field}", f"{value!r} is given twice"))
-                seen.append(value)
+        seen: list[str] = []
         for i, m in enumerate(self.models):
-            if one_instance_reason is not None and m.instances != 1:
-                problems.append((f"models.{i}.instances", one_instance_reason.format(got=m.instances)))
+            if m.model_name in seen:
+                problems.append((f"models.{i}.model_name", f"{m.model_name!r} is given twice"))
+            seen.append(m.model_name)
         return problems

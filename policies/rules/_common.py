@@ -398,7 +398,12 @@ def cohost_instances(dep: Res) -> list[dict[str, Any]] | Any:
     arguments carry ``--config-json`` with a co-host document); None for a plain vLLM container; UNKNOWN at preview.
     Each instance is the document's entry: ``name``, ``release``, ``model_names``, ``gpus``, ``partition``, ``args``
     (what follows the engine command), ``env`` and ``verify`` (the release check run before it starts)."""
-    args = argv(serving_container(dep))
+    return cohost_document_instances(argv(serving_container(dep)))
+
+
+def cohost_document_instances(args: Any) -> list[dict[str, Any]] | Any:
+    """The instances of the co-host document a command line passes with ``--config-json`` (any target's container:
+    a Deployment's, a Vertex AI model's); None when it passes none; UNKNOWN when the command line is unknown."""
     if args is UNKNOWN:
         return UNKNOWN
     raw = flag_value(args, COHOST_CONFIG_FLAG)
@@ -414,6 +419,23 @@ def cohost_instances(dep: Res) -> list[dict[str, Any]] | Any:
         return None
     found = doc.get("instances")
     return [i for i in found if isinstance(i, dict)] if isinstance(found, list) else []
+
+
+def instance_gpu_shares(
+    instances: list[dict[str, Any]], default_utilization: float
+) -> dict[int, list[tuple[float, str]]]:
+    """Per GPU of a co-host server's machine, ``(--gpu-memory-utilization, instance name)`` of every instance its
+    configuration places on it (each instance's ``gpus``); an instance whose utilisation is unreadable is left out."""
+    on: dict[int, list[tuple[float, str]]] = {}
+    for inst in instances:
+        raw = flag_value(entry_list(inst, "args"), "--gpu-memory-utilization")
+        u = default_utilization if raw is None else as_float(raw)
+        if u is None:
+            continue
+        for g in entry_list(inst, "gpus"):
+            if isinstance(g, int):
+                on.setdefault(g, []).append((u, str(inst.get("name"))))
+    return dict(sorted(on.items()))
 
 
 def vllm_command_lines(dep: Res) -> list[tuple[str, Any]]:

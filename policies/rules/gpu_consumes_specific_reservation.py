@@ -1,5 +1,5 @@
 """gpu-consumes-specific-reservation: GPU machines consume a named zonal reservation (quota is not capacity): GKE GPU
-node pools, Vertex AI dedicated deployments and co-hosting resource pools (Cloud Run GPUs take no reservation).
+node pools and Vertex AI deployments, co-hosted groups' included (Cloud Run GPUs take no reservation).
 Required in prod, by this policy's config elsewhere."""
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:
 
 POLICY = ResourceValidationPolicy(
     name=NAME,
-    description="GPU machines (GKE node pools, Vertex AI deployments and resource pools) consume a specific, "
-    "named reservation.",
+    description="GPU machines (GKE node pools, Vertex AI deployments) consume a specific, named reservation.",
     validate=resource_validator(types_of(*FACTS), check),
     config_schema=PolicyConfigSchema(
         properties={

@@ -7,10 +7,9 @@ Each vLLM process pre-allocates ``--gpu-memory-utilization`` of the *whole* GPU 
   the scheduler does not look at memory, so the worst case is the largest utilisations over every replica the pool
   may run; a Deployment whose pods repel each other per node (required pod anti-affinity on
   ``kubernetes.io/hostname`` over its own pod labels, as a co-hosted model's) counts once;
-* a Vertex AI deployment resource pool: every deployed model that names it in ``sharedResources`` runs on each of
-  its machines;
-* a co-host server's pod (``components/cohost/server.py``): its configuration places each vLLM instance on GPUs
-  (``gpus``), so every instance listed on a GPU meets the others there on every replica.
+* a co-host server's container (``components/cohost/server.py``: a GKE pod, a Vertex AI deployed model): its
+  configuration places each vLLM instance on GPUs (``gpus``), so every instance listed on a GPU meets the others
+  there on every replica.
 
 Their sum must stay at most ``1 - transientReserve`` (default 0.1: the "transient" memory CUDA contexts, activations
 and NCCL buffers take outside the partitions, the program's co-hosting planner's bound too), or the last server to
@@ -33,8 +32,8 @@ SEVERITY = Severity.HIGH
 FRAMEWORK = None
 DEFAULT_TRANSIENT_RESERVE = 0.1
 REMEDIATION = (
-    "Lower --gpu-memory-utilization of the servers that share a GPU (or, on GKE, maxSharedClientsPerGpu; on Vertex "
-    "AI, move a model to its own resource pool) until the largest partitions that can meet on one GPU sum to at "
+    "Lower --gpu-memory-utilization of the servers that share a GPU (or, on GKE, maxSharedClientsPerGpu; or move a "
+    "model out of the co-host group) until the largest partitions that can meet on one GPU sum to at "
     "most 1 - transientReserve."
 )
 FACTS: tuple[FactKind, ...] = ("shared_gpus",)
@@ -58,7 +57,7 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
 
 POLICY = StackValidationPolicy(
     name=NAME,
-    description="vLLM servers sharing a GPU (GKE GPU-sharing pools and co-host pods, Vertex AI resource pools) leave "
+    description="vLLM servers sharing a GPU (GKE GPU-sharing pools, co-host pods and Vertex AI co-host models) leave "
     "a transient reserve of its memory.",
     validate=stack_validator(check, types_of(*FACTS)),
     config_schema=PolicyConfigSchema(

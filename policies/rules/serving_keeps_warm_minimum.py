@@ -1,8 +1,8 @@
 """serving-keeps-warm-minimum: every serving pool keeps its environment's warm floor, in the unit its target keeps
 warm (the design: "scaling from zero is a poor default for an interactive SLO").
 
-Replicas hold a whole copy of the model: a GKE HPA's ``minReplicas``, a Vertex AI deployment's (or co-hosting
-resource pool's) ``dedicatedResources.minReplicaCount`` are judged against ``minReplicas``. Cloud Run instances:
+Replicas hold a whole copy of the model: a GKE HPA's ``minReplicas``, a Vertex AI deployment's
+``dedicatedResources.minReplicaCount`` are judged against ``minReplicas``. Cloud Run instances:
 a GPU service's ``template.scaling.minInstanceCount`` against ``minInstances`` (0 = may scale to zero).
 
 The program's one definition of these floors is ``infra/config/environment.py`` (``WARM_MINIMUM``); the pack cannot
@@ -30,7 +30,7 @@ DEFAULT_MIN_INSTANCES = 1
 #: The config property (and its default) that bounds each unit.
 PROPERTY = {"replica": ("minReplicas", DEFAULT_MIN_REPLICAS), "instance": ("minInstances", DEFAULT_MIN_INSTANCES)}
 REMEDIATION = (
-    f"Keep the environment's warm floor: a GKE HPA's minReplicas and a Vertex AI deployment's or resource pool's "
+    f"Keep the environment's warm floor: a GKE HPA's minReplicas and a Vertex AI deployment's "
     f"dedicatedResources.minReplicaCount at least minReplicas ({DEFAULT_MIN_REPLICAS} in prod), a Cloud Run GPU "
     f"revision's scaling.minInstanceCount at least minInstances ({DEFAULT_MIN_INSTANCES} in prod): from zero, the "
     "first request after idle waits a whole GPU cold load."

@@ -1,7 +1,8 @@
 """Model co-hosting on the real vLLM 0.32 (CPU): the shipped ``dev-cohost`` (Vertex AI) group's two models, each
-started from its rendered ``vllm serve`` arguments, served by two tiny models of different shapes side by side on this
-machine. The GKE group runs the co-host server, which starts its instances itself: tests/integration/
-test_cohost_server_real.py starts that server from the rendered Deployment.
+started from its instance's rendered ``vllm serve`` arguments in the group's co-host server configuration, served by
+two tiny models of different shapes side by side on this machine. The server itself (which starts the instances on
+both targets) runs on the real vLLM in tests/integration/test_cohost_server_real.py, from the GKE group's rendered
+Deployment; tests/test_vertex_cohost_container.py runs the Vertex container's rendered command line.
 
 The CPU adaptation, and why (everything else is ``vllm_harness.cpu_adapted``'s, documented there):
 
@@ -75,10 +76,20 @@ class Rendered:
 
 
 def rendered(stack: str) -> list[Rendered]:
+    """Each model's one instance as the group's co-host server runs it, less the rendered loopback ``--host``
+    (``cpu_adapted`` puts it back with a free port: tests/integration/test_cohost_server_real.py does the same)."""
     run = run_plan(stack)
     group = run.resolved.plan.cohosting["pair"]
     assert isinstance(group, CoHostedGroupPlan)
-    return [Rendered(m.model_name, m.release, m.placement, m.vllm_args) for m in group.models]
+    out = []
+    for m in group.models:
+        (inst,) = m.instances
+        args = list(inst.args)
+        at = args.index("--host")
+        assert args[at + 1] == "127.0.0.1"  # only the server's port is reachable from outside the container
+        del args[at : at + 2]
+        out.append(Rendered(m.model_name, m.release, m.placement, tuple(args)))
+    return out
 
 
 @dataclass(frozen=True)

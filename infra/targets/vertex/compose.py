@@ -16,9 +16,8 @@ import pulumi
 from components.monitoring.cohosted import CoHostedModel
 from components.project import ProjectServices
 from components.vertex import requests as rq
-from components.vertex.container import SERVER_ENV, verified_server_command
+from components.vertex.container import SERVER_ENV, cohost_server_command, verified_server_command
 from components.vertex.endpoint import (
-    CoHosted,
     ImageRepository,
     PrivateServiceConnect,
     VertexDeployment,
@@ -33,7 +32,7 @@ from infra.targets.base import ResolvedStack
 from infra.targets.common import channel_spec, platform_labels, thresholds
 
 from .config import VertexConfig, vertex_section
-from .planning import CoHostedGroupPlan, CoHostedModelPlan, VertexPlan, VertexPoolPlan, vertex_part, vertex_pools
+from .planning import CoHostedGroupPlan, VertexPlan, VertexPoolPlan, vertex_part, vertex_pools
 
 #: APIs a Vertex stack uses: Vertex AI (endpoint, models, deployments), IAM (the serving account), Cloud Storage
 #: (the weights), Artifact Registry (image pulls), Monitoring and Logging (Vertex's metrics and container logs).
@@ -55,35 +54,78 @@ def service_account_id(endpoint_id: str) -> str:
     return f"{endpoint_id}-vtx"
 
 
-def model_spec(p: VertexPoolPlan | CoHostedModelPlan, v: VertexPlan | None = None) -> rq.ModelSpec:
-    """The uploaded model of a pool, or of a co-hosted model (``v``: its group's machine plan; the startup window
-    and deployment timeout are the model's own)."""
-    rel = p.release
-    if isinstance(p, VertexPoolPlan):
-        v = p.vertex
-        window, timeout = v.startup_window_seconds, v.deployment_timeout_seconds
-    else:
-        assert v is not None
-        window, timeout = p.startup_window_seconds, p.deployment_timeout_seconds
-    container = rq.ContainerSpec(
+def model_spec(p: VertexPoolPlan) -> rq.ModelSpec:
+    """The uploaded model of a pool: the release's image, the verifier then ``vllm serve`` with the planner's
+    arguments, probes and deployment timeout from its machine plan."""
+    rel, v = p.release, p.vertex
+    return _model(
+        v,
         image=rel.image,
         command=verified_server_command(rel.weights_bucket, rel.weights_prefix, rel.model_revision),
         args=p.vllm_args,
+        display_name=rel.release,
+        artifact_uri=rel.weights_uri,
+        labels={RELEASE_LABEL: rq.label_value(rel.release)},
+        description=f"vLLM {rel.vllm_version} serving release {rel.release}",
+    )
+
+
+def cohosted_model_spec(g: CoHostedGroupPlan) -> rq.ModelSpec:
+    """The uploaded model of a co-hosted group: the group's image running the co-host server with the planner's
+    configuration document; its artifact the first release's folder (the server streams every release itself);
+    probes on the server's ``/health`` (200 only while every instance is), the startup window and deployment timeout
+    the group's (every instance's cold load in turn)."""
+    command, args = cohost_server_command(g.server_json)
+    first = g.models[0].release
+    return _model(
+        g.machine,
+        image=g.image,
+        command=command,
+        args=args,
+        display_name=g.key,
+        artifact_uri=first.weights_uri,
+        labels={RELEASE_LABEL: rq.label_value(first.release)},
+        description=(
+            f"vLLM {g.vllm_version} co-hosting " + ", ".join(f"{m.model_name} ({m.release.release})" for m in g.models)
+        )[:COHOST_DESCRIPTION_MAX],
+    )
+
+
+#: Kept well under any description limit (aiplatform.v1 Model.description states none): the releases are also the
+#: configuration's and the labels'.
+COHOST_DESCRIPTION_MAX = 1000
+
+
+def _model(
+    v: VertexPlan,
+    *,
+    image: str,
+    command: tuple[str, ...],
+    args: tuple[str, ...],
+    display_name: str,
+    artifact_uri: str,
+    labels: dict[str, str],
+    description: str,
+) -> rq.ModelSpec:
+    container = rq.ContainerSpec(
+        image=image,
+        command=command,
+        args=args,
         env=tuple(rq.EnvVar(k, val) for k, val in SERVER_ENV),
         port=v.port,
         predict_route=v.predict_route,
         health_route=v.health_route,
         shared_memory_mb=v.shared_memory_mb,
-        startup_probe=rq.startup_probe(window, path=v.health_route, port=v.port),
+        startup_probe=rq.startup_probe(v.startup_window_seconds, path=v.health_route, port=v.port),
         health_probe=rq.HttpProbe(v.health_route, port=v.port, failure_threshold=v.health_failure_threshold),
-        deployment_timeout_seconds=timeout,
+        deployment_timeout_seconds=v.deployment_timeout_seconds,
     )
     return rq.ModelSpec(
-        display_name=rel.release,
-        artifact=rq.ReleaseArtifact.from_uri(rel.weights_uri),
+        display_name=display_name,
+        artifact=rq.ReleaseArtifact.from_uri(artifact_uri),
         container=container,
-        labels={RELEASE_LABEL: rq.label_value(rel.release)},
-        description=f"vLLM {rel.vllm_version} serving release {rel.release}",
+        labels=labels,
+        description=description,
     )
 
 
@@ -167,44 +209,38 @@ def _access(cfg: StackConfig, c: VertexConfig) -> _Access:
     )
 
 
-def cohosted_args(stack: str, cfg: StackConfig, g: CoHostedGroupPlan, pool_name: str | None) -> list[VertexServingArgs]:
-    """One endpoint per co-hosted model (a Vertex split is by percentage, never by model name), each with one
-    deployment at 100 %. ``pool_name`` None: the args of the first model's component, which owns the deployment
-    resource pool; else the other models', deploying onto that pool by resource name. The pool's containers all run
-    as the owner's service account, which reads the group's one weights bucket (rule
-    cohosting.group_releases_share_one_weights_bucket)."""
+#: The role of a co-hosted group's one deployment: its deployed model's displayName is ``cohost-<group key>``
+#: (``<role>-<model display name>``, requests.deployed_model_display_name; the model's display name is the key).
+COHOST_ROLE = "cohost"
+
+
+def cohosted_args(stack: str, cfg: StackConfig, g: CoHostedGroupPlan) -> VertexServingArgs:
+    """The group's endpoint with its one deployed model at 100 %: dedicated resources (the whole machine:
+    ``acceleratorCount`` = the machine's GPUs), the co-host server's container. Its account reads every release
+    folder of the group in the group's one weights bucket (rule cohosting.group_releases_share_one_weights_bucket)."""
     c = vertex_section(cfg)
     assert c is not None  # the cohosting rules require the section for a vertex group
-    out = []
-    for i, m in enumerate(g.models):
-        own = pool_name is None
-        if own != (i == 0):
-            continue
-        out.append(
-            VertexServingArgs(
-                stack=stack,
-                project=cfg.project,
-                region=cfg.region,
-                endpoint_id=m.endpoint_id,
-                display_name=m.endpoint_id,
-                weights_bucket=m.release.weights_bucket,
-                service_account_id=service_account_id(m.endpoint_id),
-                deployments=(
-                    VertexDeployment(
-                        "model", 100, model_spec(m, g.machine), CoHosted() if own else CoHosted(resource_pool=pool_name)
-                    ),
-                ),
-                resource_pool=rq.ResourcePoolSpec(g.key, dedicated_resources(g.machine)) if own else None,
-                inference_timeout_seconds=g.machine.inference_timeout_seconds,
-                # The pool's containers all run as the owner's account: it reads every model's folder; the others'
-                # accounts (which upload their model) read their own.
-                weights_prefixes=(
-                    tuple(x.release.weights_prefix for x in g.models) if own else (m.release.weights_prefix,)
-                ),
-                **_access(cfg, c),
-            )
-        )
-    return out
+    return VertexServingArgs(
+        stack=stack,
+        project=cfg.project,
+        region=cfg.region,
+        endpoint_id=g.endpoint_id,
+        display_name=g.endpoint_id,
+        weights_bucket=g.models[0].release.weights_bucket,
+        service_account_id=service_account_id(g.endpoint_id),
+        deployments=(
+            VertexDeployment(
+                COHOST_ROLE,
+                100,
+                cohosted_model_spec(g),
+                dedicated_resources(g.machine),
+                replacement=g.machine.replacement,
+            ),
+        ),
+        inference_timeout_seconds=g.machine.inference_timeout_seconds,
+        weights_prefixes=tuple(dict.fromkeys(m.release.weights_prefix for m in g.models)),
+        **_access(cfg, c),
+    )
 
 
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
@@ -221,67 +257,55 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
 def _compose_groups(stack: str, cfg: StackConfig, plan: StackPlan, services: ProjectServices) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, g in vertex_part(plan).vertex_groups().items():
-        owner_args = cohosted_args(stack, cfg, g, None)[0]
-        owner = VertexServing(
-            f"vertex-{owner_args.endpoint_id}", owner_args, opts=pulumi.ResourceOptions(depends_on=[services])
-        )
-        assert owner.resource_pool is not None and owner.resource_pool_name is not None
-        servings = [owner]
-        for a in cohosted_args(stack, cfg, g, owner.resource_pool_name):
-            # The pool must exist before a model is deployed onto it.
-            servings.append(
-                VertexServing(
-                    f"vertex-{a.endpoint_id}",
-                    a,
-                    opts=pulumi.ResourceOptions(depends_on=[services, owner.resource_pool]),
-                )
-            )
-        # Per co-hosted model: its dashboard panels and alerts, through its endpoint and deployed model.
+        args = cohosted_args(stack, cfg, g)
+        serving = VertexServing(f"vertex-{g.endpoint_id}", args, opts=pulumi.ResourceOptions(depends_on=[services]))
+        deployment = args.deployments[0]
+        series_pool = rq.deployed_model_display_name(deployment.role, deployment.model.display_name)
+        # Per co-hosted model: its dashboard panels and alerts, through the group's endpoint and deployed model
+        # (vLLM's model_name label, the release id, tells the models apart), and the endpoint's own panels.
         VertexObservability(
             f"vertex-cohosting-{key}-observability",
             VertexObservabilityArgs(
                 project=cfg.project,
                 environment=cfg.environment,
-                endpoint_id=g.models[0].endpoint_id,
+                endpoint_id=g.endpoint_id,
                 models=(),
                 thresholds=thresholds(cfg),
                 notification_channels=tuple(channel_spec(ch) for ch in cfg.observability.alerts.notification_channels),
                 cohosted=tuple(
                     CoHostedOnVertex(
-                        m.endpoint_id,
+                        g.endpoint_id,
                         CoHostedModel(
                             group=key,
-                            series_pool=rq.deployed_model_display_name(
-                                a.deployments[0].role, a.deployments[0].model.display_name
-                            ),
+                            series_pool=series_pool,
                             model_name=m.model_name,
                             release=m.release.release,
                             instances=m.placement.instances,
                         ),
                     )
-                    for m, a in zip(
-                        g.models, [owner_args, *cohosted_args(stack, cfg, g, owner.resource_pool_name)], strict=True
-                    )
+                    for m in g.models
                 ),
             ),
             opts=pulumi.ResourceOptions(depends_on=[services]),
         )
         out[key] = {
-            "resource_pool": owner.resource_pool_name,
+            "endpoint": serving.endpoint_name,
+            "dedicated_endpoint_dns": serving.endpoint.dedicated_endpoint_dns,
+            "deployed_model_id": serving.deployments[COHOST_ROLE].deployed_model_id,
             "machine": f"{g.machine.machine_type} ({g.machine.accelerator_count} x {g.machine.gpu_type})",
             "reservation": g.machine.reservation_resource,
             "replicas": {"min": g.machine.min_replicas, "max": g.machine.max_replicas},
+            "startup_window_seconds": g.machine.startup_window_seconds,
             "partition_sum_per_gpu": list(g.layout.partition_sum_per_gpu),
             "models": {
                 m.model_name: {
-                    "endpoint": s.endpoint_name,
                     "release": m.release.release,
                     "partition": m.placement.partition,
                     "gpus": [list(x) for x in m.placement.gpus],
                     "max_seqs_at_max_model_len": m.placement.max_seqs_at_max_model_len,
-                    "vllm_args": list(m.vllm_args),
+                    "instances": {i.name: list(i.args) for i in m.instances},
                 }
-                for m, s in zip(g.models, servings, strict=True)
+                for m in g.models
             },
         }
     return out

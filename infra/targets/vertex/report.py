@@ -1,5 +1,5 @@
 """The ``vertex`` target's rows and lines of the capacity report: machine, reservation, replica bounds, autoscaling
-and probes per pool; each co-hosted group's machine and placements."""
+and probes per pool; each co-hosted group's machine, its server's staggered start and placements."""
 
 from __future__ import annotations
 
@@ -76,6 +76,12 @@ def report_lines(plan: StackPlan) -> list[str]:
             f"{m.min_replicas}..{m.max_replicas} machine(s): partitions per GPU "
             f"{', '.join(f'{x:g}' for x in vg.layout.partition_sum_per_gpu)} (at most 1 - transient reserve "
             f"{vg.layout.transient_reserve:g} = {1 - vg.layout.transient_reserve:g})"
+        )
+        out.append(
+            f"  one deployed model on endpoint {vg.endpoint_id} runs the co-host server: "
+            f"{len(vg.server.instances)} instance(s) started in turn, cold load {m.cold_load_seconds:.0f} s, "
+            f"startup probe {m.startup_failure_threshold} x {m.startup_period_seconds} s = {m.startup_window_seconds} s "
+            f"/ deployment timeout {m.deployment_timeout_seconds} s"
         )
         out += placement_lines(vg.layout)
     return out

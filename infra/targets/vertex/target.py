@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from components.project import ProjectServices
 from infra.config.measurement import Measurement
 from infra.config.stack import StackConfig
+from infra.planning.cohosting import Recipe
 from infra.planning.plan import StackPlan, TargetPlan
 from infra.rules import Rule, collect
 from infra.targets.base import ReportRow, ResolvedStack, Target
@@ -39,3 +40,11 @@ class VertexTarget(Target):
 
     def report_lines(self, plan: StackPlan) -> Sequence[str]:
         return report.report_lines(plan)
+
+    def recipe_forms(self, recipe: Recipe) -> tuple[str, ...]:
+        """A pool's container is one ``vllm serve`` on the whole machine; a group's container is the co-host server,
+        which runs any layout on its machine (``acceleratorCount`` = the machine's GPUs, several instances per GPU
+        set: data parallel)."""
+        if recipe.instances == 1:
+            return ("vertex pool", "vertex group")
+        return (f"vertex group (instances: {recipe.instances})",)

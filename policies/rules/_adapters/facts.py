@@ -109,7 +109,7 @@ class VllmServer:
 
 @dataclass(frozen=True)
 class ReservationClaim:
-    """The reservation affinity of GPU machines (a node pool, a deployment's or a resource pool's machines)."""
+    """The reservation affinity of GPU machines (a node pool's, a deployment's machines)."""
 
     #: The machines, as a message names them: ``GPU node pool``, ``machineSpec``.
     machines: str
@@ -127,7 +127,7 @@ class ReservationClaim:
 class SharedGpu:
     """vLLM servers that can meet on one GPU, each pre-allocating its ``--gpu-memory-utilization`` of it."""
 
-    #: The resource the finding is reported on (the node pool, the co-host Deployment, the resource pool).
+    #: The resource the finding is reported on (the node pool, the co-host Deployment or deployed model).
     urn: str
     #: How they share it, for the message: "up to 2 servers share one GPU of this pool (maxSharedClientsPerGpu 2)".
     sharing: str

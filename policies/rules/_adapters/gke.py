@@ -25,6 +25,7 @@ from .._common import (
     entry_list,
     flag_value,
     get,
+    instance_gpu_shares,
     is_gpu_node_pool,
     is_serving_deployment,
     node_pool_accelerators,
@@ -250,18 +251,7 @@ def cohost_gpus(deps: list[Res]) -> Iterator[SharedGpu]:
         instances = cohost_instances(d)
         if instances is None or instances is UNKNOWN:
             continue
-        on: dict[int, list[tuple[float, str]]] = {}
-        for inst in instances:
-            args = entry_list(inst, "args")
-            raw = flag_value(args, "--gpu-memory-utilization")
-            u = VLLM_DEFAULT_UTILIZATION if raw is None else as_float(raw)
-            gpus = entry_list(inst, "gpus")
-            if u is None:
-                continue
-            for g in gpus:
-                if isinstance(g, int):
-                    on.setdefault(g, []).append((u, str(inst.get("name"))))
-        for g, shares in sorted(on.items()):
+        for g, shares in instance_gpu_shares(instances, VLLM_DEFAULT_UTILIZATION).items():
             yield SharedGpu(
                 d.urn,
                 f"{len(shares)} vLLM instance(s) of co-host Deployment {d.k8s_name} share GPU {g} of each pod",

@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._common import UNKNOWN, Res, as_float, flag_value, get, iam_grants, of_type
+from .._common import (
+    UNKNOWN,
+    Res,
+    cohost_document_instances,
+    entry_dict,
+    entry_list,
+    get,
+    iam_grants,
+    instance_gpu_shares,
+    of_type,
+)
 from .facts import (
     Adapter,
     CallerGrant,
@@ -28,8 +38,6 @@ from .facts import (
 
 #: One uploaded model + its deployment (a dynamic resource: the inputs are the aiplatform.v1 request bodies).
 DEPLOYED_MODEL = "pulumi-python:dynamic/vertex:DeployedModel"
-#: A deployment resource pool (model co-hosting): the machines several deployed models share.
-RESOURCE_POOL = "pulumi-python:dynamic/vertex:DeploymentResourcePool"
 ENDPOINT = "gcp:vertex/aiEndpoint:AiEndpoint"
 ENDPOINT_IAM = (
     "gcp:vertex/aiEndpointIamMember:AiEndpointIamMember",
@@ -47,15 +55,13 @@ def container_spec(res: Res) -> Any:
 
 
 def dedicated_resources(res: Res) -> Any:
-    """``dedicatedResources`` of a deployed model or of a resource pool (None for a co-hosted deployed model)."""
-    if res.type == RESOURCE_POOL:
-        return get(res.props, "resource_pool", "dedicatedResources")
+    """``dedicatedResources`` of a deployed model (the program deploys on no resource pool: a pool takes no custom
+    container)."""
     return get(res.props, "deployed_model", "dedicatedResources")
 
 
-def serve_args(res: Res) -> Any:
-    """``vllm serve`` arguments of a deployed model: everything after ``vllm serve`` in command + args (the release
-    verifier's ``--exec -- vllm serve`` included); UNKNOWN at preview, None when it never runs ``vllm serve``."""
+def command_line(res: Res) -> Any:
+    """``containerSpec`` command + args (UNKNOWN at preview, None when absent or malformed)."""
     spec = container_spec(res)
     if spec is UNKNOWN:
         return UNKNOWN
@@ -68,7 +74,15 @@ def serve_args(res: Res) -> Any:
     command, args = command or [], args or []
     if not isinstance(command, list) or not isinstance(args, list):
         return None
-    argv = command + args
+    return command + args
+
+
+def serve_args(res: Res) -> Any:
+    """``vllm serve`` arguments of a deployed model: everything after ``vllm serve`` in command + args (the release
+    verifier's ``--exec -- vllm serve`` included); UNKNOWN at preview, None when it never runs ``vllm serve``."""
+    argv = command_line(res)
+    if argv is UNKNOWN or argv is None:
+        return argv
     for i in range(len(argv) - 1):
         if argv[i] == "vllm" and argv[i + 1] == "serve":
             return argv[i + 2 :]
@@ -82,11 +96,9 @@ def images(res: Res) -> Iterator[ImageRef]:
 
 
 def warm_floors(res: Res) -> Iterator[WarmFloor]:
-    """``dedicatedResources.minReplicaCount`` of a dedicated deployment or of a resource pool (a co-hosted
-    deployment has none: its pool's is read). aiplatform.v1 requires it (>= 1): unset has no default."""
+    """``dedicatedResources.minReplicaCount`` of a deployment. aiplatform.v1 requires it (>= 1): unset has no
+    default."""
     resources = dedicated_resources(res)
-    if res.type == DEPLOYED_MODEL and resources is None:
-        return
     yield WarmFloor(
         "dedicatedResources.minReplicaCount",
         get(resources, "minReplicaCount"),
@@ -96,19 +108,29 @@ def warm_floors(res: Res) -> Iterator[WarmFloor]:
 
 
 def vllm_servers(res: Res) -> Iterator[VllmServer]:
+    """The container's ``vllm serve``; for a co-host server's container, each instance of its configuration (with the
+    container's environment plus its own)."""
     spec = container_spec(res)
     envs = get(spec, "env", default=[])
     env: Any = UNKNOWN
     if envs is not UNKNOWN:
         env = {e["name"]: e.get("value") for e in envs or [] if isinstance(e, dict) and isinstance(e.get("name"), str)}
-    yield VllmServer(container="containerSpec", args=serve_args(res), env=env)
+    instances = cohost_document_instances(command_line(res))
+    if instances is None or instances is UNKNOWN:
+        yield VllmServer(container="containerSpec", args=serve_args(res), env=env)
+        return
+    for inst in instances:
+        own = entry_dict(inst, "env")
+        yield VllmServer(
+            container=f"containerSpec instance {inst.get('name')!r}",
+            args=entry_list(inst, "args"),
+            env=env if env is UNKNOWN else {**env, **own},
+        )
 
 
 def reservations(res: Res) -> Iterator[ReservationClaim]:
-    """``dedicatedResources.machineSpec.reservationAffinity`` of a dedicated deployment or of a resource pool."""
+    """``dedicatedResources.machineSpec.reservationAffinity`` of a deployment."""
     resources = dedicated_resources(res)
-    if res.type == DEPLOYED_MODEL and resources is None:
-        return  # co-hosted: its resource pool's machines are read
     yield ReservationClaim(
         "machineSpec",
         get(resources, "machineSpec", "reservationAffinity"),
@@ -134,54 +156,30 @@ def endpoints(res: Res) -> Iterator[ServingEndpoint]:
 # ---- co-hosting ------------------------------------------------------------------------------------------------
 
 
-def utilization(dm: Res) -> float | None:
-    args = serve_args(dm)
-    if args is UNKNOWN:
-        return None
-    raw = flag_value(args or [], "--gpu-memory-utilization")
-    if raw is UNKNOWN:
-        return None
-    return VLLM_DEFAULT_UTILIZATION if raw is None else as_float(raw)
-
-
-def pool_name(pool: Res) -> Any:
-    """``projects/<p>/locations/<r>/deploymentResourcePools/<id>``, as deployed models name it."""
-    project, region, pool_id = (get(pool.props, k) for k in ("project", "region", "pool_id"))
-    if UNKNOWN in (project, region, pool_id) or None in (project, region, pool_id):
-        return UNKNOWN
-    return f"projects/{project}/locations/{region}/deploymentResourcePools/{pool_id}"
-
-
 def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
-    """Per resource pool: every deployed model that names it in ``sharedResources`` runs on each of its machines,
-    so all their partitions meet on each GPU. Nothing when a model's pool is unknown at preview (every pool's sum
-    is then unknown); a pool with a model's utilisation unknown is skipped."""
-    models = sorted(of_type(resources, DEPLOYED_MODEL), key=lambda r: r.name)
-    shared = {dm.name: get(dm.props, "deployed_model", "sharedResources") for dm in models}
-    if UNKNOWN in shared.values():
-        return
-    for pool in of_type(resources, RESOURCE_POOL):
-        name = pool_name(pool)
-        if name is UNKNOWN:
+    """Per GPU of a co-host server's machine, the instances its configuration places on it (each instance's
+    ``gpus``, its partition its ``--gpu-memory-utilization``): they meet on that GPU on every replica. Nothing for
+    a deployed model whose command line is unknown at preview."""
+    for dm in sorted(of_type(resources, DEPLOYED_MODEL), key=lambda r: r.name):
+        instances = cohost_document_instances(command_line(dm))
+        if instances is None or instances is UNKNOWN:
             continue
-        on_it = [dm for dm in models if shared[dm.name] == name]
-        shares = [(utilization(dm), dm.name) for dm in on_it]
-        if any(u is None for u, _ in shares):
-            continue
-        yield SharedGpu(
-            pool.urn,
-            f"{len(shares)} models are co-hosted on this resource pool",
-            tuple(sorted(((u, n) for u, n in shares if u is not None), key=lambda s: (-s[0], s[1]))),
-        )
+        for g, shares in instance_gpu_shares(instances, VLLM_DEFAULT_UTILIZATION).items():
+            yield SharedGpu(
+                dm.urn,
+                f"{len(shares)} vLLM instance(s) of the co-host server of deployed model {dm.name} share GPU {g} of "
+                "each replica",
+                tuple(sorted(shares, key=lambda s: (-s[0], s[1]))),
+            )
 
 
 ADAPTER = Adapter(
     target="vertex",
     images=Reader((DEPLOYED_MODEL,), images),
-    warm_floors=Reader((DEPLOYED_MODEL, RESOURCE_POOL), warm_floors),
+    warm_floors=Reader((DEPLOYED_MODEL,), warm_floors),
     vllm_servers=Reader((DEPLOYED_MODEL,), vllm_servers),
-    reservations=Reader((DEPLOYED_MODEL, RESOURCE_POOL), reservations),
+    reservations=Reader((DEPLOYED_MODEL,), reservations),
     caller_grants=Reader(ENDPOINT_IAM, caller_grants),
     endpoints=Reader((ENDPOINT,), endpoints),
-    shared_gpus=StackReader((DEPLOYED_MODEL, RESOURCE_POOL), shared_gpus),
+    shared_gpus=StackReader((DEPLOYED_MODEL,), shared_gpus),
 )

@@ -71,10 +71,7 @@ class GkeCoHostedGroup(CoHostedGroupCommon):
 
     @model_validator(mode="after")
     def _checks(self) -> GkeCoHostedGroup:
-        problems = self._common_problems(None)
-        for i, m in enumerate(self.models):
-            if m.endpoint_id is not None:
-                problems.append((f"models.{i}.endpoint_id", "only on vertex: the GKE gateway routes by model name"))
+        problems = self._common_problems()
         o = self.model_server
         if o.speculative is not None:
             problems.append(("model_server.speculative", "not for a co-hosted group (each release has its own draft)"))

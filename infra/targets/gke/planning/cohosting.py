@@ -8,20 +8,19 @@ HPA within the reservation less the one surge node, and per model its capacity f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from components import naming
-from components.cohost.server import CohostConfig, InstanceSpec, RestartPolicy, render_config
+from components.cohost.server import CohostConfig, InstanceSpec
 from components.observability.views import HpaPlan
-from components.serving.spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo
-from infra.config.release import ReleaseIdentity
+from components.serving.spec import ProbeTimings, ReleaseInfo
 from infra.config.stack import StackConfig
 from infra.planning import capacity
+from infra.planning import cohost_server as cs
 from infra.planning import cohosting as ch
 from infra.planning.plan import MachineIdentity, PlanIssue, layout_inputs, release_info
-from infra.planning.probes import SHUTDOWN_SLACK_SECONDS, ProbeError, plan_probes
+from infra.planning.probes import ProbeError, plan_probes
 from infra.planning.vllm_args import render_vllm_args
 
 from ..config import TARGET, GkeCoHostedGroup, GkePool, WeightLoading
@@ -30,20 +29,6 @@ from .pools import gke_vllm_inputs, machine_of, pool_inputs
 
 #: One spare node holds the rollout surge pod of the group (one pod per node).
 ROLLOUT_SURGE_NODES = 1
-#: The server gives its children this long beyond their own drain (vLLM's --shutdown-timeout) to exit before it
-#: SIGKILLs them, and keeps the rest of the kubelet's teardown slack for itself: below SHUTDOWN_SLACK_SECONDS.
-SERVER_DRAIN_SLACK_SECONDS = 10
-#: Restarts of one instance the server makes within one startup window before it exits (and the kubelet restarts the
-#: pod): three crashes of one model inside the time a whole pod may take to start are not transient.
-MAX_INSTANCE_RESTARTS = 3
-#: First wait before restarting an instance, doubled per restart, at most the ceiling: long enough for a crashed
-#: engine's GPU memory to be released, short next to a cold load.
-RESTART_BACKOFF_SECONDS = 10
-RESTART_MAX_BACKOFF_SECONDS = 120
-#: Seconds between the server's /health checks of each running instance (3 misses = replaced: 15 s).
-HEALTH_INTERVAL_SECONDS = 5
-#: The loopback address every instance listens on: only the server's port is reachable from outside the pod.
-INSTANCE_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -151,57 +136,6 @@ def cohosted_pool(group: GkeCoHostedGroup, index: int) -> GkePool:
     )
 
 
-def verify_command(rel: ReleaseIdentity) -> tuple[str, ...]:
-    """The release check the server runs before each start of an instance (the weights are streamed from gs://: the
-    folder's object metadata against the manifest, ``components/serving/verify_release.py`` gcs mode)."""
-    return (
-        "python3",
-        f"{naming.SCRIPTS_MOUNT_PATH}/{naming.VERIFY_SCRIPT_FILE}",
-        "gcs",
-        "--bucket",
-        rel.weights_bucket,
-        "--prefix",
-        rel.weights_prefix,
-        "--expect-revision",
-        rel.model_revision,
-    )
-
-
-def instance_specs(
-    rel: ReleaseIdentity,
-    pool: GkePool,
-    cap: capacity.PoolCapacity,
-    placed: ch.ModelPlacement,
-    shutdown_timeout_seconds: int,
-    max_output_tokens: int,
-    first_port: int,
-) -> tuple[InstanceSpec, ...]:
-    """One instance per GPU set the planner placed the model on, on consecutive loopback ports from ``first_port``."""
-    out = []
-    role = ch.gke_role(placed.model_name)
-    for j, gpus in enumerate(placed.gpus):
-        port = first_port + j
-        inputs = gke_vllm_inputs(rel, pool, cap, shutdown_timeout_seconds, placed.model_name, max_output_tokens)
-        args = render_vllm_args(inputs)
-        # The instance listens on its own loopback port; everything else is the pool renderer's.
-        at = args.index("--port")
-        args[at : at + 2] = ["--host", INSTANCE_HOST, "--port", str(port)]
-        out.append(
-            InstanceSpec(
-                name=f"{role}-{j}",
-                release=rel.release,
-                model_names=inputs.served_model_names,
-                gpus=gpus,
-                tensor_parallel_size=rel.tensor_parallel_size,
-                partition=placed.partition,
-                port=port,
-                args=tuple(args),
-                verify=verify_command(rel),
-            )
-        )
-    return tuple(out)
-
-
 def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, GkeCoHostedGroupPlan]:
     """Each GKE co-hosted group whose references resolve: the placement and memory checks, the server's
     configuration, the pod's probes and HPA."""
@@ -235,7 +169,9 @@ def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, GkeCoHos
         else:
             o = group.model_server
             # Staggered: each instance starts once the previous one is up, so the pod is up after all of them.
-            cold = sum(c.cold_load_seconds * m.instances for c, m in zip(caps, group.models, strict=True))
+            cold = cs.staggered_cold_load_seconds(
+                [c.cold_load_seconds for c in caps], [m.instances for m in group.models]
+            )
             try:
                 probes = plan_probes(
                     cold_load_seconds=cold,
@@ -271,32 +207,25 @@ def _group_plan(
     contract = cfg.contract
     auto = cfg.observability.autoscaling
     models: list[GkeCoHostedModelPlan] = []
-    port = naming.COHOST_INSTANCE_BASE_PORT
+    planned = []
     for m, placed, cap, pool in zip(group.models, layout.models, caps, pools, strict=True):
         rel = cfg.release(m.release)
-        specs = instance_specs(
-            rel, pool, cap, placed, probes.shutdown_timeout_seconds, contract.max_output_tokens, first_port=port
+        inputs = gke_vllm_inputs(
+            rel, pool, cap, probes.shutdown_timeout_seconds, placed.model_name, contract.max_output_tokens
         )
-        port += len(specs)
-        models.append(GkeCoHostedModelPlan(m.model_name, release_info(rel), placed, cap, specs))
-    start_timeout = math.ceil(max(c.cold_load_seconds for c in caps) * (1 + group.model_server.startup_margin))
-    server = CohostConfig(
-        port=naming.VLLM_PORT,
+        planned.append(cs.ModelInstances(rel, placed, inputs.served_model_names, tuple(render_vllm_args(inputs))))
+    for m, placed, cap, specs in zip(
+        group.models, layout.models, caps, cs.group_instances(planned, naming.SCRIPTS_MOUNT_PATH), strict=True
+    ):
+        models.append(GkeCoHostedModelPlan(m.model_name, release_info(cfg.release(m.release)), placed, cap, specs))
+    server, server_json = cs.server_config(
         gpus=acc.gpus_per_node,
         transient_reserve=group.transient_reserve,
-        engine_command=VLLM_COMMAND,
-        start_timeout_seconds=float(start_timeout),
-        drain_seconds=float(probes.shutdown_timeout_seconds + SERVER_DRAIN_SLACK_SECONDS),
-        health_interval_seconds=float(HEALTH_INTERVAL_SECONDS),
-        restart=RestartPolicy(
-            max_restarts=MAX_INSTANCE_RESTARTS,
-            window_seconds=float(probes.startup_window_seconds),
-            backoff_seconds=float(RESTART_BACKOFF_SECONDS),
-            max_backoff_seconds=float(RESTART_MAX_BACKOFF_SECONDS),
-        ),
-        instances=tuple(i for mp in models for i in mp.instances),
+        start_timeout=cs.start_timeout_seconds([c.cold_load_seconds for c in caps], group.model_server.startup_margin),
+        shutdown_timeout_seconds=probes.shutdown_timeout_seconds,
+        startup_window_seconds=probes.startup_window_seconds,
+        instances=[i for mp in models for i in mp.instances],
     )
-    assert SERVER_DRAIN_SLACK_SECONDS < SHUTDOWN_SLACK_SECONDS
     cap_replicas = (
         None
         if acc.reservation is None
@@ -337,7 +266,7 @@ def _group_plan(
         hpa=hpa,
         reservation_cap=cap_replicas,
         server=server,
-        server_json=render_config(server),
+        server_json=server_json,
         replica_hourly_usd=acc.node_hourly_usd,
         watch=watch,
         poll_seconds=group.update_models.poll_seconds if group.update_models else None,

@@ -1,14 +1,13 @@
 """Rules of the ``gke`` co-hosted groups: they ride on the stack's cluster and gateway, on a node pool of their own
-whose GPUs each pod owns whole (no GPU sharing); the group's releases run in one container image; the group's role
-and each model's instance names are valid, distinct names; the reservation holds the group's nodes plus the surge
-node. The memory arithmetic (partitions per GPU, the placement) is the planner's."""
+whose GPUs each pod owns whole (no GPU sharing); the group's role is not a pool's; the reservation holds the group's
+nodes plus the surge node (one image per group and the instances' names are every target's rules,
+``infra/rules/cohosting.py``). The memory arithmetic (partitions per GPU, the placement) is the planner's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from infra.config.stack import StackConfig
-from infra.planning.cohosting import GKE_ROLE_MAX_LENGTH, gke_role
 from infra.planning.plan import StackPlan
 from infra.rules import Finding, rule
 
@@ -74,48 +73,13 @@ def gke_group_pod_owns_its_nodes_gpus(cfg: StackConfig) -> Iterator[Finding]:
             )
 
 
-@rule(target=TARGET, needs={"cohosting", "releases"})
-def gke_group_releases_share_one_image(cfg: StackConfig) -> Iterator[Finding]:
-    """Every instance of a group runs in the one co-host container, so every release names the same serving image
-    (digest) and hence the same vLLM."""
-    ids = {r.release for r in cfg.releases}
-    for key, g in _gke_groups(cfg):
-        served = [(i, cfg.release(m.release)) for i, m in enumerate(g.models) if m.release in ids]
-        if not served:
-            continue
-        first = served[0][1]
-        for i, rel in served[1:]:
-            if rel.image != first.image:
-                yield (
-                    ("cohosting", key, "models", i, "release"),
-                    f"release {rel.release!r} runs image {rel.image}, the group's first {first.image}: the group's "
-                    "instances run in one container",
-                )
-
-
 @rule(target=TARGET, needs={"cohosting"})
-def gke_group_names_are_distinct(cfg: StackConfig) -> Iterator[Finding]:
+def gke_group_key_is_not_a_pool_role(cfg: StackConfig) -> Iterator[Finding]:
     """A group's key is its pod's role (namespace ``llm-serving-<key>``, Deployment, InferencePool, picker): not a
-    pool's role. A model's public name as a DNS label names its instances (``<role>-<j>``): distinct within the
-    group, short enough for the instance names."""
-    for key, g in _gke_groups(cfg):
+    pool's role."""
+    for key, _ in _gke_groups(cfg):
         if key in POOL_ROLES:
             yield ("cohosting", key), f"the group key {key!r} would name the namespace of serving.{key}"
-        seen: dict[str, str] = {}
-        for i, m in enumerate(g.models):
-            role, loc = gke_role(m.model_name), ("cohosting", key, "models", i, "model_name")
-            if len(role) > GKE_ROLE_MAX_LENGTH:
-                yield (
-                    loc,
-                    f"{m.model_name!r} names the instances {role}-<n>: at most {GKE_ROLE_MAX_LENGTH} characters on gke, "
-                    f"got {len(role)}",
-                )
-            elif role in seen and seen[role] != m.model_name:
-                yield (
-                    loc,
-                    f"{m.model_name!r} and {seen[role]!r} both name the instances {role}-<n> ('.' and '_' become '-')",
-                )
-            seen.setdefault(role, m.model_name)
 
 
 @rule(target=TARGET, needs={"cohosting", "accelerators"}, plan=True)

@@ -1,5 +1,5 @@
 """The ``vertex`` target's share of the stack plan: its pools (one deployed model each: capacity, machine spec,
-reservation bounds, autoscaling, probes) and its co-hosted groups (one deployment resource pool each)."""
+reservation bounds, autoscaling, probes) and its co-hosted groups (one deployed model each, running the co-host server)."""
 
 from __future__ import annotations
 

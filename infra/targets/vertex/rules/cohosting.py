@@ -1,5 +1,5 @@
 """Rules of the ``vertex`` co-hosted groups: the ``vertex`` section exists for them, and every endpoint id (the
-stack's endpoint and one per co-hosted model) names one endpoint. The machine's topology rules are in
+stack's endpoint and one per co-hosted group) names one endpoint. The machine's topology rules are in
 ``endpoint.py``; the memory arithmetic is the planner's."""
 
 from __future__ import annotations
@@ -28,16 +28,13 @@ def vertex_section_present_for_groups(cfg: StackConfig) -> Iterator[Finding]:
 
 @rule(target=TARGET, needs={"cohosting", "vertex"})
 def endpoint_ids_are_the_stacks_only_ones(cfg: StackConfig) -> Iterator[Finding]:
-    """An endpoint id names exactly one endpoint: the stack's own, and one per co-hosted model."""
+    """An endpoint id names exactly one endpoint: the stack's own, and one per co-hosted group."""
     v = vertex_section(cfg)
     endpoints = {v.endpoint_id: "vertex.endpoint_id"} if v is not None else {}
-    for key, g in cfg.groups():
-        for i, m in enumerate(g.models):
-            if m.endpoint_id is None:
-                continue
-            if m.endpoint_id in endpoints:
-                yield (
-                    ("cohosting", key, "models", i, "endpoint_id"),
-                    f"{m.endpoint_id!r} is already {endpoints[m.endpoint_id]}: one endpoint per model",
-                )
-            endpoints.setdefault(m.endpoint_id, f"cohosting.{key}.models[{i}].endpoint_id")
+    for key, g in vertex_groups(cfg):
+        if g.endpoint_id in endpoints:
+            yield (
+                ("cohosting", key, "endpoint_id"),
+                f"{g.endpoint_id!r} is already {endpoints[g.endpoint_id]}: one endpoint per group",
+            )
+        endpoints.setdefault(g.endpoint_id, f"cohosting.{key}.endpoint_id")
