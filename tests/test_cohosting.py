@@ -209,6 +209,13 @@ def test_the_group_is_one_dedicated_deployed_model_running_the_server() -> None:
     assert command[3:5] == ["/tmp/llm-serving/scripts", "cohost_server.py"]
     assert command[5] == (ROOT / "components/cohost/server.py").read_text()
     assert command[6:8] == ["verify_release.py", (ROOT / "components/serving/verify_release.py").read_text()]
+    # update_models: the server follows the group's model-set object in the weights bucket.
+    assert spec["args"][2:] == [
+        "--watch",
+        "gs://acme-llm-dev-weights/cohosting/dev-cohost/pair.json",
+        "--poll-seconds",
+        "30",
+    ]
     # Requests reach the server's router (by the body's model); health is the server's (every instance healthy).
     assert (spec["predictRoute"], spec["healthRoute"]) == ("/v1/chat/completions", "/health")
     # Cold loads by hand: weights / 1000 MiB/s + 90 s engine init + 10 s metadata check, one model after the other.
@@ -225,7 +232,7 @@ def test_the_group_is_one_dedicated_deployed_model_running_the_server() -> None:
     # One endpoint, its one deployment at 100 %, beside the dev release line's.
     weights = sorted((t["name"], t["inputs"]["weights"]) for t in resources(inv(), TRAFFIC))
     assert weights == [("vertex-llm-dev-cohost-traffic", {"cohost": 100}), ("vertex-traffic", {"stable": 100})]
-    # The group's account reads both release folders, and nothing else of the bucket.
+    # The group's account reads both release folders and the watched object, and nothing else of the bucket.
     readers = {
         r["inputs"]["member"]: r["inputs"]["condition"]["expression"]
         for r in resources(inv(), "gcp:storage/bucketIAMMember:BucketIAMMember")
@@ -236,6 +243,7 @@ def test_the_group_is_one_dedicated_deployed_model_running_the_server() -> None:
         "mistral-7b-v0.3-fp8/e0bc86c23ce5aae1db576c8cca6f06f1f73af2db/",
     ):
         assert folder in own
+    assert 'resource.name == "projects/_/buckets/acme-llm-dev-weights/objects/cohosting/dev-cohost/pair.json"' in own
     assert "qwen3" not in own
 
 

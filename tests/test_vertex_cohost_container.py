@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 from components import naming
 from components.vertex import container
 
-from .gcs_emulator import free_port
+from .gcs_emulator import Gcs, free_port, running_emulator
 from .test_cohosting import GROUP_DEPLOYMENT, deployed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +84,16 @@ def test_bootstrap_refuses_a_bad_command_line_and_runs_nothing(tmp_path: Path) -
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Any:
+def gcs() -> Any:
+    """A loopback Cloud Storage holding the rendered weights bucket (the watched model set's)."""
+    _, args = rendered()
+    bucket = args[args.index("--watch") + 1].removeprefix("gs://").split("/", 1)[0]
+    with running_emulator(bucket=bucket) as g:
+        yield g
+
+
+@pytest.fixture
+def server(tmp_path: Path, gcs: Gcs) -> Any:
     command, args = rendered()
     scripts = tmp_path / "scripts"
     command[3] = str(scripts)
@@ -97,11 +107,18 @@ def server(tmp_path: Path) -> Any:
         # The release check reads Cloud Storage: here it only proves the verifier the bootstrap wrote runs.
         inst["verify"] = [sys.executable, str(scripts / naming.VERIFY_SCRIPT_FILE), "--help"]
     args[1] = json.dumps(doc)
+    args[args.index("--poll-seconds") + 1] = "0.3"  # the rendered 30 s, shortened to see an update in the test
     log = (tmp_path / "server.log").open("wb")
-    # "python3" is the image's interpreter; here the test's, which has the server's aiohttp.
-    proc = subprocess.Popen([sys.executable, *command[1:], *args], stdout=log, stderr=subprocess.STDOUT)
+    # "python3" is the image's interpreter; here the test's, which has the server's aiohttp. The server reads Cloud
+    # Storage through STORAGE_EMULATOR_HOST as through the metadata server's token on Vertex.
+    proc = subprocess.Popen(
+        [sys.executable, *command[1:], *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **Gcs.env(gcs.emulator_url)},
+    )
     try:
-        yield proc, doc, scripts
+        yield proc, doc, scripts, args, gcs
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -110,7 +127,7 @@ def server(tmp_path: Path) -> Any:
 
 
 def test_the_rendered_container_serves_every_model_by_name_and_drains(server: Any) -> None:
-    proc, doc, scripts = server
+    proc, doc, scripts, _, _ = server
     wait_healthy(proc, doc["port"])
     # The scripts were written byte-for-byte from the command line.
     assert (scripts / naming.COHOST_SERVER_FILE).read_text() == (REPO / "components/cohost/server.py").read_text()
@@ -135,5 +152,38 @@ def test_the_rendered_container_serves_every_model_by_name_and_drains(server: An
         assert body["model"] in (public, release)
     status, body = request(doc["port"], "POST", "/v1/chat/completions", {"model": "qwen3-8b", "messages": []})
     assert status == 404 and "llama-3.1-8b" in body["error"]["message"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=WAIT_S) == 0
+
+
+def wait_for(what: str, cond: Any) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"never: {what}")
+
+
+def test_the_rendered_container_follows_its_model_set_document(server: Any) -> None:
+    """update_models on Vertex: the rendered ``--watch`` object in the weights bucket, written with the llama
+    instance unchanged and mistral gone: mistral is drained, llama's process keeps running (same PID)."""
+    proc, doc, _, args, gcs = server
+    wait_healthy(proc, doc["port"])
+    _, status = request(doc["port"], "GET", "/cohost/status")
+    before = {i["name"]: i["pid"] for i in status["instances"]}
+    watched = args[args.index("--watch") + 1].removeprefix(f"gs://{gcs.bucket}/")
+    assert watched == "cohosting/dev-cohost/pair.json"
+    new = {**doc, "instances": [doc["instances"][0]]}
+    gcs.client(gcs.emulator_url).bucket(gcs.bucket).blob(watched).upload_from_string(json.dumps(new))
+
+    def names() -> set[str]:
+        return {i["name"] for i in request(doc["port"], "GET", "/cohost/status")[1]["instances"]}
+
+    wait_for("mistral drained", lambda: names() == {"llama-3-1-8b-0"})
+    _, status = request(doc["port"], "GET", "/cohost/status")
+    assert {i["name"]: i["pid"] for i in status["instances"]} == {"llama-3-1-8b-0": before["llama-3-1-8b-0"]}
+    status_code, _ = request(doc["port"], "POST", "/v1/chat/completions", {"model": "mistral-7b", "messages": []})
+    assert status_code == 404
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=WAIT_S) == 0

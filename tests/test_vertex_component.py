@@ -374,6 +374,11 @@ def test_component_depends_on_reaches_every_child() -> None:
         (dict(endpoint_id="1234567890"), "endpoint_id '1234567890': letter first"),
         (dict(weights_prefixes=("/qwen3-32b/" + "a" * 40,)), "weights_prefixes: '/qwen3-32b/"),
         (dict(weights_prefixes=("qwen3-32b/r", "qwen3-32b/r")), "weights_prefixes: duplicates"),
+        (dict(watched_objects=("cohosting/pair.json",)), "watched_objects: only beside weights_prefixes"),
+        (
+            dict(weights_prefixes=("qwen3-32b/r",), watched_objects=("/pair.json",)),
+            "watched_objects: '/pair.json' is not an object name",
+        ),
     ],
 )
 def test_invalid_args_are_refused_before_anything_is_registered(change: dict[str, Any], message: str) -> None:

@@ -65,10 +65,15 @@ def verified_server_command(bucket: str, prefix: str, revision: str) -> tuple[st
     )
 
 
-def cohost_server_command(config_json: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def cohost_server_command(
+    config_json: str, watch: str | None = None, poll_seconds: int | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(command, args)`` of a co-hosted group's container: the bootstrap (inline) writes the co-host server and the
     release verifier (inline too: each one argument) to ``naming.VERTEX_SCRIPTS_DIR`` and becomes the server, whose
-    ``args`` are its configuration document. Every instance's ``verify`` names the verifier in that folder."""
+    ``args`` are its configuration document (and, with ``watch``, the model-set object it follows). Every instance's
+    ``verify`` names the verifier in that folder."""
+    if (watch is None) != (poll_seconds is None):
+        raise ValueError("cohost_server_command: poll_seconds is given exactly when watch is")
     command = (
         "python3",
         "-c",
@@ -80,7 +85,9 @@ def cohost_server_command(config_json: str) -> tuple[tuple[str, ...], tuple[str,
         verifier_source(),
         "--",
     )
-    args = ("--config-json", inline_argument(config_json, "the co-host configuration document"))
+    args: tuple[str, ...] = ("--config-json", inline_argument(config_json, "the co-host configuration document"))
+    if watch is not None:
+        args += ("--watch", watch, "--poll-seconds", str(poll_seconds))
     total = command_line_bytes((*command, *args))
     if total >= MAX_ARGS_TOTAL_BYTES:
         raise ValueError(f"the co-host command line is {total} bytes: above ARG_MAX {MAX_ARGS_TOTAL_BYTES}")

@@ -132,6 +132,9 @@ class VertexServingArgs:
     request_logging: rq.RequestResponseLogging | None = None
     #: Release folders (``<model>/<revision>``) the serving account may read; empty: the whole bucket.
     weights_prefixes: tuple[str, ...] = ()
+    #: Single objects of the bucket it may read besides (a co-host server's update_models document); only with
+    #: ``weights_prefixes`` (without them the whole bucket is readable anyway).
+    watched_objects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         problems = serving_problems(self)
@@ -184,6 +187,11 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
     for prefix in args.weights_prefixes:
         if not _PREFIX_RE.match(prefix):
             problems.append(f"weights_prefixes: {prefix!r} is not <model>/<revision> (no leading or trailing '/')")
+    if args.watched_objects and not args.weights_prefixes:
+        problems.append("watched_objects: only beside weights_prefixes (without them the whole bucket is read)")
+    for obj in args.watched_objects:
+        if not _PREFIX_RE.match(obj):
+            problems.append(f"watched_objects: {obj!r} is not an object name (no leading or trailing '/')")
     if len(set(args.weights_prefixes)) != len(args.weights_prefixes):
         problems.append(f"weights_prefixes: duplicates in {list(args.weights_prefixes)}")
     if args.inference_timeout_seconds is not None and args.inference_timeout_seconds <= 0:
@@ -196,18 +204,27 @@ def serving_problems(args: VertexServingArgs) -> list[str]:
 
 
 def weights_condition(
-    bucket: str, prefixes: tuple[str, ...], endpoint_id: str
+    bucket: str, prefixes: tuple[str, ...], endpoint_id: str, objects: tuple[str, ...] = ()
 ) -> gcp.storage.BucketIAMMemberConditionArgs:
-    """Objects of the release folders, and listings under them (the verifier and the streamer list each folder)."""
+    """Objects of the release folders, and listings under them (the verifier and the streamer list each folder), and
+    the single ``objects`` named (the co-host server reads its model-set document with ``objects.get``)."""
     folders = [f"{p}/" for p in prefixes]
     expression = " || ".join(
-        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{f}") || '
-        f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{f}")'
-        for f in folders
+        [
+            f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{f}") || '
+            f'api.getAttribute("{LIST_PREFIX_ATTRIBUTE}", "").startsWith("{f}")'
+            for f in folders
+        ]
+        + [f'resource.name == "projects/_/buckets/{bucket}/objects/{o}"' for o in objects]
     )
     return gcp.storage.BucketIAMMemberConditionArgs(
         title=f"{endpoint_id}-release-folders"[:100],
-        description=("Read " + ", ".join(f"gs://{bucket}/{f}" for f in folders) + " only: the served releases")[:256],
+        description=(
+            "Read "
+            + ", ".join([f"gs://{bucket}/{f}" for f in folders] + [f"gs://{bucket}/{o}" for o in objects])
+            + " only: the served releases"
+            + (" and the model set" if objects else "")
+        )[:256],
         expression=expression,
     )
 
@@ -256,7 +273,7 @@ class VertexServing(Component):
             condition=None
             if not args.weights_prefixes
             else pulumi.Output.from_input(args.weights_bucket).apply(
-                lambda b: weights_condition(b, args.weights_prefixes, args.endpoint_id)
+                lambda b: weights_condition(b, args.weights_prefixes, args.endpoint_id, args.watched_objects)
             ),
             opts=self._child(),
         )

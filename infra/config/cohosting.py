@@ -35,6 +35,29 @@ ENDPOINT_ID_PATTERN = r"^[a-z][-a-z0-9]{0,24}[a-z0-9]$"
 GROUP_KEY_PATTERN = r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$"
 
 
+#: An object name inside the releases' weights bucket: Cloud Storage allows any UTF-8 up to 1,024 bytes; this keeps
+#: it to a path of safe characters (https://cloud.google.com/storage/docs/objects#naming).
+OBJECT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,511}$"
+
+
+class UpdateModels(Strict):
+    """update_models (seed 003): the co-host server follows a model-set document in Cloud Storage."""
+
+    object: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN)] = Field(
+        description=(
+            "Object in the group's weights bucket holding the model set (the co-host server's configuration "
+            "document, JSON). When it exists it is every replica's model set, at start-up and whenever its generation "
+            "changes: instances that left are drained, new ones started, unchanged ones keep running. Written by "
+            "the bucket's writers only (the release pipeline's identity)."
+        )
+    )
+    # 5 s: a metadata request per pod per poll stays far below Cloud Storage's per-object read rates; 3,600 s: an
+    # hour is the longest an operator would wait for a change to take.
+    poll_seconds: Annotated[int, Field(ge=5, le=3600)] = Field(
+        30, description="How often each replica reads the object's generation (one metadata request), s."
+    )
+
+
 class CoHostedModel(Strict):
     """One release of a co-hosted group."""
 

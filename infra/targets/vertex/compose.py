@@ -75,7 +75,7 @@ def cohosted_model_spec(g: CoHostedGroupPlan) -> rq.ModelSpec:
     configuration document; its artifact the first release's folder (the server streams every release itself);
     probes on the server's ``/health`` (200 only while every instance is), the startup window and deployment timeout
     the group's (every instance's cold load in turn)."""
-    command, args = cohost_server_command(g.server_json)
+    command, args = cohost_server_command(g.server_json, g.watch, g.poll_seconds)
     first = g.models[0].release
     return _model(
         g.machine,
@@ -239,6 +239,7 @@ def cohosted_args(stack: str, cfg: StackConfig, g: CoHostedGroupPlan) -> VertexS
         ),
         inference_timeout_seconds=g.machine.inference_timeout_seconds,
         weights_prefixes=tuple(dict.fromkeys(m.release.weights_prefix for m in g.models)),
+        watched_objects=(g.watch_object,) if g.watch_object else (),
         **_access(cfg, c),
     )
 

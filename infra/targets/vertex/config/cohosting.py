@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from infra.config.base import check
-from infra.config.cohosting import ENDPOINT_ID_PATTERN, CoHostedGroupCommon
+from infra.config.cohosting import ENDPOINT_ID_PATTERN, CoHostedGroupCommon, UpdateModels
 
 
 class CoHostedGroup(CoHostedGroupCommon):
@@ -43,6 +43,14 @@ class CoHostedGroup(CoHostedGroupCommon):
         0.5,
         description=(
             "Extra fraction over the group's cold load (every instance's, one after another) its startup probe waits."
+        ),
+    )
+
+    update_models: UpdateModels | None = Field(
+        None,
+        description=(
+            "A model-set document in Cloud Storage every replica's co-host server follows (update_models, seed 003's "
+            "hot reload); none: the plan's set only. The group's serving account may read that one object."
         ),
     )
 

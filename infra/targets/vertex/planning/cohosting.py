@@ -64,6 +64,11 @@ class CoHostedGroupPlan:
     #: The one image every instance runs (by digest: the rules require one image per group) and its vLLM version.
     image: str
     vllm_version: str
+    #: ``gs://<bucket>/<object>`` the server follows (update_models), the object's name, and the poll period; None:
+    #: the plan's set only.
+    watch: str | None = None
+    watch_object: str | None = None
+    poll_seconds: int | None = None
 
     @property
     def releases(self) -> tuple[ReleaseInfo, ...]:
@@ -85,6 +90,7 @@ class CoHostedGroupPlan:
             "cold_load_seconds": m.cold_load_seconds,
             "startup_window_seconds": m.startup_window_seconds,
             "deployment_timeout_seconds": m.deployment_timeout_seconds,
+            "watch": self.watch,
             "layout": self.layout.to_dict(),
             "models": [x.to_dict() for x in self.models],
         }
@@ -201,6 +207,9 @@ def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, CoHosted
             server_json=server_json,
             image=first_rel.image,
             vllm_version=first_rel.vllm_version,
+            watch=f"gs://{first_rel.weights_bucket}/{um.object}" if (um := group.update_models) else None,
+            watch_object=um.object if um else None,
+            poll_seconds=um.poll_seconds if um else None,
         )
     return out
 
