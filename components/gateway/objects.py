@@ -519,15 +519,18 @@ DEFAULT_ENGINE = "vllm"
 
 
 def vllm_engine_config() -> dict[str, str]:
-    """vLLM's metric mapping, stated rather than defaulted (the extractor's built-in ``vllm`` entry has the same
-    names, factories.go ``defaultEngineConfigs``): the queue, running, KV-cache and LoRA gauges vLLM 0.32 exports."""
+    """vLLM's metric mapping, stated rather than defaulted (factories.go ``defaultEngineConfigs`` has the same queue,
+    running, KV-cache and LoRA names): the gauges vLLM 0.32 exports. The built-in entry also reads
+    ``vllm:cache_config_info``, which vLLM 0.33's metric list (vllm/v1/metrics/loggers.py) does not have: the
+    cache-info spec is left empty (the extractor then skips it, as for sglang) rather than pointing at a series that
+    never appears."""
     return {
         "name": DEFAULT_ENGINE,
         "queuedRequestsSpec": naming.VLLM_NUM_REQUESTS_WAITING,
         "runningRequestsSpec": naming.VLLM_NUM_REQUESTS_RUNNING,
         "kvUsageSpec": naming.VLLM_KV_CACHE_USAGE,
         "loraSpec": naming.VLLM_LORA_REQUESTS_INFO,
-        "cacheInfoSpec": naming.VLLM_CACHE_CONFIG_INFO,
+        "cacheInfoSpec": "",
     }
 
 

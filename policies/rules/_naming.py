@@ -159,8 +159,6 @@ VLLM_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
 VLLM_KV_CACHE_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
 #: LoRA adapters loaded / waiting (labels ``max_lora``, ``running_lora_adapters``, ``waiting_lora_adapters``).
 VLLM_LORA_REQUESTS_INFO = "vllm:lora_requests_info"
-#: The engine's cache configuration (block size, number of blocks) as labels of a constant gauge.
-VLLM_CACHE_CONFIG_INFO = "vllm:cache_config_info"
 
 
 # ---- object names ----------------------------------------------------------------------------------------------
