@@ -375,7 +375,7 @@ def test_every_chart_value_the_program_sets_is_read_by_the_vendored_chart(plans)
     templates = "\n".join(p.read_text() for p in root.rglob("*.yaml") if "templates" in p.parts)
     templates += "\n".join(p.read_text() for p in root.rglob("*.tpl"))
     # Read through helpers rather than as a literal .Values path (routerlib _helpers.tpl).
-    helper_reads = {
+    helper_reads: dict[tuple[str, ...], str] = {
         ("router", "monitoring", "provider", "name"): 'index $mp "name"',
     }
     for stack, (cfg, plan, inv) in plans.items():

@@ -33,7 +33,7 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
 
 def _positive_duration(text: Any) -> bool:
     m = _DURATION.match(text) if isinstance(text, str) else None
-    return bool(m) and float(m.group(1)) > 0
+    return m is not None and float(m.group(1)) > 0
 
 
 def _positive_quantity(text: Any) -> bool:
