@@ -56,8 +56,9 @@ ACCELERATOR_LABEL = "llm-serving.io/accelerator"
 POOL_KIND_LABEL = "llm-serving.io/pool-kind"
 #: GAIE's engine label on model-server pods (the upstream reference Deployment sets it).
 ENGINE_TYPE_LABEL = "inference.networking.k8s.io/engine-type"
-#: The endpoint-picker chart's pod selector label key (chart ``_helpers.tpl``: ``inferencepool: <release>-epp``).
-EPP_POD_LABEL = "inferencepool"
+#: The endpoint-picker chart's pod selector label key (llm-d-router v0.10.0 routerlib/templates/_helpers.tpl
+#: ``llm-d-router.selectorLabels``, gateway mode: ``llm-d-router-gateway: <release>-epp``).
+EPP_POD_LABEL = "llm-d-router-gateway"
 
 # ---- annotations: the immutable release identity and planner facts policies check ----------------------------
 ANNOTATION_PREFIX = "llm-serving.io/"
@@ -114,8 +115,12 @@ BODY_ROUTER_NAME = "body-based-router"
 BODY_ROUTER_PORT = 9004
 BODY_ROUTER_HEALTH_PORT = 9005
 
-#: Request header that chooses a priority class (GAIE v1.x InferenceObjective header).
-OBJECTIVE_HEADER = "x-gateway-inference-objective"
+#: Request header that chooses a priority class (llm-d-router v0.10.0 pkg/epp/metadata/consts.go ``ObjectiveKey``;
+#: the GAIE name ``x-gateway-inference-objective`` is still read as its deprecated alias ``OldObjectiveKey``).
+OBJECTIVE_HEADER = "x-llm-d-inference-objective"
+#: Response header naming why the router answered 429 / 503 itself (pkg/common/error/error.go
+#: ``RequestDroppedReasonHeaderKey``): ``rejected-saturated``, ``rejected-ttl-expired``, ``rejected-no-endpoints``...
+REQUEST_DROPPED_REASON_HEADER = "x-llm-d-request-dropped-reason"
 
 # ---- co-hosting (components/cohost/server.py) --------------------------------------------------------------------
 #: The co-host server's container in a group's pod.
@@ -153,6 +158,8 @@ VLLM_NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
 VLLM_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
 #: The old KV-cache gauge: the only name up to 0.9.1, hidden in 0.11, removed in 0.12.
 VLLM_KV_CACHE_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
+#: LoRA adapters loaded / waiting (labels ``max_lora``, ``running_lora_adapters``, ``waiting_lora_adapters``).
+VLLM_LORA_REQUESTS_INFO = "vllm:lora_requests_info"
 
 
 # ---- object names ----------------------------------------------------------------------------------------------
@@ -173,9 +180,9 @@ def epp_release_name(role: str) -> str:
     return deployment_name(role)
 
 
-#: The picker chart cuts the release name to this many characters before it appends ``-epp`` (GAIE inferencepool
-#: v1.5.0 ``epplib/templates/_helpers.tpl`` and llm-d-router v0.10.0 ``routerlib/templates/_helpers.tpl``,
-#: ``gateway-api-inference-extension.name``: ``.Release.Name | default "default-pool" | lower | trim | trunc 40``).
+#: The picker chart cuts the release name to this many characters before it appends ``-epp`` (llm-d-router v0.10.0
+#: ``routerlib/templates/_helpers.tpl`` ``llm-d-router.name``:
+#: ``.Release.Name | default "default-pool" | lower | trim | trunc 40``, then ``-epp``).
 EPP_RELEASE_NAME_CHARS = 40
 
 

@@ -2,7 +2,7 @@
 allocatable CPU / memory (and GPUs) of at least one node pool that admits it.
 
 Pure helpers (no Pulumi, no cluster): they read the offline inventory (``tests/conftest.py::planned``) and the
-upstream chart sources in ``../shared/reference/charts/inferencepool``.
+upstream chart sources in ``../shared/reference/charts/llm-d-router``.
 
 What is modelled, and from which source:
 
@@ -18,7 +18,7 @@ What is modelled, and from which source:
   not verified here), ephemeral storage, the 110-pods-per-node limit, how many replicas share one node, pod
   (anti-)affinity between pods, topology spread and PersistentVolume node affinity.
 * **Pods**: every pod-template object the program registers (its manifest is the resource's ``inputs``), plus the
-  picker pods the ``inferencepool`` chart renders from its ``values.yaml`` defaults coalesced with the stack's
+  picker pods the ``llm-d-router-gateway`` chart renders from its ``values.yaml`` defaults coalesced with the stack's
   values the way Helm does (:func:`coalesce_values`); the value keys are those the chart's Deployment template
   reads (:data:`PICKER_CHARTS`; ``tests/test_scheduling_fit.py`` checks each key against the template text).
 * **Admission**: a pool admits a pod when the pod tolerates every NoSchedule / NoExecute taint of the pool and its
@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from components.gateway.charts import INFERENCEPOOL_CHART
+from components.gateway.charts import ROUTER_CHART
 
 MIB = 2**20
 GIB = 2**30
@@ -405,7 +405,7 @@ class Pod:
 
     #: ``<namespace>/<name>`` of the owning object.
     name: str
-    #: Where it comes from (``Deployment <pulumi name>`` or ``chart inferencepool v1.5.0 release <name>``).
+    #: Where it comes from (``Deployment <pulumi name>`` or ``chart llm-d-router-gateway v0.10.0 release <name>``).
     source: str
     replicas: int
     requests: Resources
@@ -504,8 +504,8 @@ def coalesce_values(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -
 
 def chart_default_values(chart_dir: Path) -> dict[str, Any]:
     """A chart's effective defaults: its ``values.yaml`` coalesced over the defaults of each local dependency
-    (``repository: file://...``), placed under the dependency's alias (or name) as Helm does; the v1.5.0
-    ``inferencepool`` chart takes ``epplib``'s values this way under ``inferenceExtension``."""
+    (``repository: file://...``), placed under the dependency's alias (or name) as Helm does; the v0.10.0
+    ``llm-d-router-gateway`` chart takes ``routerlib``'s values this way under ``router``."""
     values: dict[str, Any] = yaml.safe_load((chart_dir / "values.yaml").read_text(encoding="utf-8")) or {}
     chart = yaml.safe_load((chart_dir / "Chart.yaml").read_text(encoding="utf-8")) or {}
     for dep in chart.get("dependencies") or []:
@@ -529,70 +529,47 @@ def value_at(values: Mapping[str, Any], path: Sequence[str]) -> Any:
 
 @dataclass(frozen=True)
 class PickerChart:
-    """Where one pinned ``inferencepool`` release keeps its picker Deployment and which values it reads for the
-    pod's scheduling (read from the chart sources; ``None`` = the template renders no such field)."""
+    """Where one pinned ``llm-d-router-gateway`` release keeps its picker Deployment and which values it reads for
+    the pod's scheduling (read from the chart sources; ``None`` = the template renders no such field)."""
 
     version: str
-    #: Chart directory (the one with Chart.yaml the release installs), relative to ``charts/inferencepool``.
+    #: Chart directory (the one with Chart.yaml the release installs), relative to ``charts/llm-d-router``.
     chart_dir: tuple[str, ...]
-    #: The template that renders the picker Deployment, relative to ``charts/inferencepool``.
+    #: The template that renders the picker Deployment, relative to ``charts/llm-d-router``.
     deployment_template: tuple[str, ...]
     replicas: tuple[str, ...]
     resources: tuple[str, ...] | None
     affinity: tuple[str, ...]
     tolerations: tuple[str, ...]
-    #: Optional extra containers in the picker pod: the ``sidecar`` block and the latency predictor's servers.
-    has_sidecar: bool
-    has_latency_predictor: bool
     #: Template snippets proving each modelled key is read (checked against the template text by the tests).
     evidence: tuple[str, ...] = field(default=())
     #: Scheduling-related values people set that this release's templates never read (a silent no-op).
     ignored_keys: tuple[tuple[str, ...], ...] = field(default=())
 
 
-_IE = "inferenceExtension"
+_R = "router"
 PICKER_CHARTS: dict[str, PickerChart] = {
-    # v1.5.0: the Deployment lives in the epplib library chart (dependency aliased ``inferenceExtension``).
-    # epplib/templates/_deployment.yaml: replicas l.11, sidecar l.33/l.63, epp resources l.146, latency predictor
-    # containers l.226 (_latency-predictor.tpl l.37-38 and l.75-76), affinity l.238-240, tolerations l.242-244.
-    "v1.5.0": PickerChart(
-        version="v1.5.0",
-        chart_dir=("v1.5.0", "inferencepool"),
-        deployment_template=("v1.5.0", "epplib", "templates", "_deployment.yaml"),
-        replicas=(_IE, "replicas"),
-        resources=(_IE, "resources"),
-        affinity=(_IE, "affinity"),
-        tolerations=(_IE, "tolerations"),
-        has_sidecar=True,
-        has_latency_predictor=True,
+    # v0.10.0: the Deployment lives in the routerlib library chart (dependency aliased ``router``).
+    # routerlib/templates/_deployment.yaml: proxy sidecar l.20/l.58, epp resources l.129, tokenizer l.209/l.244,
+    # latency predictor containers l.255 (_latency-predictor.tpl), affinity l.286, tolerations l.290, replicas l.337.
+    "v0.10.0": PickerChart(
+        version="v0.10.0",
+        chart_dir=("v0.10.0", "llm-d-router-gateway"),
+        deployment_template=("v0.10.0", "routerlib", "templates", "_deployment.yaml"),
+        replicas=(_R, "epp", "replicas"),
+        resources=(_R, "epp", "resources"),
+        affinity=(_R, "epp", "affinity"),
+        tolerations=(_R, "epp", "tolerations"),
         evidence=(
-            "replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
-            "{{- with .Values.inferenceExtension.resources }}",
-            "{{- with .Values.inferenceExtension.sidecar.resources }}",
-            '{{- include "gateway-api-inference-extension.latencyPredictor.containers" . | nindent 8 }}',
-            "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
-            "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}",
+            "replicas: {{ .Values.router.epp.replicas | default 1 }}",
+            "{{- with .Values.router.epp.resources }}",
+            "{{- with $proxy.resources }}",
+            "{{- with $tokenizer.resources }}",
+            '{{- include "llm-d-router.latencyPredictor.containers" . | nindent 8 }}',
+            "{{- toYaml .Values.router.epp.affinity | nindent 8 }}",
+            "{{- toYaml .Values.router.epp.tolerations | nindent 8 }}",
         ),
-        ignored_keys=((_IE, "nodeSelector"),),
-    ),
-    # v1.1.0: templates/epp-deployment.yaml: replicas l.9, affinity l.147-149, tolerations l.151-153; the epp
-    # container has no ``resources`` at all (a BestEffort pod whatever the values say).
-    "v1.1.0": PickerChart(
-        version="v1.1.0",
-        chart_dir=("v1.1.0",),
-        deployment_template=("v1.1.0", "templates", "epp-deployment.yaml"),
-        replicas=(_IE, "replicas"),
-        resources=None,
-        affinity=(_IE, "affinity"),
-        tolerations=(_IE, "tolerations"),
-        has_sidecar=False,
-        has_latency_predictor=False,
-        evidence=(
-            "replicas: {{ .Values.inferenceExtension.replicas | default 1 }}",
-            "{{- toYaml .Values.inferenceExtension.affinity | nindent 8 }}",
-            "{{- toYaml .Values.inferenceExtension.tolerations | nindent 8 }}",
-        ),
-        ignored_keys=((_IE, "nodeSelector"), (_IE, "resources")),
+        ignored_keys=((_R, "epp", "nodeSelector"),),
     ),
 }
 
@@ -604,7 +581,7 @@ def picker_chart(version: str) -> PickerChart:
         return PICKER_CHARTS[version]
     except KeyError:
         raise ValueError(
-            f"inferencepool chart {version!r}: its picker pod is not modelled in tests/scheduling.py "
+            f"llm-d-router-gateway chart {version!r}: its picker pod is not modelled in tests/scheduling.py "
             f"PICKER_CHARTS (modelled: {', '.join(sorted(PICKER_CHARTS))})"
         ) from None
 
@@ -615,20 +592,19 @@ def picker_values(chart: PickerChart, charts_root: Path, overrides: Mapping[str,
 
 
 def picker_pod_spec(chart: PickerChart, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The scheduling fields of the picker pod the chart's Deployment template renders from ``values``."""
+    """The scheduling fields of the picker pod the chart's Deployment template renders from ``values``: the epp
+    container, plus the proxy sidecar, the tokenizer and the latency predictor's servers when they are enabled."""
     containers: list[dict[str, Any]] = [
         {"name": "epp", "resources": (value_at(values, chart.resources) or {}) if chart.resources else {}}
     ]
-    ie = value_at(values, (_IE,)) or {}
-    if chart.has_sidecar and value_at(ie, ("sidecar", "enabled")):
-        containers.append(
-            {
-                "name": value_at(ie, ("sidecar", "name")) or "sidecar",
-                "resources": value_at(ie, ("sidecar", "resources")) or {},
-            }
-        )
-    if chart.has_latency_predictor and value_at(ie, ("latencyPredictor", "enabled")):
-        lp = ie["latencyPredictor"]
+    router = value_at(values, (_R,)) or {}
+    proxy = value_at(router, ("proxy",)) or {}
+    if proxy.get("enabled") and (proxy.get("mode") or "sidecar") == "sidecar":
+        containers.append({"name": proxy.get("name") or "proxy", "resources": proxy.get("resources") or {}})
+    if value_at(router, ("tokenizer", "enabled")):
+        containers.append({"name": "vllm-render", "resources": value_at(router, ("tokenizer", "resources")) or {}})
+    if value_at(router, ("latencyPredictor", "enabled")):
+        lp = router["latencyPredictor"]
         containers.append({"name": "training-server", "resources": value_at(lp, ("trainingServer", "resources"))})
         for i in range(int(value_at(lp, ("predictionServers", "count")) or 0)):
             containers.append(
@@ -645,12 +621,12 @@ def picker_pod_spec(chart: PickerChart, values: Mapping[str, Any]) -> dict[str, 
 def picker_pod(
     chart: PickerChart, charts_root: Path, release: str, namespace: str, overrides: Mapping[str, Any]
 ) -> Pod:
-    """The picker pod one Helm release of the chart renders (Deployment ``<release>-epp``, chart _helpers.tpl)."""
+    """The picker pod one Helm release of the chart renders (Deployment ``<release>-epp``, routerlib _helpers.tpl)."""
     values = picker_values(chart, charts_root, overrides)
     replicas = int(value_at(values, chart.replicas) or 1)
     return pod_from_spec(
         f"{namespace}/{release}-epp",
-        f"chart inferencepool {chart.version} release {release}",
+        f"chart llm-d-router-gateway {chart.version} release {release}",
         picker_pod_spec(chart, values),
         replicas,
     )
@@ -664,10 +640,10 @@ def picker_pods(inventory: Mapping[str, Any], charts_root: Path) -> list[Pod]:
         if r["type"] not in _CHART_TYPES:
             continue
         inputs = r["inputs"]
-        if inputs.get("chart") != INFERENCEPOOL_CHART:
+        if inputs.get("chart") != ROUTER_CHART:
             raise ValueError(
                 f"Helm chart resource {r['name']}: chart {inputs.get('chart')!r} is not the "
-                f"inferencepool chart; its pods are not modelled"
+                f"llm-d-router-gateway chart; its pods are not modelled"
             )
         pods.append(
             picker_pod(
@@ -682,11 +658,11 @@ def picker_pods(inventory: Mapping[str, Any], charts_root: Path) -> list[Pod]:
 
 
 def ignored_picker_values(inventory: Mapping[str, Any]) -> list[str]:
-    """Scheduling values a stack sets that its pinned chart never renders (e.g. ``inferenceExtension.nodeSelector``
-    in v1.5.0, ``inferenceExtension.resources`` in v1.1.0)."""
+    """Scheduling values a stack sets that its pinned chart never renders (e.g. ``router.epp.nodeSelector`` in
+    v0.10.0)."""
     found: list[str] = []
     for r in inventory["resources"]:
-        if r["type"] in _CHART_TYPES and r["inputs"].get("chart") == INFERENCEPOOL_CHART:
+        if r["type"] in _CHART_TYPES and r["inputs"].get("chart") == ROUTER_CHART:
             chart = picker_chart(str(r["inputs"]["version"]))
             for path in chart.ignored_keys:
                 if value_at(r["inputs"].get("values") or {}, path) is not None:

@@ -207,7 +207,7 @@ CONTRACT_LITERALS = [
     '"vllm:kv_cache_usage_perc"',
     '"vllm:gpu_cache_usage_perc"',
     '"compute.googleapis.com/reservation-name"',
-    '"x-gateway-inference-objective"',
+    '"x-llm-d-inference-objective"',
     '"model-server"',
     'f"vllm-{role}"',
     '"/health"',

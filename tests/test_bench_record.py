@@ -155,7 +155,7 @@ def test_record_round_trip(tmp_path: Path):
     ]
     assert doc["no_operating_point_reason"] is None
     w = doc["workload"]
-    assert (w["shared_prefix_tokens"], w["priority_header"]) == (450, "x-gateway-inference-objective")
+    assert (w["shared_prefix_tokens"], w["priority_header"]) == (450, "x-llm-d-inference-objective")
     # Whole-prompt numbers include the 450-token prefix; mu/sigma describe the rest of the prompt.
     assert (w["prompt"]["contract_mean"], w["prompt"]["contract_p95"], w["prompt"]["upper"]) == (1800, 8000, 11550)
     assert (w["prompt"]["realised_mean"], w["prompt"]["realised_p95"]) == pytest.approx((4000.0, 8100.0))

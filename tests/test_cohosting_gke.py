@@ -255,7 +255,7 @@ def _picker_config(role: str) -> dict[str, Any]:
         for r in inv()["resources"]
         if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
     ]
-    ext = chart["values"]["inferenceExtension"]
+    ext = chart["values"]["router"]["epp"]
     doc: dict[str, Any] = yaml.safe_load(ext["pluginsCustomConfig"][ext["pluginsConfigFile"]])
     return doc
 
@@ -263,8 +263,20 @@ def _picker_config(role: str) -> dict[str, Any]:
 def test_the_groups_picker_reads_the_servers_pod_aggregates():
     labels = only(inv(), "Deployment", "vllm-pair")["spec"]["template"]["metadata"]["labels"]
     assert labels["inference.networking.k8s.io/engine-type"] == "llm-serving-cohost"
+    vllm = {
+        "name": "vllm",
+        "queuedRequestsSpec": "vllm:num_requests_waiting",
+        "runningRequestsSpec": "vllm:num_requests_running",
+        "kvUsageSpec": "vllm:kv_cache_usage_perc",
+        "loraSpec": "vllm:lora_requests_info",
+        "cacheInfoSpec": "",
+    }
     (ext,) = [p for p in _picker_config("pair")["plugins"] if p["type"] == "core-metrics-extractor"]
+    # The pods keep GAIE's engine label: the llm-d Router v0.10.0 extractor's default key is llm-d.ai/engine-type,
+    # so the key is stated.
+    assert ext["parameters"]["engineLabelKey"] == "inference.networking.k8s.io/engine-type"
     assert ext["parameters"]["engineConfigs"] == [
+        vllm,
         {
             "name": "llm-serving-cohost",
             "queuedRequestsSpec": "cohost:num_requests_waiting",
@@ -272,11 +284,11 @@ def test_the_groups_picker_reads_the_servers_pod_aggregates():
             "kvUsageSpec": "cohost:kv_cache_usage_perc",
             "loraSpec": "",
             "cacheInfoSpec": "",
-        }
+        },
     ]
-    # the plain pools' pickers keep the built-in vLLM mapping
+    # the plain pools' pickers map vLLM's own names only
     (plain,) = [p for p in _picker_config("stable")["plugins"] if p["type"] == "core-metrics-extractor"]
-    assert "parameters" not in plain
+    assert plain["parameters"]["engineConfigs"] == [vllm]
 
 
 def test_body_router_is_wired_to_the_gateway_and_runs_restricted():

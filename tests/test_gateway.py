@@ -18,11 +18,10 @@ import yaml
 from components.gateway import chart_filter
 from components.gateway import objects as o
 from components.gateway.charts import (
-    EPP_CHARTS,
-    INFERENCEPOOL_CHART,
     KV_METRIC_CURRENT,
     KV_METRIC_LEGACY,
-    EppChartProfile,
+    ROUTER,
+    ROUTER_CHART,
     vllm_kv_cache_metrics,
 )
 from components.gateway.component import CHART_DROPPED_KINDS, CHART_FILTER_SCRIPT
@@ -32,8 +31,6 @@ from infra.offline.inventory import Inventory
 from infra.offline.planrun import PlanRun, summary
 from infra.offline.stackfile import ROOT, read_stack_file
 from infra.resolve import ResolvedStack
-from infra.targets.gke.compose import gateway_spec
-from infra.targets.gke.config import gateway_section
 from infra.targets.gke.planning import gke_part
 from tests.conftest import REFERENCE, resources, serving_roles
 from tests.crd_schema import is_custom_resource, schema_known, unimplemented_rules, validate_custom_resource
@@ -58,11 +55,21 @@ def _reference_present():
     reference("gateway-api")
 
 
-def effective_kv_metric(profile: EppChartProfile, values: dict[str, Any]) -> str:
-    """The KV metric a picker rendered from ``values`` scrapes: the flag when set, else the EPP default."""
-    flags = values["inferenceExtension"]["flags"]
-    items = {f["name"]: f["value"] for f in flags} if isinstance(flags, list) else dict(flags)
-    return str(items.get("kv-cache-usage-percentage-metric", profile.default_kv_metric))
+#: The vendored llm-d Router chart (llm-d-router v0.10.0 config/charts).
+ROUTER_CHARTS = ("charts", "llm-d-router", "v0.10.0")
+
+
+def picker_conf(values: dict[str, Any]) -> dict[str, Any]:
+    """The EndpointPickerConfig a picker release's values carry (the file its ``pluginsConfigFile`` names)."""
+    epp = values["router"]["epp"]
+    return json.loads(epp["pluginsCustomConfig"][epp["pluginsConfigFile"]])
+
+
+def effective_kv_metric(values: dict[str, Any]) -> str:
+    """The KV metric a picker rendered from ``values`` scrapes: the extractor's ``vllm`` engine mapping."""
+    (extractor,) = [p for p in picker_conf(values)["plugins"] if p["type"] == "core-metrics-extractor"]
+    (vllm,) = [e for e in extractor["parameters"]["engineConfigs"] if e["name"] == "vllm"]
+    return str(vllm["kvUsageSpec"])
 
 
 def manifests(inventory: dict[str, Any]) -> list[dict[str, Any]]:
@@ -290,11 +297,10 @@ def _chart(inv: dict[str, Any], role: str) -> dict[str, Any]:
 
 def test_picker_kv_metric_equals_what_vllm_exports(plans):
     for _stack, (cfg, _, inv) in plans.items():
-        profile = EPP_CHARTS[cfg.gateway.epp.version]
         for role, pool in cfg.pools():
             values = _chart(inv, role)["inputs"]["values"]
             version = cfg.release(pool.release).vllm_version
-            assert effective_kv_metric(profile, values) == vllm_kv_cache_metrics(version)[0] == KV_METRIC_CURRENT
+            assert effective_kv_metric(values) == vllm_kv_cache_metrics(version)[0] == KV_METRIC_CURRENT
 
 
 def test_chart_resource_carries_pinned_version_and_values(plans):
@@ -303,20 +309,30 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
         assert len(charts) == len(serving_roles(cfg, plan))
         for role in serving_roles(cfg, plan):
             c = _chart(inv, role)["inputs"]
-            assert c["chart"] == INFERENCEPOOL_CHART and c["version"] == "v1.5.0"
+            assert c["chart"] == ROUTER_CHART == "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
+            assert c["version"] == "v0.10.0"
             assert c["namespace"] == f"llm-serving-{role}" and c["skipCrds"] is True
             v = c["values"]
             assert v["provider"] == {"name": "gke"}
-            ext = v["inferenceExtension"]
-            assert ext["image"] == {"tag": "v1.5.0", "pullPolicy": "IfNotPresent"}
-            assert ext["monitoring"]["prometheus"] == {"enabled": True, "auth": {"enabled": True}}
-            assert ext["failureMode"] == cfg.gateway.epp.failure_mode
-            assert v["inferencePool"]["modelServers"]["matchLabels"] == {
+            # The chart fails on the pre-move top-level keys (routerlib _helpers.tpl validations.deprecations).
+            assert set(v) == {"provider", "router"}
+            epp = v["router"]["epp"]
+            # Pinned to the release, never the vendored default ``main``.
+            assert epp["image"] == {
+                "registry": "ghcr.io/llm-d",
+                "repository": "llm-d-router-endpoint-picker",
+                "tag": "v0.10.0",
+                "pullPolicy": "IfNotPresent",
+            }
+            assert v["router"]["monitoring"]["prometheus"] == {"enabled": True, "auth": {"enabled": True}}
+            assert v["router"]["monitoring"]["provider"] == {"name": "gmp"}
+            assert v["router"]["inferencePool"] == {"create": True, "failureMode": cfg.gateway.epp.failure_mode}
+            assert v["router"]["modelServers"]["matchLabels"] == {
                 "app.kubernetes.io/name": "vllm",
                 "app.kubernetes.io/instance": f"vllm-{role}",
             }
             if stack in ("staging", "prod"):
-                assert ext["replicas"] >= 2
+                assert epp["replicas"] >= 2
             drops = c["postRenderer"]["args"]
             assert drops[:2] == ["-c", CHART_FILTER_SCRIPT.read_text()] and c["postRenderer"]["command"] == "python3"
             assert {drops[i + 1] for i, a in enumerate(drops) if a == "--drop-kind"} == set(CHART_DROPPED_KINDS)
@@ -325,34 +341,92 @@ def test_chart_resource_carries_pinned_version_and_values(plans):
     assert "kubernetes:helm.sh/v4:Chart" in summary(run, run.inventory.manifests())
 
 
+#: Values whose contents the chart passes through whole (``toYaml`` / ``range``): their inner keys are the
+#: Kubernetes or EPP schema's, not the chart's.
+OPAQUE_VALUES = {
+    ("router", "epp", "affinity"),
+    ("router", "epp", "resources"),
+    ("router", "epp", "flags"),
+    ("router", "epp", "pluginsCustomConfig"),
+    ("router", "modelServers", "matchLabels"),
+    ("router", "modelServers", "targetPorts"),
+}
+
+
+def _value_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for k, v in values.items():
+        path = (*prefix, k)
+        if isinstance(v, dict) and path not in OPAQUE_VALUES:
+            out += _value_paths(v, path)
+        else:
+            out.append(path)
+    return out
+
+
+def test_every_chart_value_the_program_sets_is_read_by_the_vendored_chart(plans):
+    """Each key path of the picker values is read by a template as ``.Values.<path>`` (or through a helper that
+    indexes it), and is a default of the chart (llm-d-router-gateway values.yaml or routerlib's under ``router``)
+    unless the values file only shows it as a comment (``router.epp.flags``)."""
+    from tests.scheduling import chart_default_values, value_at
+
+    root = reference(*ROUTER_CHARTS)
+    defaults = chart_default_values(root / "llm-d-router-gateway")
+    templates = "\n".join(p.read_text() for p in root.rglob("*.yaml") if "templates" in p.parts)
+    templates += "\n".join(p.read_text() for p in root.rglob("*.tpl"))
+    # Read through helpers rather than as a literal .Values path (routerlib _helpers.tpl).
+    helper_reads: dict[tuple[str, ...], str] = {
+        ("router", "monitoring", "provider", "name"): 'index $mp "name"',
+    }
+    for stack, (cfg, plan, inv) in plans.items():
+        for role in serving_roles(cfg, plan):
+            for path in _value_paths(_chart(inv, role)["inputs"]["values"]):
+                dotted = ".".join(path)
+                read = f".Values.{dotted}" in templates or helper_reads.get(path, "\0") in templates
+                # A default (values.yaml) or a commented-out example (``flags``) with a template reading it.
+                assert value_at(defaults, path) is not None or read, f"{stack}: {dotted} not in values"
+                assert read, f"{stack}: no template reads .Values.{dotted}"
+
+
 def test_pickers_spread_over_nodes_without_a_pdb_and_reach_their_model_servers(plans):
     """A leader-elected picker gets no PodDisruptionBudget (only the leader is ready, so none could ever allow
     its eviction); its replicas repel each other per node, and the model servers' NetworkPolicy admits the chart's
     picker pods by the chart's own pod label."""
-    template = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_deployment.yaml").read_text()
+    template = reference(*ROUTER_CHARTS, "routerlib", "templates", "_deployment.yaml").read_text()
     assert "service: readiness" in template and "--ha-enable-leader-election" in template
+    helpers = reference(*ROUTER_CHARTS, "routerlib", "templates", "_helpers.tpl").read_text()
+    assert 'llm-d-router-gateway: {{ include "llm-d-router.name" . }}' in helpers
     for stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
             assert find(inv, "PodDisruptionBudget", f"vllm-{role}-epp") == []
             (chart,) = [
                 r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}"
             ]
-            anti = chart["inputs"]["values"]["inferenceExtension"]["affinity"]["podAntiAffinity"]
+            anti = chart["inputs"]["values"]["router"]["epp"]["affinity"]["podAntiAffinity"]
             (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
             assert term["podAffinityTerm"] == {
                 "topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchLabels": {"inferencepool": f"vllm-{role}-epp"}},
+                "labelSelector": {"matchLabels": {"llm-d-router-gateway": f"vllm-{role}-epp"}},
             }
             netpol = only(inv, "NetworkPolicy", f"vllm-{role}")["spec"]["ingress"]
             peers = [p.get("podSelector", {}).get("matchLabels") for rule in netpol for p in rule["from"]]
-            assert {"inferencepool": f"vllm-{role}-epp"} in peers, f"{stack}: picker cannot scrape vllm-{role}"
+            assert {"llm-d-router-gateway": f"vllm-{role}-epp"} in peers, f"{stack}: picker cannot scrape vllm-{role}"
 
 
 def test_chart_has_no_pdb_of_its_own():
-    for version in EPP_CHARTS:
-        chart_dir = reference("charts", "inferencepool", version)
-        texts = [p.read_text() for p in chart_dir.rglob("*") if p.is_file()]
-        assert not any("PodDisruptionBudget" in t for t in texts)
+    texts = [p.read_text() for p in reference(*ROUTER_CHARTS).rglob("*") if p.is_file()]
+    assert texts and not any("PodDisruptionBudget" in t for t in texts)
+
+
+def test_picker_name_is_derived_as_the_chart_derives_it():
+    """routerlib _helpers.tpl ``llm-d-router.name``: release name lower-cased, trimmed, cut to 40, then ``-epp``."""
+    from components import naming
+
+    helpers = reference(*ROUTER_CHARTS, "routerlib", "templates", "_helpers.tpl").read_text()
+    assert '.Release.Name | default "default-pool" | lower | trim | trunc 40 -}}\n{{ $base }}-epp' in helpers
+    assert naming.epp_name("stable") == "vllm-stable-epp"
+    long_role = "a" * 45  # "vllm-" + 45 characters = 50, cut to the first 40, then "-epp"
+    assert naming.epp_name(long_role) == "vllm-" + "a" * 35 + "-epp"
 
 
 def test_every_pool_owns_every_class_under_its_bare_name(plans):
@@ -360,7 +434,7 @@ def test_every_pool_owns_every_class_under_its_bare_name(plans):
     pool's namespace must hold one objective per class, named as the class, pointing at that pool."""
     for stack, (cfg, plan, inv) in plans.items():
         objs = find(inv, "InferenceObjective")
-        assert all(x["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2" for x in objs)
+        assert all(x["apiVersion"] == "llm-d.ai/v1alpha2" for x in objs)
         for role in serving_roles(cfg, plan):
             mine = {
                 x["metadata"]["name"]: (x["spec"]["priority"], x["spec"]["poolRef"]["name"])
@@ -445,32 +519,16 @@ def test_vllm_032_exports_the_current_kv_name():
     assert KV_METRIC_CURRENT in text and KV_METRIC_LEGACY not in text
 
 
-def test_v110_chart_gets_the_flag_its_default_lacks():
-    """Chart v1.1.0's EPP defaults to gpu_cache_usage_perc: the values must carry the flag (list layout)."""
-    cfg = load_config(_values_with(lambda v: v["llm-serving:gateway"]["epp"].update(version="v1.1.0")))
-    pool = o.PoolRoute(
-        "stable", cfg.serving.stable.release, 100, {"llm-serving.io/pool": "stable"}, "llm-serving-stable"
-    )
-    gateway = gateway_section(cfg)
-    assert gateway is not None
-    values = o.epp_values(pool, gateway_spec(gateway, cfg.observability.autoscaling))
-    flags = values["inferenceExtension"]["flags"]
-    assert {"name": "kv-cache-usage-percentage-metric", "value": KV_METRIC_CURRENT} in flags
-    assert values["inferenceExtension"]["monitoring"]["gke"] == {"enabled": True}
-    assert effective_kv_metric(EPP_CHARTS["v1.1.0"], values) == KV_METRIC_CURRENT
-    assert values["inferenceExtension"]["image"]["tag"] == "v1.1.0"
-
-
 # ---- post-renderer -------------------------------------------------------------------------------------------------
 
 RENDERED = """---
-# Source: inferencepool/templates/gke.yaml
+# Source: llm-d-router-gateway/templates/gke.yaml
 kind: HealthCheckPolicy
 apiVersion: networking.gke.io/v1
 metadata:
   name: vllm-stable
 ---
-# Source: inferencepool/templates/epp-deployment.yaml
+# Source: llm-d-router-gateway/templates/epp.yaml
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -494,7 +552,7 @@ def test_chart_filter_drops_owned_kinds_only():
     out = chart_filter.filter_manifests(RENDERED, CHART_DROPPED_KINDS)
     docs = [yaml.safe_load(d) for d in out.split("---") if d.strip()]
     assert [d["kind"] for d in docs] == ["Deployment"]
-    assert "# Source: inferencepool/templates/epp-deployment.yaml" in out
+    assert "# Source: llm-d-router-gateway/templates/epp.yaml" in out
 
 
 def test_chart_filter_runs_as_a_helm_post_renderer(plans, tmp_path):
@@ -595,9 +653,15 @@ def _gw(v: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             "dev",
-            lambda v: _gw(v)["epp"].update(version="v0.10.0"),
+            lambda v: _gw(v)["epp"].update(version="v1.5.0"),
             "llm-serving:gateway.epp.version",
-            "Input should be 'v1.1.0' or 'v1.5.0' (got 'v0.10.0')",
+            "Input should be 'v0.10.0' (got 'v1.5.0')",
+        ),
+        (
+            "staging",
+            lambda v: _gw(v)["epp"].update(flow_control=False),
+            "llm-serving:gateway.epp.flow_control",
+            "staging runs the picker's flow control (bounded queues while saturated, 429 beyond them)",
         ),
         (
             "dev",
@@ -652,14 +716,14 @@ def test_bad_gateway_config_fails_plan_and_registers_nothing(tmp_path: Path, cap
 # ---- overload: shedding and saturation -------------------------------------------------------------------------
 
 
-def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plans):
+def test_picker_states_its_saturation_thresholds_and_runs_flow_control(plans):
     for stack, (cfg, plan, inv) in plans.items():
         auto = cfg.observability.autoscaling
         for role in serving_roles(cfg, plan):
-            ext = _chart(inv, role)["inputs"]["values"]["inferenceExtension"]
-            assert ext["pluginsConfigFile"] == "llm-serving-plugins.yaml"
-            conf = json.loads(ext["pluginsCustomConfig"]["llm-serving-plugins.yaml"])
-            assert conf["apiVersion"] == "inference.networking.x-k8s.io/v1alpha1"
+            epp = _chart(inv, role)["inputs"]["values"]["router"]["epp"]
+            assert epp["pluginsConfigFile"] == "llm-serving-plugins.yaml"
+            conf = picker_conf(_chart(inv, role)["inputs"]["values"])
+            assert conf["apiVersion"] == "llm-d.ai/v1alpha1"
             assert conf["kind"] == "EndpointPickerConfig"
             (det,) = [p for p in conf["plugins"] if p["type"] == "utilization-detector"]
             # Saturated where the HPA starts adding replicas: its per-pod queue target (dev 5, staging and prod 3),
@@ -671,9 +735,13 @@ def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plan
             )
             assert auto.kv_cache_target == {"dev": None, "staging": None, "prod": 0.8, "dev-cohost-gke": None}[stack]
             assert det["parameters"]["kvCacheUtilThreshold"] == 0.8
-            assert conf["saturationDetector"] == {"pluginRef": "utilization-detector"}
-            # Flow control (a feature gate) would queue sheddable requests instead of answering 429.
-            assert "featureGates" not in conf and "flowControl" not in conf
+            # Flow control on every GKE stack: the gate, and the detector named where v0.10.0 reads it.
+            assert conf["featureGates"] == ["flowControl"]
+            assert conf["flowControl"]["saturationDetector"] == {"pluginRef": "utilization-detector"}
+            assert "saturationDetector" not in conf
+            bands = conf["flowControl"]["priorityBands"]
+            assert sorted(b["priority"] for b in bands) == sorted({c.priority for c in cfg.contract.priority_classes})
+            assert int(conf["flowControl"]["maxRequests"]) == sum(int(b["maxRequests"]) for b in bands)
             # The chart's default scoring profile, unchanged: queue 2, KV cache 2, prefix cache 3.
             (profile,) = conf["schedulingProfiles"]
             assert [(p["pluginRef"], p["weight"]) for p in profile["plugins"]] == [
@@ -683,19 +751,60 @@ def test_picker_states_its_saturation_thresholds_and_keeps_flow_control_off(plan
             ]
 
 
+def test_each_band_keeps_interactive_queue_wait_under_the_ttft_objective(plans):
+    """staging, either pool, by hand. Contract: TTFT 1500 ms, ITL 50 ms, prompt p95 8000 tokens, mean output 350;
+    plan: --max-num-batched-tokens 8192, --max-num-seqs 203, warm minimum 1 replica; HPA queue target 3.
+
+    prefill = ceil(8000 / 8192) = 1 step x 50 ms = 50 ms      TTL = 1500 - 50 = 1450 ms
+    one request = (1500 + 350 x 50) / 1000 = 19.0 s          drain = 1 x 203 / 19.0 = 10.684 req/s
+    interactive band = floor(1.45 x 10.684) = floor(15.49) = 15
+    the 15th queued request waits 15 / 10.684 = 1.404 s <= TTL 1.45 s, and 1.404 + 0.050 prefill = 1.454 s < 1.5 s
+    batch (sheddable) band = 3 per pod x 1 replica = 3: the 4th queued batch request is answered 429 at once."""
+    _, plan, inv = plans["staging"]
+    p = gke_part(plan).gke_pools()["stable"]
+    assert (p.capacity.max_num_batched_tokens, p.capacity.max_num_seqs, p.min_replicas) == (8192, 203, 1)
+    for role in ("stable", "canary"):
+        fc = picker_conf(_chart(inv, role)["inputs"]["values"])["flowControl"]
+        assert fc["defaultRequestTTL"] == "1450ms"
+        assert fc["priorityBands"] == [{"priority": 100, "maxRequests": "15"}, {"priority": -1, "maxRequests": "3"}]
+        assert fc["maxRequests"] == "18" and fc["maxBytes"] == "512Mi"
+    drain = 203 / 19.0
+    assert 15 / drain <= 1.450 and 15 / drain + 0.050 < 1.500 < 16 / drain + 0.050
+
+
+def test_flow_control_needs_a_queue_wait_budget():
+    """A p95 prompt whose prefill alone takes the TTFT objective leaves no TTL: the planner refuses it."""
+    from infra.targets.gke.planning.flow_control import FlowControlError, request_ttl_ms
+
+    cfg = load_config(_values_with(lambda v: None, "staging"))
+    # ceil(8000 / 256) = 32 steps x 50 ms = 1600 ms >= 1500 ms
+    with pytest.raises(FlowControlError, match="leaves no queue wait within ttft_p95_ms"):
+        request_ttl_ms(cfg.contract, 256)
+    assert request_ttl_ms(cfg.contract, 512) == 1500 - 16 * 50
+
+
 def test_picker_plugins_are_the_charts_defaults_plus_the_detector():
-    """Every plugin this program names is one chart v1.5.0's own default config names, or the detector."""
-    text = reference("charts", "inferencepool", "v1.5.0", "epplib", "templates", "_config.yaml").read_text()
+    """Every plugin type this program names is one the vendored chart's own default config names (routerlib
+    templates/_config.yaml), or the saturation detector, which that config leaves to the EPP's default
+    (``utilization-detector``, registered by pkg/epp/config/loader/defaults.go when none is named)."""
+    text = reference(*ROUTER_CHARTS, "routerlib", "templates", "_config.yaml").read_text()
     chart_types = set(re.findall(r"^\s*- type: ([a-z-]+)\s*$", text, flags=re.M))
-    ours = {p["type"] for p in o.picker_config(o.SaturationSpec(3, 0.8))["plugins"]}
+    assert "apiVersion: llm-d.ai/v1alpha1" in text and o.PICKER_CONFIG_API == "llm-d.ai/v1alpha1"
+    pool = o.PoolRoute("stable", "r", 100, {"a": "b"}, "ns")
+    ours = {p["type"] for p in o.picker_config(o.SaturationSpec(3, 0.8), pool)["plugins"]}
     assert ours - chart_types == {"utilization-detector"}
     assert {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer"} <= chart_types
+    assert {"metrics-data-source", "core-metrics-extractor"} <= chart_types
+    # The chart's metrics source parameters are the ones this program states.
+    for key in ("scheme:", "path:", "insecureSkipVerify:"):
+        assert key in text
 
 
 def test_objectives_state_the_pickers_shedding_semantics(plans):
     for _stack, (cfg, _, inv) in plans.items():
         classes = {c.name: c for c in cfg.contract.priority_classes}
-        objectives = resources(inv, "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective")
+        assert resources(inv, "kubernetes:inference.networking.x-k8s.io/v1alpha2:InferenceObjective") == []
+        objectives = resources(inv, "kubernetes:llm-d.ai/v1alpha2:InferenceObjective")
         assert objectives
         for r in objectives:
             spec, meta = r["inputs"]["spec"], r["inputs"]["metadata"]
@@ -704,6 +813,51 @@ def test_objectives_state_the_pickers_shedding_semantics(plans):
             assert meta["annotations"]["llm-serving.io/sheddable"] == ("true" if spec["priority"] < 0 else "false")
         # batch is shed (priority -1), interactive never; a request without a class is served at 0, between them.
         assert classes["batch"].priority < 0 < classes["interactive"].priority
+
+
+def test_objective_crds_come_from_the_release_commit_and_match_the_vendored_crd(plans):
+    """The CRDs are installed from the release's commit (not a movable tag) and are the files vendored under
+    ../shared/reference/llm-d-router/v0.10.0; the picker's Role grants exactly those kinds."""
+    inv = plans["prod"][2]
+    (crds,) = resources(inv, "kubernetes:yaml/v2:ConfigGroup")
+    assert crds["inputs"]["files"] == [
+        f"https://raw.githubusercontent.com/llm-d/llm-d-router/{ROUTER.crd_commit}/config/crd/bases/{f}"
+        for f in ("llm-d.ai_inferenceobjectives.yaml", "llm-d.ai_inferencemodelrewrites.yaml")
+    ]
+    assert re.fullmatch(r"[0-9a-f]{40}", ROUTER.crd_commit)
+    for f in ROUTER.crd_files:
+        assert reference("llm-d-router", "v0.10.0", f.rsplit("/", 1)[1]).is_file()
+    rbac = reference(*ROUTER_CHARTS, "llm-d-router-gateway", "templates", "rbac.yaml").read_text()
+    assert '- apiGroups: ["llm-d.ai"]\n  resources: ["inferenceobjectives", "inferencemodelrewrites"]' in rbac
+
+
+def test_migration_order_crds_then_objectives_then_picker(plans):
+    """docs/gke.md "Moving an existing stack to the llm-d Router": the llm-d.ai CRDs exist before any objective,
+    the objectives and the pool before the picker that reads them (the v0.10.0 EPP chooses its objective API group
+    once at start-up), and the pool keeps pointing at the Service the chart creates under the same name."""
+    for stack, (cfg, plan, inv) in plans.items():
+        by_name = {r["urn"]: r for r in inv["resources"]}
+        (crds,) = [u for u, r in by_name.items() if r["type"] == "kubernetes:yaml/v2:ConfigGroup"]
+        for role in serving_roles(cfg, plan):
+            chart = _chart(inv, role)
+            deps = set(chart["dependencies"])
+            pool_urn = next(
+                u
+                for u, r in by_name.items()
+                if r["type"].endswith(":InferencePool") and r["name"] == f"vllm-{role}-pool"
+            )
+            objectives = [
+                u
+                for u, r in by_name.items()
+                if r["type"] == "kubernetes:llm-d.ai/v1alpha2:InferenceObjective"
+                and r["name"].startswith(f"vllm-{role}-objective-")
+            ]
+            assert objectives and set(objectives) <= deps, stack
+            assert {crds, pool_urn} <= deps, stack
+            for u in objectives:
+                assert crds in by_name[u]["dependencies"], stack
+            ref = by_name[pool_urn]["inputs"]["spec"]["endpointPickerRef"]
+            assert ref["name"] == f"{chart['inputs']['name']}-epp" and ref["failureMode"] == "FailOpen"
 
 
 def test_priority_class_spec_refuses_a_sheddable_class_the_picker_cannot_shed():

@@ -466,7 +466,7 @@ def test_network_policy(plans):
         cidrs = {p["ipBlock"]["cidr"] for p in peers if "ipBlock" in p}
         assert cfg.gke.ranges.proxy_only in cidrs
         assert cidrs - {cfg.gke.ranges.proxy_only} == {"35.191.0.0/16", "130.211.0.0/22"}
-        assert {"podSelector": {"matchLabels": {"inferencepool": f"vllm-{role}-epp"}}} in peers
+        assert {"podSelector": {"matchLabels": {"llm-d-router-gateway": f"vllm-{role}-epp"}}} in peers
         gmp = next(p for p in peers if "namespaceSelector" in p)
         assert gmp["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "collector"}}
         assert "gke-gmp-system" in gmp["namespaceSelector"]["matchExpressions"][0]["values"]

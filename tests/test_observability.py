@@ -97,13 +97,12 @@ def test_vllm_pod_monitoring_scrapes_8000_and_labels_pool_and_release(plans):
 
 
 def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_select(plans):
-    """The EPP /metrics needs a bearer token: the inferencepool chart's own PodMonitoring (named after the Helm
-    release) carries it, so the observability component adds none and selects that job instead."""
+    """The EPP /metrics needs a bearer token: the llm-d-router-gateway chart's own PodMonitoring (named after the
+    Helm release) carries it, so the observability component adds none and selects that job instead."""
     cfg, _, inv = plans["staging"]
-    for chart in ("v1.1.0/templates/gke.yaml", "v1.5.0/epplib/templates/_gke.yaml"):
-        template = reference("charts", "inferencepool", *chart.split("/")).read_text()
-        assert "kind: PodMonitoring" in template and "name: {{ .Release.Name }}" in template
-        assert "- port: metrics" in template and "type: Bearer" in template
+    template = reference("charts", "llm-d-router", "v0.10.0", "routerlib", "templates", "_gke.yaml").read_text()
+    assert "kind: PodMonitoring" in template and "name: {{ .Release.Name }}" in template
+    assert "- port: metrics" in template and "type: Bearer" in template
     releases = {c["inputs"]["name"] for c in resources(inv, "kubernetes:helm.sh/v4:Chart")}
     for role, _ in cfg.pools():
         assert gke.epp_scrape_job(role) in releases  # Helm release name = the chart's PodMonitoring name = job
@@ -116,7 +115,7 @@ def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_sel
     queries = dashboard_queries(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
     for role, _ in cfg.pools():
         assert any(
-            f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "inference_extension_scheduler" in q
+            f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "llm_d_epp_scheduler_e2e_duration" in q
             for q in queries
         )
 

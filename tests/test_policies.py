@@ -113,6 +113,21 @@ def find(resources: list[dict[str, Any]], typ: str, name: str) -> dict[str, Any]
     return found[0]
 
 
+def _picker_conf(resources: list[dict[str, Any]], chart: str, change: Callable[[dict[str, Any]], Any]) -> None:
+    """Change one picker's EndpointPickerConfig (the JSON file its values carry) in place."""
+    epp = find(resources, ":Chart", chart)["inputs"]["values"]["router"]["epp"]
+    files = epp["pluginsCustomConfig"]
+    conf = json.loads(files[epp["pluginsConfigFile"]])
+    change(conf)
+    files[epp["pluginsConfigFile"]] = json.dumps(conf)
+
+
+def _engine(conf: dict[str, Any], name: str) -> dict[str, Any]:
+    (extractor,) = [p for p in conf["plugins"] if p["type"] == "core-metrics-extractor"]
+    (engine,) = [e for e in extractor["parameters"]["engineConfigs"] if e["name"] == name]
+    return engine
+
+
 def container(resources: list[dict[str, Any]], dep: str = "vllm-stable-deployment") -> dict[str, Any]:
     return find(resources, ":Deployment", dep)["inputs"]["spec"]["template"]["spec"]["containers"][0]
 
@@ -253,11 +268,12 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "serving-images-pinned-by-digest",
         "chart-latest",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"]["image"].update(
+        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
             tag="latest"
         ),
         [
-            "vllm-stable-epp: values.inferenceExtension.image ':latest' uses the mutable :latest tag: use a released "
+            "vllm-stable-epp: values.router.epp.image 'ghcr.io/llm-d/llm-d-router-endpoint-picker:latest' uses the "
+            "mutable :latest tag: use a released "
             "version tag or, better, <repository>@sha256:<digest>"
         ],
     ),
@@ -352,7 +368,10 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
                 "urn": "urn:pulumi:prod::llm-serving::kubernetes:policy/v1:PodDisruptionBudget::vllm-canary-epp-pdb",
                 "inputs": {
                     "metadata": {"name": "vllm-canary-epp", "namespace": "llm-serving-canary"},
-                    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"inferencepool": "vllm-canary-epp"}}},
+                    "spec": {
+                        "maxUnavailable": 1,
+                        "selector": {"matchLabels": {"llm-d-router-gateway": "vllm-canary-epp"}},
+                    },
                 },
             }
         ),
@@ -365,10 +384,10 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "pdb-for-serving-workloads",
         "epp-not-spread",
-        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["inferenceExtension"].pop("affinity"),
+        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["router"]["epp"].pop("affinity"),
         [
             "vllm-canary-epp: endpoint picker vllm-canary runs 2 replicas without pod anti-affinity on "
-            "kubernetes.io/hostname: one node drain could take every replica; set inferenceExtension.affinity.podAntiAffinity"
+            "kubernetes.io/hostname: one node drain could take every replica; set router.epp.affinity.podAntiAffinity"
         ],
     ),
     (
@@ -400,7 +419,7 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "epp-min-replicas",
         "one-replica",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"].update(replicas=1),
+        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"].update(replicas=1),
         [
             "vllm-stable-epp: endpoint picker replicas is 1: run at least 2, a picker that is down stops all routing to "
             "its pool"
@@ -674,25 +693,70 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     ),
     (
         "epp-kv-metric-matches-vllm",
-        "old-metric-flag",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["inferenceExtension"]["flags"].update(
-            {"kv-cache-usage-percentage-metric": "vllm:gpu_cache_usage_perc"}
+        "old-metric-extractor",
+        lambda rs: _picker_conf(
+            rs, "vllm-stable-epp", lambda c: _engine(c, "vllm").update(kvUsageSpec="vllm:gpu_cache_usage_perc")
         ),
         [
-            "vllm-stable-epp: endpoint picker vllm-stable reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (flag "
-            "kv-cache-usage-percentage-metric) but vLLM 0.32.0 on vllm-stable exports 'vllm:kv_cache_usage_perc': set flag "
-            "kv-cache-usage-percentage-metric to 'vllm:kv_cache_usage_perc'"
+            "vllm-stable-epp: endpoint picker vllm-stable reads KV-cache usage from 'vllm:gpu_cache_usage_perc' "
+            "(core-metrics-extractor vllm kvUsageSpec) but vLLM 0.32.0 on vllm-stable exports "
+            "'vllm:kv_cache_usage_perc': set kvUsageSpec to 'vllm:kv_cache_usage_perc'"
         ],
     ),
     (
         "epp-kv-metric-matches-vllm",
-        "old-chart-default",
-        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"].update(version="v1.1.0"),
+        "old-gaie-chart-default",
+        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"].update(
+            chart="oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool",
+            version="v1.1.0",
+            values={"inferenceExtension": {"flags": []}},
+        ),
         [
             "vllm-canary-epp: endpoint picker vllm-canary reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (chart "
             "v1.1.0 default) but vLLM 0.32.0 on vllm-canary exports 'vllm:kv_cache_usage_perc': set flag "
             "kv-cache-usage-percentage-metric to 'vllm:kv_cache_usage_perc'"
         ],
+    ),
+    (
+        "epp-image-pinned-to-release",
+        "main-tag",
+        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
+            tag="main"
+        ),
+        [
+            "vllm-stable-epp: router.epp.image.tag is 'main', not a release tag: pin the chart release's tag (vX.Y.Z) or a digest"
+        ],
+    ),
+    (
+        "epp-image-pinned-to-release",
+        "chart-default-tag",
+        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["router"]["epp"].pop("image"),
+        [
+            "vllm-canary-epp: router.epp.image is not set: the chart's default tag applies (main for the llm-d "
+            "Router): pin a release tag"
+        ],
+    ),
+    (
+        "epp-flow-control-bounded",
+        "gate-off",
+        lambda rs: _picker_conf(rs, "vllm-stable-epp", lambda c: c.pop("featureGates")),
+        ["vllm-stable-epp: feature gate flowControl is off: queued requests have no wait bound and no 429 beyond it"],
+    ),
+    (
+        "epp-flow-control-bounded",
+        "band-default-capacity",
+        lambda rs: _picker_conf(
+            rs, "vllm-canary-epp", lambda c: c["flowControl"]["priorityBands"][1].update(maxRequests="0")
+        ),
+        [
+            "vllm-canary-epp: flowControl band -1: maxRequests '0' means the default 5000: state the bound",
+        ],
+    ),
+    (
+        "epp-flow-control-bounded",
+        "ttl-disabled",
+        lambda rs: _picker_conf(rs, "vllm-stable-epp", lambda c: c["flowControl"].update(defaultRequestTTL="0s")),
+        ["vllm-stable-epp: flowControl.defaultRequestTTL is '0s': state a positive queue-wait bound"],
     ),
     (
         "gpu-memory-shares-below-one",

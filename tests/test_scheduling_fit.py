@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from components.gateway.charts import INFERENCEPOOL_CHART
+from components.gateway.charts import ROUTER_CHART
 from infra.targets.gke.planning import gke_part
 from tests import scheduling as s
 from tests.conftest import GKE_STACKS, STACKS, planned, reference, resources, serving_roles
@@ -23,7 +23,7 @@ MIB, GIB = s.MIB, s.GIB
 
 @pytest.fixture(scope="module")
 def charts_root() -> Path:
-    return reference("charts", "inferencepool")
+    return reference("charts", "llm-d-router")
 
 
 def _cases() -> list[Any]:
@@ -371,27 +371,27 @@ def test_a_pod_asking_for_more_gpus_than_a_node_has_does_not_fit() -> None:
 @pytest.mark.parametrize("version", sorted(s.PICKER_CHARTS))
 def test_picker_model_matches_the_chart_template(version: str) -> None:
     chart = s.PICKER_CHARTS[version]
-    template = reference("charts", "inferencepool", *chart.deployment_template).read_text(encoding="utf-8")
+    template = reference("charts", "llm-d-router", *chart.deployment_template).read_text(encoding="utf-8")
     for snippet in chart.evidence:
         assert snippet in template, f"{version}: the Deployment template no longer contains {snippet!r}"
     assert "nodeSelector" not in template, f"{version}: the template now renders a nodeSelector: model it"
-    if chart.resources is None:
-        assert ".Values.inferenceExtension.resources" not in template
-    if chart.has_latency_predictor:
-        tpl = reference("charts", "inferencepool", version, "epplib", "templates", "_latency-predictor.tpl")
-        text = tpl.read_text(encoding="utf-8")
-        assert "toYaml .Values.inferenceExtension.latencyPredictor.trainingServer.resources" in text
-        assert "toYaml $.Values.inferenceExtension.latencyPredictor.predictionServers.resources" in text
-        assert "range $i := until (int .Values.inferenceExtension.latencyPredictor.predictionServers.count)" in text
+    tpl = reference("charts", "llm-d-router", version, "routerlib", "templates", "_latency-predictor.tpl")
+    text = tpl.read_text(encoding="utf-8")
+    assert "toYaml .Values.router.latencyPredictor.trainingServer.resources" in text
+    assert "range $i := until (int .Values.router.latencyPredictor.predictionServers.count)" in text
 
 
 def test_chart_defaults_include_the_library_chart_values(charts_root: Path) -> None:
-    values = s.chart_default_values(charts_root / "v1.5.0" / "inferencepool")
-    ie = values["inferenceExtension"]
-    assert ie["resources"] == {"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}
-    assert ie["latencyPredictor"]["enabled"] is False  # the parent chart's value wins over epplib's
-    assert ie["latencyPredictor"]["trainingServer"]["resources"]["requests"] == {"cpu": "2000m", "memory": "4Gi"}
-    assert "resources" not in s.chart_default_values(charts_root / "v1.1.0")["inferenceExtension"]
+    values = s.chart_default_values(charts_root / "v0.10.0" / "llm-d-router-gateway")
+    epp = values["router"]["epp"]
+    # routerlib/values.yaml
+    assert epp["resources"] == {"requests": {"cpu": "8", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}
+    assert values["router"]["latencyPredictor"]["enabled"] is False
+    assert values["router"]["latencyPredictor"]["trainingServer"]["resources"]["requests"] == {
+        "cpu": "2000m",
+        "memory": "4Gi",
+    }
+    assert values["provider"] == {"name": "none", **{k: values["provider"][k] for k in ("istio", "gke")}}
 
 
 def test_helm_coalescing() -> None:
@@ -405,78 +405,57 @@ def test_helm_coalescing() -> None:
 
 
 def test_chart_default_picker_pod(charts_root: Path) -> None:
-    chart = s.picker_chart("v1.5.0")
+    chart = s.picker_chart("v0.10.0")
     pod = s.picker_pod(chart, charts_root, "vllm-stable", "llm-serving", {})
     assert pod.name == "llm-serving/vllm-stable-epp" and pod.replicas == 1
-    assert pod.requests == s.Resources.of({s.CPU: 4000, s.MEMORY: 8 * GIB})
+    assert pod.requests == s.Resources.of({s.CPU: 8000, s.MEMORY: 8 * GIB})
     assert pod.tolerations == () and pod.node_selector == () and pod.required_terms is None
 
 
 def test_partial_overrides_keep_the_other_chart_defaults(charts_root: Path) -> None:
     """Helm merges maps: overriding only the CPU request keeps the chart's 8Gi memory request; dropping
     ``requests`` makes the 16Gi memory limit the request."""
-    chart = s.picker_chart("v1.5.0")
+    chart = s.picker_chart("v0.10.0")
     cpu_only = s.picker_pod(
-        chart, charts_root, "r", "ns", {"inferenceExtension": {"resources": {"requests": {"cpu": "500m"}}}}
+        chart, charts_root, "r", "ns", {"router": {"epp": {"resources": {"requests": {"cpu": "500m"}}}}}
     )
     assert cpu_only.requests == s.Resources.of({s.CPU: 500, s.MEMORY: 8 * GIB})
-    no_requests = s.picker_pod(chart, charts_root, "r", "ns", {"inferenceExtension": {"resources": {"requests": None}}})
+    no_requests = s.picker_pod(chart, charts_root, "r", "ns", {"router": {"epp": {"resources": {"requests": None}}}})
     assert no_requests.requests == s.Resources.of({s.MEMORY: 16 * GIB})
 
 
-def test_latency_predictor_and_sidecar_containers_are_counted(charts_root: Path) -> None:
-    chart = s.picker_chart("v1.5.0")
+def test_latency_predictor_tokenizer_and_proxy_containers_are_counted(charts_root: Path) -> None:
+    chart = s.picker_chart("v0.10.0")
     pod = s.picker_pod(
         chart,
         charts_root,
         "r",
         "ns",
         {
-            "inferenceExtension": {
+            "router": {
                 "latencyPredictor": {"enabled": True},
-                "sidecar": {"enabled": True, "name": "proxy", "image": "x", "resources": {"requests": {"cpu": "100m"}}},
+                "tokenizer": {"enabled": True, "modelName": "m"},
+                "proxy": {"enabled": True, "name": "envoy", "resources": {"requests": {"cpu": "100m"}}},
             }
         },
     )
-    # epp 4 + training 2 + one prediction server 8 + sidecar 0.1 CPU; memory 8 + 4 + 4 GiB (epplib values.yaml)
-    assert pod.requests == s.Resources.of({s.CPU: 4000 + 2000 + 8000 + 100, s.MEMORY: (8 + 4 + 4) * GIB})
-
-
-def test_v1_1_0_picker_requests_nothing_whatever_the_values(charts_root: Path) -> None:
-    chart = s.picker_chart("v1.1.0")
-    pod = s.picker_pod(
-        chart,
-        charts_root,
-        "r",
-        "ns",
-        {
-            "inferenceExtension": {
-                "resources": {"requests": {"cpu": "4"}},
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            }
-        },
-    )
-    assert pod.requests == s.Resources()
-    assert pod.tolerations == (s.Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
+    # epp 8 + training 2 + one prediction server 8 + tokenizer 4 + proxy 0.1 CPU; memory 8 + 4 + 4 + 8 GiB
+    # (routerlib values.yaml)
+    assert pod.requests == s.Resources.of({s.CPU: 8000 + 2000 + 8000 + 4000 + 100, s.MEMORY: (8 + 4 + 4 + 8) * GIB})
     inv = {
         "resources": [
             {
                 "type": "kubernetes:helm.sh/v4:Chart",
                 "name": "epp",
                 "inputs": {
-                    "chart": INFERENCEPOOL_CHART,
-                    "version": "v1.1.0",
-                    "values": {
-                        "inferenceExtension": {"resources": {"requests": {"cpu": "4"}}, "nodeSelector": {"a": "b"}}
-                    },
+                    "chart": ROUTER_CHART,
+                    "version": "v0.10.0",
+                    "values": {"router": {"epp": {"nodeSelector": {"a": "b"}}}},
                 },
             }
         ]
     }
-    assert s.ignored_picker_values(inv) == [
-        "epp: inferenceExtension.nodeSelector is set but chart v1.1.0 never reads it",
-        "epp: inferenceExtension.resources is set but chart v1.1.0 never reads it",
-    ]
+    assert s.ignored_picker_values(inv) == ["epp: router.epp.nodeSelector is set but chart v0.10.0 never reads it"]
 
 
 def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: Path) -> None:
@@ -485,7 +464,7 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
     _, _, inv = planned("dev")
     (release,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["name"] == "vllm-stable-epp"]
     values = s.coalesce_values(
-        release["inputs"]["values"], {"inferenceExtension": {"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}}
+        release["inputs"]["values"], {"router": {"epp": {"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}}}
     )
     pod = s.picker_pod(
         s.picker_chart(release["inputs"]["version"]),
@@ -496,7 +475,7 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
     )
     ok, why = s.fits(pod, s.node_pools(inv))
     assert not ok, why
-    assert "pod llm-serving-stable/vllm-stable-epp [chart inferencepool v1.5.0 release vllm-stable" in why
+    assert "pod llm-serving-stable/vllm-stable-epp [chart llm-d-router-gateway v0.10.0 release vllm-stable" in why
     assert (
         "pool system (e2-standard-4, 4 vCPU / 16 GiB): admitted, DOES NOT FIT: cpu 4000m > allocatable 3920m; "
         "memory 8192.0 MiB <= allocatable 13621.6 MiB"
@@ -506,8 +485,14 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
 
 
 def test_per_node_overhead_is_subtracted_from_every_pool(charts_root: Path) -> None:
-    """prod's e2-standard-8 holds one default picker (4000m of 7910m) but not two on the same node."""
-    pod = s.picker_pod(s.picker_chart("v1.5.0"), charts_root, "vllm-stable", "llm-serving", {})
+    """prod's e2-standard-8 holds one picker at 4 CPU (4000m of 7910m) but not two on the same node."""
+    pod = s.picker_pod(
+        s.picker_chart("v0.10.0"),
+        charts_root,
+        "vllm-stable",
+        "llm-serving",
+        {"router": {"epp": {"resources": {"requests": {"cpu": "4"}}}}},
+    )
     pools = [s.node_pool("system", {**SYSTEM, "machineType": "e2-standard-8"})]
     assert s.fits(pod, pools)[0]
     ok, why = s.fits(pod, pools, per_node_overhead=pod.requests)
@@ -545,7 +530,7 @@ def test_unmodelled_charts_are_refused(charts_root: Path) -> None:
             }
         ]
     }
-    with pytest.raises(ValueError, match="not the inferencepool chart"):
+    with pytest.raises(ValueError, match="not the llm-d-router-gateway chart"):
         s.picker_pods(other, charts_root)
     with pytest.raises(ValueError, match=re.escape("'v9.9.9': its picker pod is not modelled")):
         s.picker_chart("v9.9.9")

@@ -1,8 +1,8 @@
 """Helm post-renderer for the endpoint-picker chart: drop the objects this program owns itself.
 
-The upstream ``inferencepool`` chart always renders an InferencePool named after the release and, with
-``provider.name: gke``, a HealthCheckPolicy and a GCPBackendPolicy (fixed ``timeoutSec: 300``, every request
-logged). The program manages those per pool with derived values (timeout = stream bound, sampled logs, IAP,
+The upstream ``llm-d-router-gateway`` chart (v0.10.0) always renders an InferencePool named after the release
+and, with ``provider.name: gke``, a HealthCheckPolicy and a GCPBackendPolicy (fixed ``timeoutSec: 300``, every
+request logged; templates/gke.yaml). The program manages those per pool with derived values (timeout = stream bound, sampled logs, IAP,
 explicit failure mode), so the chart keeps only the picker itself: ConfigMap, Deployment, Service, RBAC,
 metrics reader and PodMonitoring. Without this filter Helm and Pulumi would both own the same three objects.
 

@@ -1,97 +1,79 @@
-"""The endpoint-picker charts this program can install, and what it knows about each pinned release.
+"""The endpoint-picker chart this program installs, and what it knows about the pinned release.
 
-Choice of the endpoint-picker chart (GAIE releases and the llm-d GKE guide; GAIE InferenceObjective CRD; vLLM vllm/v1/metrics/loggers.py; GAIE inferencepool chart)
------------------------------------------------------------
-GKE (>= 1.34.0-gke.1626000, the floor the GKE config enforces) installs only the *GA* CRDs: Gateway API and
-InferencePool ``inference.networking.k8s.io/v1``. The picker must therefore read the v1 pool, and whatever
-objective API it reads has to be installed by us. The candidates in ``../shared/reference/charts``:
+Choice of the endpoint-picker chart (GAIE v1.6.0 README and commit 88fd4792; llm-d-router v0.10.0 config/charts)
+----------------------------------------------------------------------------------------------------------------
+GAIE v1.6.0 removed the endpoint picker, InferenceObjective, InferenceModelRewrite, EndpointPickerConfig and the
+body-based router from ``kubernetes-sigs/gateway-api-inference-extension``; they live on in ``llm-d/llm-d-router``.
+Its v0.10.0 chart ``llm-d-router-gateway`` (values under ``router.*``, shared library chart ``routerlib``) is the
+one installed here:
 
-* ``inferencepool`` **v1.5.0** (chosen): its EPP reads the GA pool and InferenceObjective
-  ``inference.networking.x-k8s.io/v1alpha2`` — whose last upstream CRD is the same GAIE v1.5.0 release, so the
-  CRD we install and the reader are one version. Its default KV metric is already vLLM's current name
-  (``vllm:kv_cache_usage_perc``, GAIE >= 1.3); ``failureMode`` is a value; the image tag is pinned to the
-  release (``v1.5.0``); monitoring on GKE is a GMP PodMonitoring with ``monitoring.prometheus.enabled``.
-* ``inferencepool`` v1.1.0 (supported, GKE's documented example): same APIs, but its EPP defaults to
-  ``vllm:gpu_cache_usage_perc`` — absent from vLLM >= 0.12 — so the flag must be set; monitoring uses the
-  deprecated ``monitoring.gke`` switch.
-* ``llm-d-router-gateway`` v0.10.0 (not supported): reads InferenceObjective ``llm-d.ai/v1alpha2``; the chart's
-  image tag defaults to the moving ``main``; the KV metric is read by a data-layer plugin with no documented
-  flag, so the "picker scrapes what vLLM exports" rule below could not be enforced.
+* the EPP reads the GA InferencePool ``inference.networking.k8s.io/v1`` (the only pool GKE installs) and
+  InferenceObjective ``llm-d.ai/v1alpha2``, whose CRD this program installs from the same release's commit;
+* the chart's vendored values default the EPP image tag to the moving ``main`` (routerlib/values.yaml); the
+  release pipeline rewrites it to the release tag when it publishes the chart (hack/push-chart.sh:
+  ``.router.epp.image.tag=strenv(EXTRA_TAG)``), and this program states it anyway so no tag is left to a default;
+* the KV-cache, queue and LoRA gauges are read by the data-layer ``core-metrics-extractor`` plugin, whose
+  ``engineConfigs`` this program states with vLLM's names (objects.picker_config).
+
+``llm-d/llm-d-router`` had no release newer than v0.10.0 when this was pinned (``git tag``: v0.10.0 is the newest).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from .. import naming
-
-#: OCI location of the GAIE endpoint-picker chart (GAIE inferencepool chart); the chart version equals the release tag.
-INFERENCEPOOL_CHART = "oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"
 
 KV_METRIC_CURRENT = naming.VLLM_KV_CACHE_USAGE
 KV_METRIC_LEGACY = naming.VLLM_KV_CACHE_USAGE_LEGACY
 
 
 @dataclass(frozen=True)
-class EppChartProfile:
-    """What the program knows about one pinned chart release (read from the chart sources in
-    ``../shared/reference/charts`` and GAIE releases and the llm-d GKE guide; vLLM vllm/v1/metrics/loggers.py; GAIE inferencepool chart)."""
+class RouterRelease:
+    """What the program knows about the pinned llm-d Router release (read at llm-d-router@v0.10.0)."""
 
+    #: OCI location of the chart (hack/push-chart.sh: ``oci://${IMAGE_REGISTRY}/charts``, registry ghcr.io/llm-d).
+    chart: str
+    #: Chart version = release tag (hack/push-chart.sh packages ``--version "${EXTRA_TAG}"``).
     version: str
-    #: Image tag the chart's values pin for the EPP container (``inferenceExtension.image.tag``).
+    #: EPP image (routerlib/values.yaml ``router.epp.image.registry`` / ``repository``), tag = the release tag.
+    image_registry: str
+    image_repository: str
     image_tag: str
-    #: ``--kv-cache-usage-percentage-metric`` default of that EPP release.
-    default_kv_metric: str
-    #: ``inferenceExtension.flags``: a list of {name, value} (v1.1.0) or a map (v1.5.0).
-    flags_layout: Literal["list", "map"]
-    #: How the chart turns on the GMP PodMonitoring for the picker with ``provider.name: gke``.
-    monitoring_switch: Literal["gke", "prometheus"]
-    #: InferenceObjective API the EPP reads (chart templates/rbac.yaml).
+    #: InferenceObjective API the EPP prefers when its CRD is installed (pkg/epp/server/controller_config.go
+    #: ``inferenceAPIGV`` before ``legacyInferenceAPIGV``, decided once at start-up by API discovery).
     objective_api_version: str
-    #: Upstream commit the objective CRDs are installed from (GKE installs only the GA CRDs, GAIE releases and the llm-d GKE guide).
+    #: Commit of the release tag: the CRDs are installed from it (a tag can move, a commit cannot).
     crd_commit: str
+    #: The EPP discovers both kinds (controller_config.go ``populateWithDiscovery``) and the chart's Role grants
+    #: both (llm-d-router-gateway/templates/rbac.yaml), so both CRDs of the release are installed.
     crd_files: tuple[str, ...]
-    #: Whether this program states the picker's EndpointPickerConfig (``pluginsCustomConfig``), saturation
-    #: thresholds included. Only for releases whose config format and saturation detector were read at source.
-    states_picker_config: bool
+
+    @property
+    def image(self) -> str:
+        return f"{self.image_registry}/{self.image_repository}:{self.image_tag}"
 
 
-EPP_CHARTS: dict[str, EppChartProfile] = {
-    "v1.1.0": EppChartProfile(
-        version="v1.1.0",
-        image_tag="v1.1.0",
-        default_kv_metric=KV_METRIC_LEGACY,
-        flags_layout="list",
-        monitoring_switch="gke",
-        objective_api_version="inference.networking.x-k8s.io/v1alpha2",
-        crd_commit="f5bce5a2b2afa106fb70084186be051022704bec",
-        crd_files=("config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",),
-        # Not read at source for this release: its EPP's built-in saturation defaults apply (docs/rollout.md).
-        states_picker_config=False,
+ROUTER = RouterRelease(
+    chart="oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+    version="v0.10.0",
+    image_registry="ghcr.io/llm-d",
+    image_repository="llm-d-router-endpoint-picker",
+    image_tag="v0.10.0",
+    objective_api_version="llm-d.ai/v1alpha2",
+    crd_commit="71f4f0999f95b96c49a9d0c4afbd18dfdb943c26",
+    crd_files=(
+        "config/crd/bases/llm-d.ai_inferenceobjectives.yaml",
+        "config/crd/bases/llm-d.ai_inferencemodelrewrites.yaml",
     ),
-    "v1.5.0": EppChartProfile(
-        version="v1.5.0",
-        image_tag="v1.5.0",
-        default_kv_metric=KV_METRIC_CURRENT,
-        flags_layout="map",
-        monitoring_switch="prometheus",
-        objective_api_version="inference.networking.x-k8s.io/v1alpha2",
-        crd_commit="df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849",
-        # The v1.5.0 EPP also watches InferenceModelRewrite (chart templates/rbac.yaml), so its CRD is installed.
-        crd_files=(
-            "config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
-            "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml",
-        ),
-        states_picker_config=True,
-    ),
-}
+)
+ROUTER_CHART = ROUTER.chart
 
 
-def crd_urls(profile: EppChartProfile) -> tuple[str, ...]:
+def crd_urls(release: RouterRelease = ROUTER) -> tuple[str, ...]:
     """Raw-file URLs of the objective CRDs, pinned to the release's commit (not a movable tag)."""
-    base = f"https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/{profile.crd_commit}"
-    return tuple(f"{base}/{f}" for f in profile.crd_files)
+    base = f"https://raw.githubusercontent.com/llm-d/llm-d-router/{release.crd_commit}"
+    return tuple(f"{base}/{f}" for f in release.crd_files)
 
 
 def _version(text: str) -> tuple[int, int, int]:

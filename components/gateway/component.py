@@ -85,7 +85,7 @@ class PoolBackendArgs:
 
 
 class PoolBackend(Component):
-    """InferencePool ``vllm-<role>`` + its endpoint picker (upstream chart, Helm release ``vllm-<role>`` so the
+    """InferencePool ``vllm-<role>`` + its endpoint picker (llm-d Router chart, Helm release ``vllm-<role>`` so the
     picker Service is ``vllm-<role>-epp`` and it watches this pool) + objectives + GKE policies + the
     ReferenceGrant admitting the API route, all in the pool's namespace. Pass the Kubernetes provider in
     ``opts.providers``."""
@@ -101,7 +101,19 @@ class PoolBackend(Component):
         self.pool_object = o.inference_pool_object(pool, gw.epp.failure_mode)
         self.inference_pool = _cr(f"{naming.pool_name(role)}-pool", self.pool_object, k8s_opts)
 
+        # The objectives (llm-d.ai) exist before the picker that reads them starts: the v0.10.0 EPP picks the
+        # objective API group once, at start-up, by discovery (pkg/epp/server/controller_config.go
+        # populateWithDiscovery), and the CRDs come first (this component's opts wait for them).
+        self.objectives = [
+            _cr(f"{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
+            for obj in o.objective_objects(pool, args.priority_classes)
+        ]
+
         self.chart_values = o.epp_values(pool, gw)
+        # Migration from the GAIE chart (docs/gke.md "Moving an existing stack to the llm-d Router"): same Helm
+        # release name, so the picker keeps its name (naming.epp_name) and the pool's endpointPickerRef does not
+        # move; the Deployment is replaced because its selector label changed (immutable), and with FailOpen the
+        # pool is served by the load balancer's own choice for the seconds the new picker takes to become ready.
         self.epp = k8s.helm.v4.Chart(
             naming.epp_name(role),
             k8s.helm.v4.ChartArgs(
@@ -113,14 +125,14 @@ class PoolBackend(Component):
                 post_renderer=post_renderer(),
                 skip_crds=True,
             ),
-            opts=self.child_opts(depends_on=[self.inference_pool]),
+            opts=self.child_opts(depends_on=[self.inference_pool, *self.objectives]),
         )
 
         # No PodDisruptionBudget for the picker. With more than one replica the chart turns on leader election
         # and points the readiness probe at the gRPC health service "readiness", which only the leader passes
-        # (chart v1.5.0 epplib/templates/_deployment.yaml): a PDB counts the standby as unavailable, so no budget
-        # could ever allow evicting the leader and every node drain on the leader's node would stall. What keeps
-        # a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
+        # (llm-d-router v0.10.0 routerlib/templates/_deployment.yaml): a PDB counts the standby as unavailable, so no
+        # budget could ever allow evicting the leader and every node drain on the leader's node would stall. What
+        # keeps a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
         # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
         self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool), k8s_opts)
@@ -129,10 +141,6 @@ class PoolBackend(Component):
             o.backend_policy_object(pool, gw, args.backend_timeout_seconds),
             k8s_opts,
         )
-        self.objectives = [
-            _cr(f"{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
-            for obj in o.objective_objects(pool, args.priority_classes, gw.epp.profile)
-        ]
         self.reference_grant = _cr(
             f"{naming.pool_name(role)}-reference-grant",
             o.reference_grant_object(pool, args.gateway_namespace),
@@ -151,7 +159,7 @@ class BodyRouterArgs:
     #: The gateway's namespace (an Output: the router waits for the Namespace); the extension must live beside
     #: the Gateway it targets.
     namespace: pulumi.Input[str]
-    #: GAIE release of the router image (the pinned picker chart's).
+    #: GAIE release of the router image (o.BODY_ROUTER_VERSION).
     version: str
     replicas: int
     fail_open: bool
@@ -425,7 +433,7 @@ class InferenceGateway(Component):
             # GKE installs only the GA CRDs (GAIE releases and the llm-d GKE guide); the objective API the picker reads is installed here,
             # from the same upstream commit as the pinned picker.
             self.crds = k8s.yaml.v2.ConfigGroup(
-                f"{name}-objective-crds", files=list(crd_urls(gw.epp.profile)), opts=self.child_opts()
+                f"{name}-objective-crds", files=list(crd_urls()), opts=self.child_opts()
             )
 
         self.gateway = _cr(
@@ -475,7 +483,7 @@ class InferenceGateway(Component):
                 f"{name}-body-router",
                 BodyRouterArgs(
                     namespace=ns,
-                    version=gw.epp.version,
+                    version=o.BODY_ROUTER_VERSION,
                     replicas=gw.epp.replicas,
                     fail_open=gw.epp.failure_mode == "FailOpen",
                 ),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import naming
-from .charts import EPP_CHARTS, EppChartProfile
+from .charts import ROUTER
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -74,9 +74,12 @@ class CertificateSpec:
 
 @dataclass(frozen=True)
 class SaturationSpec:
-    """When the picker calls its pool saturated (GAIE v1.5.0 ``utilization-detector``): per endpoint
-    ``max(waiting / queue_depth_threshold, kv_cache_usage / kv_cache_util_threshold)``, averaged over the pool;
-    at >= 1.0 a sheddable request (priority < 0) is answered 429 at once, everything else is still scheduled."""
+    """When the picker calls its pool saturated (llm-d-router v0.10.0 ``utilization-detector``,
+    pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization): per endpoint
+    ``max(waiting / queue_depth_threshold, kv_cache_usage / kv_cache_util_threshold)``, averaged over the pool. With
+    flow control on, at >= 1.0 the dispatch cycle holds every band's queue (highest priority dispatched first as
+    capacity frees); with it off, a sheddable request (priority < 0) is answered 429 at once
+    (pkg/epp/requestcontrol/admission.go ``rejectIfSheddableAndSaturated``)."""
 
     queue_depth_threshold: int
     kv_cache_util_threshold: float
@@ -91,6 +94,37 @@ class SaturationSpec:
 
 
 @dataclass(frozen=True)
+class PriorityBandSpec:
+    """One flow-control band: a priority and how many requests it may hold queued (``maxRequests``)."""
+
+    priority: int
+    max_requests: int
+
+    def __post_init__(self) -> None:
+        # 0 is not "no queue": the router reads 0 as unset and applies its default of 5000
+        # (endpointpickerconfig_types.go PriorityBandConfig.MaxRequests).
+        if self.max_requests < 1:
+            raise ValueError(f"PriorityBandSpec.max_requests: must be >= 1, got {self.max_requests}")
+
+
+@dataclass(frozen=True)
+class FlowControlSpec:
+    """A pool's flow-control bounds (derived by infra/targets/gke/planning/flow_control.py): the queue-wait TTL and
+    one band per priority class. Fairness between flows of one band (the ``x-llm-d-inference-fairness-id`` header)
+    and per-tenant settings belong here when tenants are added; :func:`flow_control_config` renders it all."""
+
+    request_ttl_ms: int
+    bands: tuple[PriorityBandSpec, ...]
+
+    def __post_init__(self) -> None:
+        if self.request_ttl_ms < 1:
+            raise ValueError(f"FlowControlSpec.request_ttl_ms: must be >= 1, got {self.request_ttl_ms}")
+        priorities = [b.priority for b in self.bands]
+        if not priorities or len(set(priorities)) != len(priorities):
+            raise ValueError(f"FlowControlSpec.bands: one band per priority, got {priorities}")
+
+
+@dataclass(frozen=True)
 class EndpointPickerSpec:
     chart: str
     version: str
@@ -99,17 +133,15 @@ class EndpointPickerSpec:
     kv_cache_metric: str
     install_objective_crds: bool
     saturation: SaturationSpec
+    #: Whether the pickers run flow control (each pool's bounds are its PoolRoute.flow_control).
+    flow_control: bool = True
 
     def __post_init__(self) -> None:
-        if self.version not in EPP_CHARTS:
+        if (self.chart, self.version) != (ROUTER.chart, ROUTER.version):
             raise ValueError(
-                f"EndpointPickerSpec.version: unsupported chart release {self.version!r}; "
-                f"supported: {', '.join(EPP_CHARTS)}"
+                f"EndpointPickerSpec.version: unsupported chart {self.chart}@{self.version}; "
+                f"supported: {ROUTER.chart}@{ROUTER.version}"
             )
-
-    @property
-    def profile(self) -> EppChartProfile:
-        return EPP_CHARTS[self.version]
 
 
 @dataclass(frozen=True)
@@ -157,6 +189,8 @@ class PoolRoute:
     #: A co-hosted group's pool: its pods run the co-host server (several vLLM instances each), so its picker reads
     #: the server's pod-level aggregates (:func:`cohost_engine_config`) instead of one instance's vLLM series.
     cohost: bool = False
+    #: The pool's flow-control bounds; None = flow control off for this pool's picker.
+    flow_control: FlowControlSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +210,7 @@ class PriorityClassSpec:
 
 
 def epp_pod_selector(role: str) -> dict[str, str]:
-    """The chart's picker pod selector label (``inferencepool: <release>-epp``, chart _helpers.tpl)."""
+    """The chart's picker pod selector label (``llm-d-router-gateway: <release>-epp``, routerlib _helpers.tpl)."""
     return {naming.EPP_POD_LABEL: naming.epp_name(role)}
 
 
@@ -435,15 +469,13 @@ def backend_policy_object(pool: PoolRoute, gw: GatewaySpec, timeout: int) -> dic
     }
 
 
-def objective_objects(
-    pool: PoolRoute, classes: tuple[PriorityClassSpec, ...], profile: EppChartProfile
-) -> list[dict[str, Any]]:
+def objective_objects(pool: PoolRoute, classes: tuple[PriorityClassSpec, ...]) -> list[dict[str, Any]]:
     """One InferenceObjective per class, named as the class, in the pool's namespace: the picker looks the class a
     request names up by object name in its own namespace and keeps only objectives whose ``poolRef`` is its pool,
     so each pool needs its own copy under the bare name (hence a namespace per pool)."""
     return [
         {
-            "apiVersion": profile.objective_api_version,
+            "apiVersion": ROUTER.objective_api_version,
             "kind": "InferenceObjective",
             "metadata": {
                 **_meta(c.name, pool.namespace, "inference-objective", pool.role),
@@ -461,27 +493,54 @@ def objective_objects(
     ]
 
 
-def kv_metric_flag(profile: EppChartProfile, kv_cache_metric: str) -> str | None:
-    """The flag value to pass, or None when the chart's EPP already defaults to the configured metric."""
-    return None if profile.default_kv_metric == kv_cache_metric else kv_cache_metric
-
-
 #: Name of the EndpointPickerConfig file this program writes into the picker's ConfigMap
-#: (``inferenceExtension.pluginsCustomConfig``) and points the picker at (``pluginsConfigFile``).
+#: (``router.epp.pluginsCustomConfig``) and points the picker at (``router.epp.pluginsConfigFile``).
 PICKER_CONFIG_FILE = "llm-serving-plugins.yaml"
-#: The utilization detector's metrics staleness bound (GAIE v1.5.0 default, stated): an endpoint whose metrics
+#: API version of the picker's config file (apix/config/v1alpha1, group llm-d.ai; the chart's own default
+#: config, routerlib/templates/_config.yaml, declares the same).
+PICKER_CONFIG_API = "llm-d.ai/v1alpha1"
+#: The utilization detector's metrics staleness bound (its v0.10.0 default, stated): an endpoint whose metrics
 #: are older counts as saturated. The picker refreshes endpoint metrics every 50 ms, so 200 ms is four misses.
 SATURATION_METRICS_STALENESS = "200ms"
+#: Feature gate that turns flow control on (pkg/epp/flowcontrol/config.go ``FeatureGate``; registered off by
+#: default, cmd/epp/runner/runner.go ``RegisterFeatureGate(flowcontrol.FeatureGate, false)``).
+FLOW_CONTROL_GATE = "flowControl"
+#: Bytes every queued request body may hold together, over all bands (``flowControl.maxBytes``): a quarter of the
+#: picker's 2 GiB memory limit (EPP_MEMORY_LIMIT), so a full queue can never push the picker out of memory; the rest
+#: is its endpoint and prefix caches. Change with EPP_MEMORY_LIMIT.
+FLOW_CONTROL_MAX_BYTES = "512Mi"
+#: The core-metrics extractor picks a pod's metric mapping by this pod label (its ``engineLabelKey``). v0.10.0's
+#: default key is ``llm-d.ai/engine-type`` (pkg/epp/framework/plugins/datalayer/extractor/metrics/
+#: mapping_registry.go ``DefaultEngineTypeLabelKey``); the model-server and co-host pods carry
+#: naming.ENGINE_TYPE_LABEL, so the key is stated (relabelling the pods would roll every model server).
+ENGINE_LABEL_KEY = naming.ENGINE_TYPE_LABEL
+#: The engine the extractor assumes for a pod without the label (its ``defaultEngine``; v0.10.0 default ``vllm``).
+DEFAULT_ENGINE = "vllm"
+
+
+def vllm_engine_config() -> dict[str, str]:
+    """vLLM's metric mapping, stated rather than defaulted (factories.go ``defaultEngineConfigs`` has the same queue,
+    running, KV-cache and LoRA names): the gauges vLLM 0.32 exports. The built-in entry also reads
+    ``vllm:cache_config_info``, which vLLM 0.33's metric list (vllm/v1/metrics/loggers.py) does not have: the
+    cache-info spec is left empty (the extractor then skips it, as for sglang) rather than pointing at a series that
+    never appears."""
+    return {
+        "name": DEFAULT_ENGINE,
+        "queuedRequestsSpec": naming.VLLM_NUM_REQUESTS_WAITING,
+        "runningRequestsSpec": naming.VLLM_NUM_REQUESTS_RUNNING,
+        "kvUsageSpec": naming.VLLM_KV_CACHE_USAGE,
+        "loraSpec": naming.VLLM_LORA_REQUESTS_INFO,
+        "cacheInfoSpec": "",
+    }
 
 
 def cohost_engine_config() -> dict[str, str]:
-    """The picker's metric mapping for co-host pods (GAIE v1.5.0 ``core-metrics-extractor`` ``engineConfigs``,
-    selected by the pod label ``inference.networking.k8s.io/engine-type``, pkg/epp/framework/plugins/datalayer/
-    extractor/metrics/factories.go). A co-host pod exposes one vLLM series per instance, and the extractor keeps one
-    series per metric (``getLatestMetric``: the newest timestamp, so the first series when none has one): it would
-    see one instance's queue and KV cache. The server's ``cohost:*`` aggregates are one series per pod (waiting and
-    running summed over the instances, the fullest instance's KV cache). No LoRA or cache-info series: empty specs
-    (as the extractor's built-in sglang / trtllm-serve mappings have)."""
+    """The picker's metric mapping for co-host pods (``core-metrics-extractor`` ``engineConfigs``, selected by the
+    pod label :data:`ENGINE_LABEL_KEY`, llm-d-router v0.10.0 pkg/epp/framework/plugins/datalayer/extractor/metrics/
+    factories.go). A co-host pod exposes one vLLM series per instance, and the extractor keeps one series per metric
+    (the newest): it would see one instance's queue and KV cache. The server's ``cohost:*`` aggregates are one
+    series per pod (waiting and running summed over the instances, the fullest instance's KV cache). No LoRA or
+    cache-info series: empty specs (as the extractor's built-in sglang / trtllm-serve mappings have)."""
     return {
         "name": naming.COHOST_ENGINE_TYPE,
         "queuedRequestsSpec": naming.COHOST_NUM_REQUESTS_WAITING,
@@ -492,16 +551,33 @@ def cohost_engine_config() -> dict[str, str]:
     }
 
 
-def picker_config(saturation: SaturationSpec, cohost: bool = False) -> dict[str, Any]:
-    """The EndpointPickerConfig of chart v1.5.0's default profile (queue 2, KV cache 2, prefix cache 3: the
-    chart's own weights), with the saturation detector stated instead of defaulted; a co-hosted group's picker
-    also maps the co-host pods' metrics (:func:`cohost_engine_config`).
-
-    Flow control stays off on purpose: in GAIE v1.5.0 its admission path queues sheddable requests instead of
-    rejecting them (it skips the sheddable check), so turning it on would undo the 429 shedding; the legacy
-    admission path sheds priority < 0 at saturation >= 1.0 and schedules everything else."""
+def flow_control_config(fc: FlowControlSpec) -> dict[str, Any]:
+    """The EndpointPickerConfig ``flowControl`` block (apix/config/v1alpha1 ``FlowControlConfig``) of one pool: the
+    queue-wait TTL, a global byte bound, and one band per priority with its ``maxRequests``; the total request bound
+    is the bands' sum. Bands keep the router's default policies (``global-strict-fairness-policy`` between flows,
+    ``fcfs-ordering-policy`` inside one, registry/config.go). The saturation detector is named here, where v0.10.0
+    reads it (the top-level ``saturationDetector`` is deprecated). This is the one place flow control is rendered:
+    a fairness policy per band and tenant settings are added to :class:`FlowControlSpec` and here."""
     return {
-        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "maxBytes": FLOW_CONTROL_MAX_BYTES,
+        "maxRequests": str(sum(b.max_requests for b in fc.bands)),
+        "defaultRequestTTL": f"{fc.request_ttl_ms}ms",
+        "priorityBands": [{"priority": b.priority, "maxRequests": str(b.max_requests)} for b in fc.bands],
+        "saturationDetector": {"pluginRef": "utilization-detector"},
+    }
+
+
+def picker_config(saturation: SaturationSpec, pool: PoolRoute) -> dict[str, Any]:
+    """The pool's EndpointPickerConfig, stated in full: chart v0.10.0's default scheduling profile (queue 2, KV
+    cache 2, prefix cache 3: routerlib/templates/_config.yaml ``default-plugins.yaml``), the data layer (the metrics
+    source scraping vLLM's /metrics and the extractor with vLLM's metric names, plus the co-host mapping on a
+    co-hosted group's pool), the saturation detector from the HPA targets, and flow control when the pool has bounds.
+
+    With flow control off the legacy admission path answers a sheddable request 429 at saturation >= 1.0 and
+    schedules everything else (pkg/epp/requestcontrol/admission.go ``LegacyAdmissionController``)."""
+    engines = [vllm_engine_config(), *([cohost_engine_config()] if pool.cohost else [])]
+    config: dict[str, Any] = {
+        "apiVersion": PICKER_CONFIG_API,
         "kind": "EndpointPickerConfig",
         "plugins": [
             {"type": "queue-scorer"},
@@ -511,11 +587,14 @@ def picker_config(saturation: SaturationSpec, cohost: bool = False) -> dict[str,
                 "type": "metrics-data-source",
                 "parameters": {"scheme": "http", "path": naming.METRICS_PATH, "insecureSkipVerify": True},
             },
-            (
-                {"type": "core-metrics-extractor", "parameters": {"engineConfigs": [cohost_engine_config()]}}
-                if cohost
-                else {"type": "core-metrics-extractor"}
-            ),
+            {
+                "type": "core-metrics-extractor",
+                "parameters": {
+                    "engineLabelKey": ENGINE_LABEL_KEY,
+                    "defaultEngine": DEFAULT_ENGINE,
+                    "engineConfigs": engines,
+                },
+            },
             {
                 "type": "utilization-detector",
                 "parameters": {
@@ -536,34 +615,37 @@ def picker_config(saturation: SaturationSpec, cohost: bool = False) -> dict[str,
                 ],
             }
         ],
-        "saturationDetector": {"pluginRef": "utilization-detector"},
+        # The metrics source feeds the extractor; injectDefaults off so no second, default-configured source
+        # scrapes the same pods (DataLayerConfig.InjectDefaults, endpointpickerconfig_types.go).
+        "dataLayer": {
+            "injectDefaults": False,
+            "sources": [{"pluginRef": "metrics-data-source", "extractors": [{"pluginRef": "core-metrics-extractor"}]}],
+        },
     }
+    if pool.flow_control is not None:
+        config["featureGates"] = [FLOW_CONTROL_GATE]
+        config["flowControl"] = flow_control_config(pool.flow_control)
+    else:
+        config["saturationDetector"] = {"pluginRef": "utilization-detector"}
+    return config
 
 
 def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
-    """Helm values of one pool's picker release (chart ``inferencepool`` at the pinned version)."""
-    profile = gw.epp.profile
-    flags: dict[str, Any] = {"v": 1}
-    kv = kv_metric_flag(profile, gw.epp.kv_cache_metric)
-    if kv is not None:
-        flags["kv-cache-usage-percentage-metric"] = kv
-    rendered_flags: Any = (
-        [{"name": k, "value": v} for k, v in flags.items()] if profile.flags_layout == "list" else flags
-    )
-    monitoring: dict[str, Any] = {"interval": EPP_MONITORING_INTERVAL}
-    if profile.monitoring_switch == "gke":
-        monitoring["gke"] = {"enabled": True}
-    else:
-        monitoring["prometheus"] = {"enabled": True, "auth": {"enabled": True}}
-    ext: dict[str, Any] = {
+    """Helm values of one pool's picker release (chart ``llm-d-router-gateway`` at the pinned version). Everything
+    sits under ``router`` (the chart fails on the old top-level ``inferenceExtension`` / ``inferencePool`` keys,
+    routerlib _helpers.tpl ``llm-d-router.validations.deprecations``)."""
+    epp: dict[str, Any] = {
         "replicas": gw.epp.replicas,
-        # The chart's own tag for this release, stated so an upgrade is a reviewed diff; IfNotPresent because
-        # the tag is immutable upstream and a registry hiccup must not block a picker restart.
-        "image": {"tag": profile.image_tag, "pullPolicy": "IfNotPresent"},
+        # The release's own image, stated: the vendored chart defaults the tag to the moving ``main``.
+        # IfNotPresent because the tag is immutable upstream and a registry hiccup must not block a picker restart.
+        "image": {
+            "registry": ROUTER.image_registry,
+            "repository": ROUTER.image_repository,
+            "tag": ROUTER.image_tag,
+            "pullPolicy": "IfNotPresent",
+        },
         "extProcPort": naming.EPP_EXT_PROC_PORT,
-        "failureMode": gw.epp.failure_mode,
-        "flags": rendered_flags,
-        "monitoring": monitoring,
+        "flags": {"v": 1},
         "affinity": {
             # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
             "podAntiAffinity": {
@@ -578,7 +660,6 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
                 ]
             },
             # On the CPU system pool (GPU nodes are tainted, and a picker must never hold a GPU node's memory).
-            # The chart reads no nodeSelector: affinity is its only way to place the pods.
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [
@@ -587,7 +668,7 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
                 }
             },
         },
-        # The chart's default (4 CPU / 8 GiB requests) exceeds an e2-standard-4's allocatable 3920m CPU: the pickers
+        # The chart's default (8 CPU / 8 GiB requests) exceeds an e2-standard-4's allocatable 3920m CPU: the pickers
         # would stay Pending. 500m / 1 GiB lets the adapter (250m / 400Mi), GKE's system pods and four pickers (two
         # pools x leader + standby) share one e2-standard-4; the standby idles and the leader's work per request
         # is scoring a few endpoints. Both requests are set because Helm merges maps (a lone cpu would keep the
@@ -596,19 +677,29 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
             "requests": {"cpu": EPP_CPU_REQUEST, "memory": EPP_MEMORY_REQUEST},
             "limits": {"memory": EPP_MEMORY_LIMIT},
         },
+        "pluginsConfigFile": PICKER_CONFIG_FILE,
+        "pluginsCustomConfig": {
+            PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation, pool), indent=2, sort_keys=True)
+        },
     }
-    if profile.states_picker_config:
-        ext["pluginsConfigFile"] = PICKER_CONFIG_FILE
-        ext["pluginsCustomConfig"] = {
-            PICKER_CONFIG_FILE: json.dumps(picker_config(gw.epp.saturation, pool.cohost), indent=2, sort_keys=True)
-        }
     return {
         "provider": {"name": "gke"},
-        "inferenceExtension": ext,
-        "inferencePool": {
-            "modelServerType": "vllm",
-            "targetPorts": [{"number": naming.VLLM_PORT}],
-            "modelServers": {"matchLabels": dict(pool.selector)},
+        "router": {
+            "epp": epp,
+            # GMP PodMonitoring named after the release, bearer-token auth against the picker's protected /metrics
+            # (routerlib templates/_gke.yaml, monitoring provider ``gmp``).
+            "monitoring": {
+                "interval": EPP_MONITORING_INTERVAL,
+                "provider": {"name": "gmp"},
+                "prometheus": {"enabled": True, "auth": {"enabled": True}},
+            },
+            "inferencePool": {"create": True, "failureMode": gw.epp.failure_mode},
+            "modelServers": {
+                "type": "vllm",
+                "protocol": "http",
+                "targetPorts": [{"number": naming.VLLM_PORT}],
+                "matchLabels": dict(pool.selector),
+            },
         },
     }
 
@@ -671,9 +762,12 @@ def model_armor_object(
 
 
 # ---- body-based routing (co-hosted models) ---------------------------------------------------------------------
-#: The router's image: GAIE's BBR of the same release as the pinned picker chart (the chart pins ``bbr.image.tag``
-#: to its release). Only the v1.5.0 router takes ``--plugin`` (the rules require that picker release).
+#: The router's image: GAIE's BBR. llm-d-router v0.10.0 ships no body-based router (its ``cmd/`` holds only
+#: ``epp``, ``coordinator`` and ``pd-sidecar``, and no chart renders one), and GAIE v1.6.0 removed BBR from its
+#: repository, so GAIE v1.5.0 — the last release with BBR, and the first whose router takes ``--plugin`` — stays.
 BODY_ROUTER_IMAGE = "registry.k8s.io/gateway-api-inference-extension/bbr"
+#: The body-based router's pinned release (see BODY_ROUTER_IMAGE): a release tag, never ``main``.
+BODY_ROUTER_VERSION = "v1.5.0"
 #: The distroless ``nonroot`` user the image runs as (GAIE v1.5.0 bbr.Dockerfile base image).
 BODY_ROUTER_UID = 65532
 #: The router parses each request body once; 1 s is the GAIE v1.5.0 chart's callout timeout.

@@ -30,7 +30,8 @@ def alert_specs(pools: list[PoolView], t: Thresholds) -> list[AlertSpec]:
                 guard_signal=gke.pod_count(role),
                 guard_min=hpa.max_replicas,
             ),
-            # The EPP fails closed: without it the pool receives nothing. 60 s = four scrapes.
+            # Without a picker the pool runs on the load balancer's own choice (FailOpen) or receives nothing
+            # (FailClose): no cache awareness, priority or flow-control bounds either way. 60 s = four scrapes.
             AlertSpec(
                 "EndpointPickerUnavailable",
                 role,

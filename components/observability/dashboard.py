@@ -47,7 +47,7 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
                 (
                     ("EPP replicas up", gke.epp_up(p.role)),
                     ("pool average queue", f"max({gke.EPP_POOL_AVG_QUEUE.series}{gke.epp_pool(p.role)})"),
-                    ("pool ready pods", f"max({gke.EPP_POOL_READY_PODS.series}{gke.epp_pool(p.role)})"),
+                    ("pool ready endpoints", f"max({gke.EPP_POOL_READY_ENDPOINTS.series}{gke.epp_pool(p.role)})"),
                     ("scheduling decision p99 (s)", m.quantile(gke.EPP_SCHEDULER_LATENCY, 0.99, w, epp, ())),
                     ("plugin p99 by plugin (s)", m.quantile(gke.EPP_PLUGIN_LATENCY, 0.99, w, epp, ("plugin_type",))),
                     ("routed requests/s", m.rate_sum(gke.EPP_REQUESTS, w, epp, ())),
@@ -55,6 +55,21 @@ def panels(pools: list[PoolView], t: Thresholds, queue_target: int, scrape_inter
                         "request error ratio",
                         f"{m.rate_sum(gke.EPP_REQUEST_ERRORS, w, epp, ())} / {m.rate_sum(gke.EPP_REQUESTS, w, epp, ())}",
                     ),
+                ),
+            )
+        )
+        flow = gke.epp_flow(p.role)
+        out.append(
+            Panel(
+                f"Endpoint picker flow control — {tag}",
+                (
+                    ("pool saturation (>= 1 holds the queues)", f"max({gke.EPP_POOL_SATURATION.series}{flow})"),
+                    ("queued requests by priority", f"sum by (priority) ({gke.EPP_FLOW_QUEUE_SIZE.series}{flow})"),
+                    (
+                        "queue outcomes/s by outcome",
+                        f"{m.agg('sum', ('outcome',))} (rate({gke.EPP_FLOW_QUEUE_DURATION.count}{flow}[{w}]))",
+                    ),
+                    ("queue wait p95 (s)", m.quantile(gke.EPP_FLOW_QUEUE_DURATION, 0.95, w, flow, ("priority",))),
                 ),
             )
         )

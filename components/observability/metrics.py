@@ -2,7 +2,9 @@
 (:data:`GKE`), and the series only GKE has: the endpoint picker's, the GPUs' (DCGM) and kube-state's.
 
 vLLM's own names and the shared builders are in ``components/monitoring/metrics.py``. Endpoint-picker names are
-the Gateway API Inference Extension's (``pkg/epp/metrics``, v1.x); DCGM names are the GKE-managed DCGM exporter's
+the llm-d Router's (llm-d-router v0.10.0 ``pkg/epp/metrics/llm_d_router_metrics.go``, subsystem ``llm_d_epp``; the
+``inference_pool_*`` / ``inference_objective_*`` / ``inference_extension_*`` names it still emits are marked
+deprecated there, pkg/epp/metrics/metrics.go, and are not used); DCGM names are the GKE-managed DCGM exporter's
 (``DCGM_FI_*``, pod attribution as ``exported_namespace`` / ``exported_pod`` because the collector's own target
 labels own ``namespace`` / ``pod``); kube-state names are GKE's kube-state package's.
 
@@ -51,13 +53,21 @@ class GkeSeries(VllmSeries):
 #: The GKE target's label model (its pools are named by role).
 GKE = GkeSeries()
 
-# ---- endpoint picker (GAIE pkg/epp/metrics) ---------------------------------------------------------------
-EPP_POOL_AVG_QUEUE = Gauge("inference_pool_average_queue_size")
-EPP_POOL_READY_PODS = Gauge("inference_pool_ready_pods")
-EPP_SCHEDULER_LATENCY = Histogram("inference_extension_scheduler_e2e_duration_seconds")
-EPP_PLUGIN_LATENCY = Histogram("inference_extension_plugin_duration_seconds")
-EPP_REQUESTS = Counter("inference_objective_request")
-EPP_REQUEST_ERRORS = Counter("inference_objective_request_error")
+# ---- endpoint picker (llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go) -----------------------------
+#: Pool gauges, labelled by the InferencePool's ``name`` (metrics.go ``poolLabels``).
+EPP_POOL_AVG_QUEUE = Gauge("llm_d_epp_average_queue_size")
+EPP_POOL_READY_ENDPOINTS = Gauge("llm_d_epp_ready_endpoints")
+EPP_SCHEDULER_LATENCY = Histogram("llm_d_epp_scheduler_e2e_duration_seconds")
+#: Labelled ``extension_point``, ``plugin_type``, ``plugin_name``.
+EPP_PLUGIN_LATENCY = Histogram("llm_d_epp_plugin_duration_seconds")
+#: Labelled ``model_name``, ``target_model_name``, ``fairness_id``, ``priority`` (errors add ``error_code``).
+EPP_REQUESTS = Counter("llm_d_epp_request")
+EPP_REQUEST_ERRORS = Counter("llm_d_epp_request_error")
+#: Flow control: requests queued now, by ``priority`` / ``fairness_id`` / ``inference_pool``; time from enqueue to
+#: outcome by ``outcome`` (Dispatched, RejectedCapacity, EvictedTTL, ...); the pool's saturation (>= 1: held).
+EPP_FLOW_QUEUE_SIZE = Gauge("llm_d_epp_flow_control_queue_size")
+EPP_FLOW_QUEUE_DURATION = Histogram("llm_d_epp_flow_control_request_queue_duration_seconds")
+EPP_POOL_SATURATION = Gauge("llm_d_epp_flow_control_pool_saturation")
 #: Written by the collector for every scrape target (1 = last scrape succeeded).
 UP = Gauge("up")
 
@@ -110,9 +120,9 @@ def dcgm(g: Gauge, role: str, op: str = "avg") -> str:
 
 def epp_scrape_job(role: str) -> str:
     """``job`` label of one pool's endpoint-picker series. The picker is scraped by the PodMonitoring the
-    ``inferencepool`` chart renders with ``provider.name: gke`` and monitoring on (bearer-token auth against the
-    picker's protected /metrics, port name ``metrics``); the chart names it after the Helm release,
-    ``vllm-<role>``, and GMP sets ``job`` to the PodMonitoring's name."""
+    ``llm-d-router-gateway`` chart renders with monitoring provider ``gmp`` and prometheus monitoring on
+    (bearer-token auth against the picker's protected /metrics, port name ``metrics``; routerlib templates/_gke.yaml);
+    the chart names it after the Helm release, ``vllm-<role>``, and GMP sets ``job`` to the PodMonitoring's name."""
     return naming.deployment_name(role)
 
 
@@ -124,6 +134,11 @@ def epp_job(role: str) -> str:
 def epp_pool(role: str) -> str:
     """Selector of one pool's InferencePool series of the picker (labelled by the InferencePool's ``name``)."""
     return matchers(**namespace_of(role), name=naming.deployment_name(role))
+
+
+def epp_flow(role: str) -> str:
+    """Selector of one pool's flow-control series (labelled by the InferencePool as ``inference_pool``)."""
+    return matchers(**namespace_of(role), job=epp_scrape_job(role), inference_pool=naming.deployment_name(role))
 
 
 def epp_up(role: str) -> str:

@@ -28,14 +28,14 @@ class LengthDistribution(Strict):
         return self
 
 
-#: Priority the endpoint picker gives a request that names no class (no ``x-gateway-inference-objective``
+#: Priority the endpoint picker gives a request that names no class (no ``x-llm-d-inference-objective``
 #: header) or a class it does not know: 0, neither preferred nor shed. See :class:`PriorityClass`.
 DEFAULT_REQUEST_PRIORITY = 0
 
 
 class PriorityClass(Strict):
     """An admission class, rendered as one InferenceObjective per pool under the class name. Clients pick it with
-    the ``x-gateway-inference-objective: <name>`` header.
+    the ``x-llm-d-inference-objective: <name>`` header.
 
     The endpoint picker's semantics, which ``priority`` and ``sheddable`` state explicitly: higher priority is
     dispatched first when requests queue (fairness applies within one priority); a request whose priority is
@@ -45,7 +45,7 @@ class PriorityClass(Strict):
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")] = Field(
         description=(
-            "Class name: the InferenceObjective's name and what clients send in ``x-gateway-inference-objective``."
+            "Class name: the InferenceObjective's name and what clients send in ``x-llm-d-inference-objective``."
         )
     )
     priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(

@@ -1,7 +1,10 @@
-"""What the policies need to know about an endpoint-picker Helm release: its name, pods and scraped metric."""
+"""What the policies need to know about an endpoint-picker Helm release: its name, pods, scraped metric, image and
+EndpointPickerConfig (the GAIE ``inferencepool`` charts keep the picker's values under ``inferenceExtension``, the
+llm-d Router's ``llm-d-router-gateway`` chart under ``router.epp``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -40,11 +43,48 @@ def pod_name_candidates(chart: Res) -> set[str]:
     return {rel, f"{rel}-epp"}
 
 
+def is_llm_d_router(chart: Res) -> bool:
+    name = chart.props.get("chart")
+    return isinstance(name, str) and "llm-d-router" in name
+
+
+def epp_values(chart: Res) -> Any:
+    """The picker's own values block: ``router.epp`` (llm-d Router) or ``inferenceExtension`` (GAIE)."""
+    values = chart.props.get("values") or {}
+    if is_llm_d_router(chart) or "inferenceExtension" not in values:
+        return get(values, "router", "epp", default={})
+    return get(values, "inferenceExtension", default={})
+
+
+def epp_values_key(chart: Res) -> str:
+    return "router.epp" if is_llm_d_router(chart) else "inferenceExtension"
+
+
+def picker_config(chart: Res) -> Any:
+    """The EndpointPickerConfig the values hand the picker (``pluginsCustomConfig[pluginsConfigFile]``, JSON as this
+    program writes it); None when the chart's own default config applies or the text is not JSON."""
+    epp = epp_values(chart)
+    if epp is UNKNOWN or not isinstance(epp, dict):
+        return UNKNOWN if epp is UNKNOWN else None
+    name, files = epp.get("pluginsConfigFile"), epp.get("pluginsCustomConfig")
+    if name is UNKNOWN or files is UNKNOWN:
+        return UNKNOWN
+    if not isinstance(files, dict) or name not in files:
+        return None
+    text = files[name]
+    if text is UNKNOWN:
+        return UNKNOWN
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def pool_selector(chart: Res) -> Any:
     values = chart.props.get("values") or {}
     sel = get(values, "inferencePool", "modelServers", "matchLabels")
     if sel is None:
-        sel = get(values, "router", "inferencePool", "modelServers", "matchLabels")
+        sel = get(values, "router", "modelServers", "matchLabels")
     return sel
 
 
@@ -77,10 +117,23 @@ def _version_tuple(text: Any) -> tuple[int, ...] | None:
     return tuple(int(g or 0) for g in m.groups()) if m else None
 
 
+def extractor_kv_metric(chart: Res) -> Any:
+    """The llm-d Router's KV metric: the ``vllm`` engine mapping's ``kvUsageSpec`` of its ``core-metrics-extractor``
+    (pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go); None when the config does not state it."""
+    conf = picker_config(chart)
+    if conf is UNKNOWN or not isinstance(conf, dict):
+        return conf if conf is UNKNOWN else None
+    for plugin in conf.get("plugins") or []:
+        if isinstance(plugin, dict) and plugin.get("type") == "core-metrics-extractor":
+            for engine in get(plugin, "parameters", "engineConfigs", default=[]) or []:
+                if isinstance(engine, dict) and engine.get("name") == "vllm":
+                    return engine.get("kvUsageSpec")
+    return None
+
+
 def default_kv_metric(chart: Res) -> str | None:
     """The metric name the chart's EPP uses when no flag overrides it; None if the version is unknown."""
-    name = chart.props.get("chart")
-    if isinstance(name, str) and "llm-d-router" in name:
+    if is_llm_d_router(chart):
         return NEW_KV_METRIC
     version = _version_tuple(chart.props.get("version"))
     if version is None:
@@ -105,5 +158,11 @@ def epp_deployment_labels(chart: Res) -> list[dict[str, str]]:
     """Label sets the GAIE / llm-d charts put on EPP pods, for matching PodDisruptionBudgets."""
     out = []
     for n in sorted(pod_name_candidates(chart)):
-        out += [{"inferencepool": n}, {"app.kubernetes.io/name": n}, {"epp": n}, {"llm-d-router-standalone": n}]
+        out += [
+            {"inferencepool": n},
+            {"app.kubernetes.io/name": n},
+            {"epp": n},
+            {"llm-d-router-standalone": n},
+            {"llm-d-router-gateway": n},
+        ]
     return out

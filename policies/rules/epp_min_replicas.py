@@ -9,7 +9,7 @@ from typing import Any
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
 from ._common import HELM_CHART, UNKNOWN, Res, as_int, get, resource_validator
-from ._epp import is_epp_chart
+from ._epp import epp_values, is_epp_chart
 
 NAME = "epp-min-replicas"
 SEVERITY = Severity.HIGH
@@ -21,10 +21,7 @@ REMEDIATION = f"Set the endpoint picker chart's replicas to at least minReplicas
 
 
 def epp_replicas(res: Res) -> Any:
-    values = res.props.get("values") or {}
-    if "inferenceExtension" in values:
-        return get(values, "inferenceExtension", "replicas", default=CHART_DEFAULT_REPLICAS)
-    return get(values, "router", "epp", "replicas", default=CHART_DEFAULT_REPLICAS)
+    return get(epp_values(res), "replicas", default=CHART_DEFAULT_REPLICAS)
 
 
 def check(res: Res, cfg: dict[str, Any]) -> Iterator[str]:

@@ -31,7 +31,7 @@ from ._common import (
     selector_matches,
     stack_validator,
 )
-from ._epp import chart_namespace, epp_deployment_labels, is_epp_chart, release_name
+from ._epp import chart_namespace, epp_deployment_labels, epp_values, epp_values_key, is_epp_chart, release_name
 
 NAME = "pdb-for-serving-workloads"
 SEVERITY = Severity.HIGH
@@ -47,8 +47,8 @@ def _selects(pdb: Res, labels: Any) -> bool | None:
     return selector_matches(get(pdb.props, "spec", "selector", default={}), labels)
 
 
-def _spreads_over_nodes(values: Any) -> bool | None:
-    anti = get(values, "inferenceExtension", "affinity", "podAntiAffinity", default=None)
+def _spreads_over_nodes(epp: Any) -> bool | None:
+    anti = get(epp, "affinity", "podAntiAffinity", default=None)
     if anti is UNKNOWN:
         return None
     if not isinstance(anti, dict):
@@ -75,8 +75,8 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
             ),
         )
     for chart in (r for r in resources if is_epp_chart(r)):
-        values = chart.props.get("values") or {}
-        replicas = as_int(get(values, "inferenceExtension", "replicas", default=1))
+        epp = epp_values(chart)
+        replicas = as_int(get(epp, "replicas", default=1))
         if replicas is None or replicas < 2:
             continue  # a single picker has no leader election; epp-min-replicas judges its count
         ns = chart_namespace(chart)
@@ -97,13 +97,13 @@ def check(resources: list[Res], _cfg: dict[str, Any]) -> Iterator[tuple[str, str
                     "evicting it and would stall every drain of its node; remove the PodDisruptionBudget"
                 ),
             )
-        if _spreads_over_nodes(values) is False:
+        if _spreads_over_nodes(epp) is False:
             yield (
                 chart.urn,
                 (
                     f"endpoint picker {release_name(chart)} runs {replicas} replicas without pod anti-affinity "
                     f"on {HOSTNAME}: one node drain could take every replica; set "
-                    "inferenceExtension.affinity.podAntiAffinity"
+                    f"{epp_values_key(chart)}.affinity.podAntiAffinity"
                 ),
             )
 

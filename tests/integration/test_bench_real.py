@@ -198,7 +198,7 @@ def test_bench_against_real_vllm_serving_two_names(bench_server: VllmServer, tmp
     assert (rec.served_model_name, rec.server_metrics.model_name) == (PUBLIC_NAME, RELEASE_ID)
     assert rec.workload.arrival_process == "poisson"
     assert [p.name for p in rec.workload.priority_mix] == ["interactive", "batch"]
-    assert rec.workload.priority_header == "x-gateway-inference-objective"
+    assert rec.workload.priority_header == "x-llm-d-inference-objective"
     assert [p.offered_rps for p in rec.curve] == [2.0, 4.0]
     for p in rec.curve:
         assert p.arrivals > 0 and p.successful > 0, p
@@ -229,7 +229,7 @@ def test_bench_against_real_vllm_serving_two_names(bench_server: VllmServer, tmp
     spec = json.loads(scenarios[0].read_text())["spec"]
     assert spec["profile"]["kind"] == "poisson"
     assert spec["backend"]["model"] == PUBLIC_NAME
-    assert spec["backend"]["extras"]["headers"]["x-gateway-inference-objective"] in {"interactive", "batch"}
+    assert spec["backend"]["extras"]["headers"]["x-llm-d-inference-objective"] in {"interactive", "batch"}
 
 
 # ---- a stack sized from the record the bench writes --------------------------------------------------------------

@@ -43,7 +43,7 @@ Each priority class is an independent Poisson stream of rate ``lambda * share``;
 independent Poisson processes is a Poisson process of rate ``lambda``, so the offered load is the same open loop
 as a single stream, with each arrival labelled by class in proportion to its share. guidellm sets one fixed
 header set per run (``backend.extras.headers``), so each class runs as its own guidellm process and sends
-``x-gateway-inference-objective: <class>``, the header the GKE Inference Gateway maps to an InferenceObjective.
+``x-llm-d-inference-objective: <class>``, the header the GKE Inference Gateway maps to an InferenceObjective.
 """
 
 from __future__ import annotations

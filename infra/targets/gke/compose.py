@@ -17,11 +17,13 @@ from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (
     CertificateSpec,
     EndpointPickerSpec,
+    FlowControlSpec,
     GatewaySpec,
     IapSpec,
     ModelArmorSpec,
     ModelRoute,
     PoolRoute,
+    PriorityBandSpec,
     PriorityClassSpec,
     SaturationSpec,
 )
@@ -44,6 +46,7 @@ from infra.targets.common import channel_spec, platform_labels, thresholds
 from .config import GatewayConfig, GkeCoHostedGroup, GkeConfig, GkePool, gateway_section, gke_section
 from .planning import GkeCoHostedGroupPlan, GkePoolPlan, gke_part, gke_pools, verify_workers
 from .planning.bench import bench_deadline
+from .planning.flow_control import PoolDrain, flow_control_bounds
 
 # ---- config -> component specs ------------------------------------------------------------------------------
 
@@ -143,7 +146,8 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
     )
 
 
-#: The picker's own KV-cache saturation threshold (GAIE v1.5.0 utilization-detector default), used when the HPA
+#: The picker's own KV-cache saturation threshold (llm-d-router v0.10.0 utilization-detector default
+#: ``DefaultKVCacheUtilThreshold``), used when the HPA
 #: has no KV-cache target: above 80 % usage new sequences start preempting running ones.
 DEFAULT_KV_SATURATION = 0.8
 
@@ -156,6 +160,30 @@ def saturation_spec(auto: Autoscaling) -> SaturationSpec:
     return SaturationSpec(
         queue_depth_threshold=auto.queue_target_per_pod,
         kv_cache_util_threshold=auto.kv_cache_target if auto.kv_cache_target is not None else DEFAULT_KV_SATURATION,
+    )
+
+
+def flow_control_spec(cfg: StackConfig, drain: PoolDrain) -> FlowControlSpec | None:
+    """A pool's flow-control bounds (planning/flow_control.py), or None when the stack turns flow control off."""
+    gw = gateway_section(cfg)
+    if gw is None or not gw.epp.flow_control:
+        return None
+    b = flow_control_bounds(cfg.contract, drain, cfg.observability.autoscaling.queue_target_per_pod)
+    return FlowControlSpec(b.request_ttl_ms, tuple(PriorityBandSpec(x.priority, x.max_requests) for x in b.bands))
+
+
+def pool_drain(p: GkePoolPlan) -> PoolDrain:
+    """A pool at its warm minimum, each replica running the planner's ``--max-num-seqs``."""
+    return PoolDrain(p.min_replicas, p.capacity.max_num_seqs, p.capacity.max_num_batched_tokens)
+
+
+def group_drain(g: GkeCoHostedGroupPlan) -> PoolDrain:
+    """A co-hosted group's pool at its warm minimum (one co-host pod per node): a pod runs every instance of every
+    model, so its sequences are their sum, and the smallest chunked-prefill budget bounds its prefill."""
+    return PoolDrain(
+        g.min_nodes,
+        sum(m.capacity.max_num_seqs * len(m.instances) for m in g.models),
+        min(m.capacity.max_num_batched_tokens for m in g.models),
     )
 
 
@@ -173,6 +201,7 @@ def gateway_spec(gw: GatewayConfig, auto: Autoscaling) -> GatewaySpec:
             kv_cache_metric=e.kv_cache_metric,
             install_objective_crds=e.install_objective_crds,
             saturation=saturation_spec(auto),
+            flow_control=e.flow_control,
         ),
         iap=IapSpec(
             gw.iap.enabled,
@@ -398,6 +427,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                     weight=pool.weight,
                     selector=model_servers[r].pool_selector,
                     namespace=platform.serving_namespaces[r],
+                    flow_control=flow_control_spec(cfg, pool_drain(planned[r])),
                 )
                 for r, pool in gke_pools(cfg)
             ),
@@ -417,6 +447,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                         selector=cohosted[role].pool_selector,
                         namespace=platform.serving_namespaces[role],
                         cohost=True,
+                        flow_control=flow_control_spec(cfg, group_drain(g)),
                     ),
                 )
                 for role, g in part.cohosted().items()

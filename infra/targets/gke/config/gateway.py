@@ -3,7 +3,7 @@ content-safety layers in front of the serving pools (the design's "Routing Must 
 State", "Admission Control", "Security Without Giving the Model a Cloud Account").
 
 
-The chart releases this program supports, and why v1.5.0 is the default, are described in
+The chart release this program installs (the llm-d Router v0.10.0), and why, is described in
 ``components/gateway/charts.py``.
 """
 
@@ -51,13 +51,14 @@ class GatewayCertificate(Strict):
 class EndpointPicker(Strict):
     """The per-pool endpoint picker, installed from the upstream chart (one Helm release per pool)."""
 
-    chart: Literal["oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"] = Field(
+    chart: Literal["oci://ghcr.io/llm-d/charts/llm-d-router-gateway"] = Field(
         description=(
-            "OCI location of the upstream chart (GAIE inferencepool chart); only the GAIE ``inferencepool`` chart is supported."
+            "OCI location of the upstream chart: the llm-d Router's ``llm-d-router-gateway`` (GAIE v1.6.0 moved the "
+            "endpoint picker to llm-d/llm-d-router)."
         )
     )
-    version: Literal["v1.1.0", "v1.5.0"] = Field(
-        description=("Pinned chart release; see the module docstring for why v1.5.0 is the default choice.")
+    version: Literal["v0.10.0"] = Field(
+        description=("Pinned chart release; the picker image is pinned to the same release tag.")
     )
     replicas: Annotated[int, Field(ge=1, le=5)] = Field(
         description=(
@@ -81,6 +82,13 @@ class EndpointPicker(Strict):
         description=(
             "Prometheus gauge the picker reads as a pod's KV-cache usage; must be one the pool's vLLM exports."
         )
+    )
+    flow_control: bool = Field(
+        True,
+        description=(
+            "Run the picker's flow control: bounded per-priority queues while a pool is saturated (queue-wait TTL and "
+            "per-band capacity derived from the contract), answered 429 beyond them; staging and prod must keep it on."
+        ),
     )
     install_objective_crds: bool = Field(
         True,

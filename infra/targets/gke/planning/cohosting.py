@@ -25,6 +25,7 @@ from infra.planning.vllm_args import render_vllm_args
 
 from ..config import TARGET, GkeCoHostedGroup, GkePool, WeightLoading
 from .autoscaling import plan_hpa, reservation_replica_cap
+from .flow_control import FlowControlError, request_ttl_ms
 from .pools import gke_vllm_inputs, machine_of, pool_inputs
 
 #: One spare node holds the rollout surge pod of the group (one pod per node).
@@ -189,6 +190,12 @@ def plan_groups(cfg: StackConfig, issues: list[PlanIssue]) -> dict[str, GkeCoHos
                         f"the group's instances start one after another: {exc}",
                     )
                 )
+                continue
+            try:
+                # The group's picker runs flow control: the smallest chunked-prefill budget bounds its prefill.
+                request_ttl_ms(contract, min(c.max_num_batched_tokens for c in caps))
+            except FlowControlError as exc:
+                issues.append(PlanIssue(("contract", "ttft_p95_ms"), f"co-hosted group {key}: {exc}"))
                 continue
             out[key] = _group_plan(cfg, key, group, layout, caps, pools, probes)
     return out

@@ -32,6 +32,7 @@ from infra.planning.vllm_args import VllmInputs, release_vllm_inputs, render_vll
 
 from ..config import GkePool
 from .autoscaling import plan_hpa, reservation_replica_cap
+from .flow_control import FlowControlError, request_ttl_ms
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,12 @@ def plan_pools(
             )
         except ProbeError as exc:
             issues.append(PlanIssue(("serving", role, "model_server", "max_startup_seconds"), str(exc)))
+            continue
+        try:
+            # The picker's flow control needs a queue-wait budget left after the p95 prompt's prefill.
+            request_ttl_ms(contract, cap.max_num_batched_tokens)
+        except FlowControlError as exc:
+            issues.append(PlanIssue(("contract", "ttft_p95_ms"), f"{role} pool: {exc}"))
             continue
         caps[role] = cap
 

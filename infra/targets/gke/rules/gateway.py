@@ -1,5 +1,6 @@
-"""Rules of the GKE Inference Gateway section: picker redundancy, the KV metric the picker scrapes is one the
-pools' vLLM exports, identity-aware access in prod, and Model Armor's region and latency budget."""
+"""Rules of the GKE Inference Gateway section: picker redundancy, flow control in staging and prod, the KV metric
+the picker scrapes is one the pools' vLLM exports, identity-aware access in prod, and Model Armor's region and
+latency budget."""
 
 from __future__ import annotations
 
@@ -28,6 +29,17 @@ def picker_redundancy(cfg: StackConfig) -> Iterator[Finding]:
         yield (
             ("gateway", "epp", "failure_mode"),
             "FailClose with a single picker replica turns every picker restart into an outage",
+        )
+
+
+@rule(target=TARGET, needs={"gateway", "environment"})
+def flow_control_in_staging_and_prod(cfg: StackConfig) -> Iterator[Finding]:
+    gw = gateway_section(cfg)
+    if gw is not None and cfg.environment in ("staging", "prod") and not gw.epp.flow_control:
+        yield (
+            ("gateway", "epp", "flow_control"),
+            f"{cfg.environment} runs the picker's flow control (bounded queues while saturated, 429 beyond them); "
+            "without it queued interactive requests have no wait bound",
         )
 
 
