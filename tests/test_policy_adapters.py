@@ -116,9 +116,15 @@ def test_gke_adapter_reads_other_workloads_charts_hpas_and_pools(prod: tuple[Res
     (adapter_image,) = facts_of(gke.ADAPTER, "images", rs, ":Deployment", "observability-adapter-deployment")
     assert adapter_image.digest_required is False and adapter_image.starts == "pod"
     assert facts_of(gke.ADAPTER, "vllm_servers", rs, ":Deployment", "observability-adapter-deployment") == []
-    # The picker chart's values set only the tag (the chart names the repository): a released tag, not a digest.
+    # The picker chart's values state the whole image (the llm-d chart's default tag is the moving `main`): the
+    # release's tag, not a digest.
     assert facts_of(gke.ADAPTER, "images", rs, ":Chart", "vllm-stable-epp") == [
-        ImageRef("values.inferenceExtension.image", ":v1.5.0", digest_required=False, starts="pod")
+        ImageRef(
+            "values.router.epp.image",
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+            digest_required=False,
+            starts="pod",
+        )
     ]
     assert facts_of(gke.ADAPTER, "warm_floors", rs, ":HorizontalPodAutoscaler", "observability-hpa-stable") == [
         WarmFloor("minReplicas", 2, "replica", "a new GPU replica takes minutes to obtain a node and load weights")
