@@ -25,6 +25,7 @@ from components.gateway.objects import (
     PriorityClassSpec,
     SaturationSpec,
 )
+from components.gateway.tenants import TenantSpec
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import Observability, ObservabilityArgs
@@ -406,6 +407,10 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             ),
             backend_timeout_seconds=plan.backend_timeout_seconds,
             public_model_name=plan.public_model_name,
+            tenants=tuple(
+                TenantSpec(t.id, t.weight, t.requests_per_minute, t.output_tokens_per_minute)
+                for t in cfg.contract.tenants
+            ),
             models=tuple(
                 ModelRoute(
                     model_name=m.model_name,
