@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -296,3 +297,39 @@ def test_the_fairness_builder_gives_the_picker_what_it_needs() -> None:
     }
     assert flow["defaultPriorityBand"] == {"maxRequests": "100"}  # the input is not changed
     assert gt.tenant_fairness(()) is None
+
+
+# ---- observability ----------------------------------------------------------------------------------------------
+
+
+def test_prod_alerts_on_each_tenants_output_token_budget(plans: dict[str, Any]) -> None:
+    _, _, inventory = plans["prod"]
+    rules = {
+        c["conditionPrometheusQueryLanguage"]["ruleGroup"]: c["conditionPrometheusQueryLanguage"]
+        for r in resources(inventory, "gcp:monitoring/alertPolicy:AlertPolicy")
+        for c in r["inputs"]["conditions"]
+        if c["conditionPrometheusQueryLanguage"]["alertRule"] == "TenantOverOutputTokenBudget"
+    }
+    # 126,000 tokens/min / 60 = 2,100 tokens/s; 42,000 / 60 = 700; held for the 10 min window.
+    assert {g: (q["query"].rsplit(" > ", 1)[1], q["duration"]) for g, q in rules.items()} == {
+        "llm-serving-tenant-chat-app": ("2100", "600s"),
+        "llm-serving-tenant-summaries": ("700", "600s"),
+    }
+    q = rules["llm-serving-tenant-chat-app"]["query"]
+    # Summed over both pools' routers, each term 0 while the tenant sends nothing there.
+    assert q.count('fairness_id="chat-app"') == 2 and q.count("or on() vector(0)") == 2
+
+
+def test_dashboards_show_tenants_only_where_there_are_tenants(plans: dict[str, Any]) -> None:
+    def titles(stack: str) -> list[str]:
+        _, _, inventory = plans[stack]
+        (dash,) = resources(inventory, "gcp:monitoring/dashboard:Dashboard")
+        body = dash["inputs"]["dashboardJson"]
+        return [t["widget"].get("title", "") for t in json.loads(body)["mosaicLayout"]["tiles"]]
+
+    prod = [t for t in titles("prod") if t.startswith("Tenants:")]
+    assert prod == [
+        "Tenants: admitted / shed / queued — stable (qwen3-32b-fp8-2026-08-23.1)",
+        "Tenants: admitted / shed / queued — canary (qwen3-32b-fp8-2026-11-20.1)",
+    ]
+    assert not [t for t in titles("dev") if t.startswith("Tenants:")]

@@ -29,6 +29,7 @@ from components.gateway.tenants import TenantSpec
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import Observability, ObservabilityArgs
+from components.observability.tenants import TenantView
 from components.observability.views import CoHostedModelView, PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
@@ -457,6 +458,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             adapter_image_digest=obs.adapter_image_digest,
             project_number=platform.project_number,
             workload_pool=platform.workload_pool,
+            tenants=tuple(TenantView(t.id, t.output_tokens_per_minute) for t in cfg.contract.tenants),
         ),
         # The dashboard and alert policies need the Monitoring API.
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
