@@ -32,6 +32,7 @@ ADMITTED, SHED, EXPIRED = "Dispatched", "RejectedCapacity", "EvictedTTL"
 #: Window the token-budget alert averages over, s. 10 min: budgets are per minute, and a tenant bursting for a
 #: minute or two inside its Cloud Armor request budget is normal; ten minutes above the token budget is a trend.
 TOKEN_BUDGET_WINDOW_SECONDS = 600
+TOKEN_BUDGET_ALERT = "TenantOverOutputTokenBudget"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def alert_specs(pools: list[PoolView], tenants: list[TenantView]) -> list[AlertS
     window = f"{TOKEN_BUDGET_WINDOW_SECONDS // 60}m"
     return [
         AlertSpec(
-            "TenantOverOutputTokenBudget",
+            TOKEN_BUDGET_ALERT,
             f"tenant-{t.id}",
             f"Tenant {t.id} generated more than its {t.output_tokens_per_minute} output tokens/min for "
             f"{TOKEN_BUDGET_WINDOW_SECONDS // 60} min",
