@@ -333,3 +333,22 @@ def test_dashboards_show_tenants_only_where_there_are_tenants(plans: dict[str, A
         "Tenants: admitted / shed / queued — canary (qwen3-32b-fp8-2026-11-20.1)",
     ]
     assert not [t for t in titles("dev") if t.startswith("Tenants:")]
+
+
+def test_the_capacity_plan_says_unmeasured_for_prod(plans: dict[str, Any]) -> None:
+    from infra.offline.capacity_table import render_table, tenant_line
+
+    _, plan, _ = plans["prod"]
+    entry = plan.to_dict()["tenants"]
+    assert (entry["status"], entry["requests_fit"], entry["capacity_requests_per_s"]) == ("unmeasured", None, None)
+    assert render_table(plan).splitlines()[-1] == (
+        "tenant budgets: 8 req/s, 2,800 output tokens/s; capacity unmeasured (stable): not checked"
+    )
+    # Measured as in test_budgets_fit_the_capacity_at_the_operating_point: 12 req/s, 4,200 tokens/s.
+    fit = tenant_fit(PROD_BUDGETS, [PoolThroughput("stable", 100, 4, 2000.0, 12000.0)], *PROD_MEANS)
+    assert tenant_line(fit) == (
+        "tenant budgets: 8 req/s, 2,800 output tokens/s; capacity 12 req/s, 4,200 output tokens/s (first to "
+        "saturate: stable): fit"
+    )
+    _, dev_plan, _ = plans["dev"]
+    assert dev_plan.tenants is None and "tenants" not in dev_plan.to_dict()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..config.stack import StackConfig
-from ..planning.plan import StackPlan
-from ..planning.tenants import PoolThroughput, TenantBudget, TenantFit, largest_budget_index, tenant_fit
+from ..planning.plan import StackPlan, tenant_fit
+from ..planning.tenants import largest_budget_index
 from . import Finding, rule
 
 
@@ -23,38 +23,14 @@ def tenant_header_is_verified(cfg: StackConfig) -> Iterator[Finding]:
         )
 
 
-def stack_tenant_fit(cfg: StackConfig, plan: StackPlan) -> TenantFit:
-    """The contract's tenants against the planned pools, theta from each pool's measurement record."""
-    c = cfg.contract
-    pools = []
-    for role, pp in sorted(plan.pools.items()):
-        record = plan.measurements.get(role)
-        op = record.operating_point if record is not None else None
-        pools.append(
-            PoolThroughput(
-                role=role,
-                weight=pp.weight,
-                max_replicas=pp.capacity.max_replicas,
-                theta_o=op.output_tokens_per_s if op else None,
-                theta_i=op.input_tokens_per_s if op else None,
-            )
-        )
-    return tenant_fit(
-        [TenantBudget(t.id, t.requests_per_minute, t.output_tokens_per_minute) for t in c.tenants],
-        pools,
-        c.prompt_tokens.mean,
-        c.output_tokens.mean,
-        c.target_utilization,
-    )
-
-
 @rule(needs={"contract", "serving"}, plan=True)
 def tenant_budgets_fit_capacity(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
     """Budgets above what the pools serve at their operating point promise throughput the fleet cannot deliver
     within the latency objectives. Unmeasured pools cannot be checked: the plan says "unmeasured"."""
     if not cfg.contract.tenants:
         return
-    fit = stack_tenant_fit(cfg, plan)
+    fit = tenant_fit(cfg, plan.pools, plan.measurements)
+    assert fit is not None  # the contract names tenants
     tenants = cfg.contract.tenants
     if fit.requests_fit is False:
         i = largest_budget_index([t.requests_per_minute for t in tenants])
