@@ -232,6 +232,14 @@ def test_prod_throttles_each_tenant_at_its_share_of_the_pool(plans: dict[str, An
             "enforceOnKeyName": "x-llm-d-inference-fairness-id",
             "rateLimitThreshold": None,
         }
+    # Cloud Armor rule descriptions are at most 64 characters (Cloud Armor docs "Best practices").
+    assert [r["description"] for r in stable["rules"]] == [
+        "budget 360/min x 100% = 360/60s",
+        "budget 120/min x 100% = 120/60s",
+        "no known tenant: refused",
+    ]
+    longest = gt.armor_rules((gt.TenantSpec("a" * 63, 1, 1_000_000, None),), 100)[0].description
+    assert longest == "budget 1000000/min x 100% = 1000000/60s" and len(longest) <= 64
     default = stable["rules"][-1]
     assert (default["priority"], default["action"], default["match"]) == (
         2147483647,

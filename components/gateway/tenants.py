@@ -173,15 +173,16 @@ def armor_rules(tenants: tuple[TenantSpec, ...], weight: int) -> list[ArmorRule]
         # Tenant ids are DNS labels (config pattern), so the literal needs no escaping.
         expr = f"request.headers['{FAIRNESS_ID_HEADER}'] == '{t.id}'"
         if t.requests_per_minute is None:
-            rules.append(ArmorRule(FIRST_RULE_PRIORITY + i, "allow", f"tenant {t.id}: no request budget", expr))
+            rules.append(ArmorRule(FIRST_RULE_PRIORITY + i, "allow", "tenant without a request budget", expr))
             continue
         count = pool_share(t.requests_per_minute, weight)
         rules.append(
             ArmorRule(
                 FIRST_RULE_PRIORITY + i,
                 "throttle",
-                f"tenant {t.id}: {t.requests_per_minute}/min x {weight}% of traffic -> {count} per "
-                f"{THROTTLE_INTERVAL_SECONDS} s",
+                # The expression names the tenant; the description (at most 64 characters, Cloud Armor docs "Best
+                # practices": "The description field is limited to 64 characters") states the arithmetic.
+                f"budget {t.requests_per_minute}/min x {weight}% = {count}/{THROTTLE_INTERVAL_SECONDS}s",
                 expr,
                 (count, THROTTLE_INTERVAL_SECONDS),
             )
