@@ -297,8 +297,8 @@ def cases(
         tenant = role.removeprefix("tenant-")
         sel = _labels(namespace=NS("stable"), job=gke.epp_scrape_job("stable"), fairness_id=tenant, priority="0")
         for factor, fires in ((2.0, True), (0.5, False)):
-            series = {"series": tenant_obs.EPP_OUTPUT_TOKENS.sum + sel, "values": f"0+{budget * factor * 60:g}x30"}
-            add(tenant_obs.TOKEN_BUDGET_ALERT, role, [series], fires, {})
+            tokens = {"series": tenant_obs.EPP_OUTPUT_TOKENS.sum + sel, "values": f"0+{budget * factor * 60:g}x30"}
+            add(tenant_obs.TOKEN_BUDGET_ALERT, role, [tokens], fires, {})
     return tests
 
 

@@ -615,6 +615,8 @@ class InferenceGateway(Component):
             region=args.region,
             type="CLOUD_ARMOR",
             description=f"Tenant request budgets of pool {pool.role} (llm-serving)",
-            rules=[r.args() for r in t.armor_rules(args.tenants, pool.weight)],
+            rules=[
+                gcp.compute.RegionSecurityPolicyRuleArgs(**r.args()) for r in t.armor_rules(args.tenants, pool.weight)
+            ],
             opts=self.child_opts(),
         )
