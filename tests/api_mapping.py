@@ -66,6 +66,9 @@ RESOURCES: Mapping[str, ApiResource] = {
     "gcp:compute/regionSslPolicy:RegionSslPolicy": ApiResource(
         "compute", "v1", "regionSslPolicies.insert", "SslPolicy"
     ),
+    "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy": ApiResource(
+        "compute", "v1", "regionSecurityPolicies.insert", "SecurityPolicy"
+    ),
     "gcp:compute/firewall:Firewall": ApiResource("compute", "v1", "firewalls.insert", "Firewall"),
     "gcp:compute/network:Network": ApiResource("compute", "v1", "networks.insert", "Network"),
     "gcp:monitoring/alertPolicy:AlertPolicy": ApiResource(
@@ -88,6 +91,7 @@ SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 ADDRESS = "gcp:compute/address:Address"
 SSL_POLICY = "gcp:compute/regionSslPolicy:RegionSslPolicy"
+SECURITY_POLICY = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
 FIREWALL = "gcp:compute/firewall:Firewall"
 NETWORK = "gcp:compute/network:Network"
 ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
@@ -110,6 +114,8 @@ class EnumField:
     api_path: str
     #: Why the path differs from the Pulumi one (empty: the same names).
     note: str = ""
+    #: The API enum has one value only (compute v1 ``SecurityPolicyRuleMatcher.versionedExpr``: ``SRC_IPS_V1``).
+    single_value: bool = False
 
     @property
     def resource(self) -> ApiResource:
@@ -214,6 +220,9 @@ ENUM_FIELDS: tuple[EnumField, ...] = (
     EnumField(ADDRESS, "purpose", "purpose"),
     EnumField(SSL_POLICY, "minTlsVersion", "minTlsVersion", "regionSslPolicies take the SslPolicy schema"),
     EnumField(SSL_POLICY, "profile", "profile", "regionSslPolicies take the SslPolicy schema"),
+    EnumField(SECURITY_POLICY, "type", "type", "regionSecurityPolicies take the SecurityPolicy schema"),
+    EnumField(SECURITY_POLICY, "rules[].match.versionedExpr", "rules.match.versionedExpr", single_value=True),
+    EnumField(SECURITY_POLICY, "rules[].rateLimitOptions.enforceOnKey", "rules.rateLimitOptions.enforceOnKey"),
     EnumField(FIREWALL, "direction", "direction"),
     EnumField(FIREWALL, "logConfig.metadata", "logConfig.metadata"),
     EnumField(

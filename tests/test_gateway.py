@@ -766,7 +766,10 @@ def test_each_band_keeps_interactive_queue_wait_under_the_ttft_objective(plans):
     for role in ("stable", "canary"):
         fc = picker_conf(_chart(inv, role)["inputs"]["values"])["flowControl"]
         assert fc["defaultRequestTTL"] == "1450ms"
-        assert fc["priorityBands"] == [{"priority": 100, "maxRequests": "15"}, {"priority": -1, "maxRequests": "3"}]
+        bounds = [{k: v for k, v in b.items() if k != "fairnessPolicyRef"} for b in fc["priorityBands"]]
+        assert bounds == [{"priority": 100, "maxRequests": "15"}, {"priority": -1, "maxRequests": "3"}]
+        # staging names tenants: each band shares its queue between them (tests/test_tenants.py)
+        assert {b["fairnessPolicyRef"] for b in fc["priorityBands"]} == {"tenant-fairness"}
         assert fc["maxRequests"] == "18" and fc["maxBytes"] == "512Mi"
     drain = 203 / 19.0
     assert 15 / drain <= 1.450 and 15 / drain + 0.050 < 1.500 < 16 / drain + 0.050

@@ -956,7 +956,45 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         ),
         ["platform-cluster-gke: deletionProtection is false: set it to true"],
     ),
+    (
+        "every-tenant-bounded",
+        "tenant-allowed-unbounded",
+        lambda rs: _armor_rule(rs, "stable", 1000).update(action="allow"),
+        [
+            "inference-gateway-stable-tenants: RegionSecurityPolicy inference-gateway-stable-tenants: tenant 'chat-app' "
+            "is matched by a 'allow' rule with no enforced request budget",
+            "inference-gateway-stable-tenants: RegionSecurityPolicy inference-gateway-stable-tenants: tenant 'chat-app' "
+            "of the contract has no rate-based rule",
+        ],
+    ),
+    (
+        "every-tenant-bounded",
+        "default-allows",
+        lambda rs: _armor_rule(rs, "canary", 2147483647).update(action="allow"),
+        [
+            "inference-gateway-canary-tenants: RegionSecurityPolicy inference-gateway-canary-tenants: the default "
+            "rule's action is 'allow': requests naming no tenant pass without any budget; deny them"
+        ],
+    ),
+    (
+        "every-tenant-bounded",
+        "backend-without-policy",
+        lambda rs: find(rs, ":GCPBackendPolicy", "vllm-stable-backendpolicy")["inputs"]["spec"]["default"].pop(
+            "securityPolicy"
+        ),
+        [
+            "vllm-stable-backendpolicy: GCPBackendPolicy vllm-stable names no Cloud Armor policy: its pool serves "
+            "every tenant without a budget"
+        ],
+    ),
 ]
+
+
+def _armor_rule(rs: list[dict[str, Any]], role: str, priority: int) -> dict[str, Any]:
+    """The rule of a pool's Cloud Armor tenant policy at ``priority``."""
+    policy = find(rs, "RegionSecurityPolicy", f"inference-gateway-{role}-tenants")["inputs"]
+    (rule,) = [r for r in policy["rules"] if r["priority"] == priority]
+    return rule
 
 
 def test_every_policy_has_cases() -> None:

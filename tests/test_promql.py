@@ -22,6 +22,7 @@ from components import naming
 from components.monitoring import metrics as m
 from components.monitoring.dashboard import dashboard_queries
 from components.observability import metrics as gke
+from components.observability import tenants as tenant_obs
 from infra.planning.plan import StackPlan
 from infra.targets.gke.planning import gke_part
 
@@ -287,6 +288,17 @@ def cases(
         fast_s = histogram(m.TTFT.name, "stable", roles["stable"], fast=True)
         add("CanaryTtftWorseThanStable", "canary", slow + fast_s, True, {})
         add("CanaryTtftWorseThanStable", "canary", fast_c + fast_s, False, {})
+    for rule in rules["groups"][0]["rules"]:
+        if rule["alert"] != tenant_obs.TOKEN_BUDGET_ALERT:
+            continue
+        # A tenant's output tokens through the stable pool's router at twice its budget (fires) or half (quiet);
+        # the counter grows by rate x 60 per 1 min sample.
+        role, budget = rule["labels"]["pool_role"], float(rule["expr"].rsplit(" > ", 1)[1])
+        tenant = role.removeprefix("tenant-")
+        sel = _labels(namespace=NS("stable"), job=gke.epp_scrape_job("stable"), fairness_id=tenant, priority="0")
+        for factor, fires in ((2.0, True), (0.5, False)):
+            tokens = {"series": tenant_obs.EPP_OUTPUT_TOKENS.sum + sel, "values": f"0+{budget * factor * 60:g}x30"}
+            add(tenant_obs.TOKEN_BUDGET_ALERT, role, [tokens], fires, {})
     return tests
 
 

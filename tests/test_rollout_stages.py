@@ -42,6 +42,9 @@ PROD: dict[str, tuple[int, list[Action]]] = {
     "5": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),
@@ -54,18 +57,27 @@ PROD: dict[str, tuple[int, list[Action]]] = {
     "25": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
         ],
     ),
     "50": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
         ],
     ),
     "100": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-queue-building-at-max-replicas", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-stable-no-traffic-on-serving-pool", "update", False, False, 0),
@@ -91,6 +103,9 @@ PROD: dict[str, tuple[int, list[Action]]] = {
     "settle": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),
@@ -110,6 +125,9 @@ PROD: dict[str, tuple[int, list[Action]]] = {
     "rollback": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),
@@ -143,6 +161,9 @@ STAGING: dict[str, tuple[int, list[Action]]] = {
     "5": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),
@@ -155,18 +176,27 @@ STAGING: dict[str, tuple[int, list[Action]]] = {
     "25": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
         ],
     ),
     "50": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
         ],
     ),
     "100": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-queue-building-at-max-replicas", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-stable-no-traffic-on-serving-pool", "update", False, False, 0),
@@ -225,6 +255,9 @@ STAGING: dict[str, tuple[int, list[Action]]] = {
     "settle": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),
@@ -244,6 +277,9 @@ STAGING: dict[str, tuple[int, list[Action]]] = {
     "rollback": (
         1,
         [
+            # Each pool's Cloud Armor tenant budget follows its weight (ceil(budget x weight / 100)).
+            ("RegionSecurityPolicy", "inference-gateway-canary-tenants", "update", False, False, 0),
+            ("RegionSecurityPolicy", "inference-gateway-stable-tenants", "update", False, False, 0),
             ("HTTPRoute", "inference-gateway-api-route", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-canary-ttft-worse-than-stable", "update", False, False, 0),
             ("AlertPolicy", "observability-alert-canary-endpoint-picker-unavailable", "update", False, False, 0),

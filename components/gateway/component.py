@@ -18,6 +18,7 @@ from .. import naming
 from ..base import Component
 from ..traffic import split_problem
 from . import objects as o
+from . import tenants as t
 from .charts import crd_urls
 
 #: Kinds the picker chart renders that this program owns (see chart_filter.py).
@@ -82,6 +83,9 @@ class PoolBackendArgs:
     priority_classes: tuple[o.PriorityClassSpec, ...]
     #: Where the API route lives (the ReferenceGrant admits routes from there only).
     gateway_namespace: pulumi.Input[str]
+    #: The pool's Cloud Armor tenant policy and its name (the GCPBackendPolicy names it), or None without tenants.
+    security_policy: gcp.compute.RegionSecurityPolicy | None = None
+    security_policy_name: str = ""
 
 
 class PoolBackend(Component):
@@ -136,11 +140,13 @@ class PoolBackend(Component):
         # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
         self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool), k8s_opts)
-        self.backend_policy = _cr(
-            f"{naming.pool_name(role)}-backendpolicy",
-            o.backend_policy_object(pool, gw, args.backend_timeout_seconds),
-            k8s_opts,
-        )
+        backend_policy = o.backend_policy_object(pool, gw, args.backend_timeout_seconds)
+        backend_opts = k8s_opts
+        if args.security_policy is not None:
+            backend_policy = t.with_security_policy(backend_policy, args.security_policy_name)
+            # The GKE controller resolves the policy by name: it must exist before the backend policy names it.
+            backend_opts = self.child_opts(depends_on=[args.security_policy])
+        self.backend_policy = _cr(f"{naming.pool_name(role)}-backendpolicy", backend_policy, backend_opts)
         self.reference_grant = _cr(
             f"{naming.pool_name(role)}-reference-grant",
             o.reference_grant_object(pool, args.gateway_namespace),
@@ -352,6 +358,8 @@ class InferenceGatewayArgs:
     project_number: pulumi.Input[str] | None = None
     #: Pulumi ``protect`` on the reserved address: clients and DNS point at it, and a new one gets another IP.
     protect: bool = False
+    #: The contract's tenants: each pool's backend gets a Cloud Armor policy holding them to their request budgets.
+    tenants: tuple[t.TenantSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -448,6 +456,10 @@ class InferenceGateway(Component):
         )
 
         pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
+        self.security_policies: dict[str, gcp.compute.RegionSecurityPolicy] = {}
+        for p in (*args.pools, *(m.pool for m in args.models)):
+            if args.tenants and p.role not in self.security_policies:
+                self.security_policies[p.role] = self._tenant_policy(name, args, p)
         self.pools: dict[str, PoolBackend] = {}
         for p in args.pools:
             self.pools[p.role] = PoolBackend(
@@ -458,6 +470,8 @@ class InferenceGateway(Component):
                     backend_timeout_seconds=args.backend_timeout_seconds,
                     priority_classes=args.priority_classes,
                     gateway_namespace=ns,
+                    security_policy=self.security_policies.get(p.role),
+                    security_policy_name=t.security_policy_name(args.environment, p.role),
                 ),
                 opts=pool_opts,
             )
@@ -474,6 +488,8 @@ class InferenceGateway(Component):
                     backend_timeout_seconds=args.backend_timeout_seconds,
                     priority_classes=args.priority_classes,
                     gateway_namespace=ns,
+                    security_policy=self.security_policies.get(m.pool.role),
+                    security_policy_name=t.security_policy_name(args.environment, m.pool.role),
                 ),
                 opts=pool_opts,
             )
@@ -591,4 +607,24 @@ class InferenceGateway(Component):
                 "pools": sorted(self.pools),
                 **({"model_pools": sorted(self.model_pools)} if self.model_pools else {}),
             }
+        )
+
+    def _tenant_policy(
+        self, name: str, args: InferenceGatewayArgs, pool: o.PoolRoute
+    ) -> gcp.compute.RegionSecurityPolicy:
+        """The pool's regional Cloud Armor policy: a throttle per budgeted tenant keyed by the fairness-id header, a
+        default rule refusing requests that name no tenant (``components/gateway/tenants.py``). Regional, because
+        the Gateway's classes are regional Application Load Balancers, whose backend services take regional
+        policies only (precondition listed in docs/tenants.md)."""
+        return gcp.compute.RegionSecurityPolicy(
+            f"{name}-{pool.role}-tenants",
+            name=t.security_policy_name(args.environment, pool.role),
+            project=args.project,
+            region=args.region,
+            type="CLOUD_ARMOR",
+            description=f"Tenant request budgets of pool {pool.role} (llm-serving)",
+            rules=[
+                gcp.compute.RegionSecurityPolicyRuleArgs(**r.args()) for r in t.armor_rules(args.tenants, pool.weight)
+            ],
+            opts=self.child_opts(),
         )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from .. import naming
 from .charts import ROUTER
+from .tenants import TenantSpec, tenant_fairness, with_fairness
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -191,6 +192,9 @@ class PoolRoute:
     cohost: bool = False
     #: The pool's flow-control bounds; None = flow control off for this pool's picker.
     flow_control: FlowControlSpec | None = None
+    #: The contract's tenants: with flow control on, every band shares its queue between them by the router's
+    #: fairness policy (keyed by the fairness-id header the API front sets: components/gateway/tenants.py).
+    tenants: tuple[TenantSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -625,6 +629,12 @@ def picker_config(saturation: SaturationSpec, pool: PoolRoute) -> dict[str, Any]
     if pool.flow_control is not None:
         config["featureGates"] = [FLOW_CONTROL_GATE]
         config["flowControl"] = flow_control_config(pool.flow_control)
+        fairness = tenant_fairness(pool.tenants)
+        if fairness is not None:
+            # A band naming no fairness policy uses global-strict-fairness-policy, which ignores flows: every band
+            # must name the tenant policy (apix/config/v1alpha1 endpointpickerconfig_types.go, v0.10.0).
+            config["plugins"].append(fairness.plugin)
+            config["flowControl"] = with_fairness(config["flowControl"], fairness)
     else:
         config["saturationDetector"] = {"pluginRef": "utilization-detector"}
     return config

@@ -20,8 +20,10 @@ import pulumi_kubernetes as k8s
 from .. import naming
 from ..monitoring.alerts import Thresholds
 from ..monitoring.component import ChannelSpec, Monitoring, MonitoringSpec
+from ..monitoring.dashboard import dashboard_window
 from . import alerts as alerting
 from . import metrics as gke
+from . import tenants as tenant_obs
 from .adapter import CustomMetricsAdapter, CustomMetricsAdapterArgs
 from .autoscaling import hpa_spec
 from .dashboard import panels
@@ -76,6 +78,8 @@ class ObservabilityArgs:
     project_number: pulumi.Input[str]
     #: The cluster's Workload Identity pool output (the adapter's grant waits for the cluster).
     workload_pool: pulumi.Input[str]
+    #: The contract's tenants: per-tenant router panels, and an alert per output-token budget.
+    tenants: tuple[tenant_obs.TenantView, ...] = ()
 
     def __post_init__(self) -> None:
         missing = sorted({p.role for p in self.pools} - set(self.scale_targets))
@@ -150,7 +154,17 @@ class Observability(Monitoring):
             project=args.project,
             environment=args.environment,
             dashboard_title=f"LLM serving — {args.environment}",
-            panels=tuple(panels(list(args.pools), args.thresholds, queue_target, args.scrape_interval_seconds)),
-            alerts=tuple(alerting.alert_specs(list(args.pools), args.thresholds)),
+            panels=tuple(
+                panels(list(args.pools), args.thresholds, queue_target, args.scrape_interval_seconds)
+                + (
+                    tenant_obs.panels(list(args.pools), dashboard_window(args.scrape_interval_seconds))
+                    if args.tenants
+                    else []
+                )
+            ),
+            alerts=tuple(
+                alerting.alert_specs(list(args.pools), args.thresholds)
+                + tenant_obs.alert_specs(list(args.pools), list(args.tenants))
+            ),
             notification_channels=args.notification_channels,
         )

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from .base import MAX_CONTEXT_TOKENS, MAX_OBJECTIVE_MS, Strict, check
+from .tenants import Tenant, TenantIdentity
 
 Tokens = Annotated[int, Field(gt=0, le=MAX_CONTEXT_TOKENS)]
 MeanTokens = Annotated[float, Field(gt=0, le=MAX_CONTEXT_TOKENS)]
@@ -106,6 +107,17 @@ class WorkloadContract(Strict):
     priority_classes: Annotated[list[PriorityClass], Field(min_length=1)] = Field(
         description=("Admission classes; each becomes an InferenceObjective per pool under the class name.")
     )
+    tenants: list[Tenant] = Field(
+        default_factory=list,
+        description=(
+            "Who shares the service (docs/tenants.md): each tenant's fairness weight and hard budgets. Empty: every "
+            "request is one tenant (the router's default flow), allowed in dev only on GKE."
+        ),
+    )
+    tenant_identity: TenantIdentity | None = Field(
+        default=None,
+        description="How a request's tenant header is set from a verified caller identity; required with tenants.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadContract:
@@ -129,6 +141,17 @@ class WorkloadContract(Strict):
         names = [p.name for p in self.priority_classes]
         if len(set(names)) != len(names):
             problems.append(("priority_classes", f"names must be unique, got {names}"))
+        ids = [t.id for t in self.tenants]
+        for i, tid in enumerate(ids):
+            if ids.index(tid) != i:
+                problems.append((f"tenants.{i}.id", f"duplicate tenant id {tid!r} (also tenants[{ids.index(tid)}])"))
+        if self.tenants and self.tenant_identity is None:
+            problems.append(
+                (
+                    "tenant_identity",
+                    "tenants need an identity source: how the gateway's tenant header comes from a verified caller",
+                )
+            )
         check(problems)
         return self
 

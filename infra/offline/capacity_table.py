@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..planning.capacity import PoolCapacity
 from ..planning.cohosting import Recipe
 from ..planning.plan import StackPlan
+from ..planning.tenants import TenantFit
 from ..registry import REGISTRY, Registry
 
 if TYPE_CHECKING:
@@ -23,6 +24,19 @@ def _measured(plan: StackPlan, role: str) -> str:
     return (
         f"{op.output_tokens_per_s:.0f} / {op.input_tokens_per_s:.0f} at {op.achieved_rps:.3g} req/s "
         f"({op.offered_rps:g} offered){bound}"
+    )
+
+
+def tenant_line(fit: TenantFit) -> str:
+    """The tenants' summed budgets against the capacity at the measured operating points, or "unmeasured"."""
+    budgets = f"{fit.budget_requests_per_s:.3g} req/s, {fit.budget_output_tokens_per_s:,.0f} output tokens/s"
+    if fit.capacity_requests_per_s is None or fit.capacity_output_tokens_per_s is None:
+        pools = ", ".join(fit.unmeasured_pools) or "none carrying traffic"
+        return f"tenant budgets: {budgets}; capacity unmeasured ({pools}): not checked"
+    verdict = "fit" if fit.requests_fit and fit.output_tokens_fit else "DO NOT FIT"
+    return (
+        f"tenant budgets: {budgets}; capacity {fit.capacity_requests_per_s:.3g} req/s, "
+        f"{fit.capacity_output_tokens_per_s:,.0f} output tokens/s (first to saturate: {fit.limiting_pool}): {verdict}"
     )
 
 
@@ -85,6 +99,8 @@ def render_table(plan: StackPlan, registry: Registry = REGISTRY) -> str:
     out += [label.ljust(width) + "  " + "  ".join(v.ljust(colw[i]) for i, v in enumerate(vals)) for label, vals in rows]
     for t in targets:
         out += t.report_lines(plan)
+    if plan.tenants is not None:
+        out.append(tenant_line(plan.tenants))
     for r in roles:
         for w in plan.pools[r].capacity.warnings:
             out.append(f"warning [{r}]: {w}")

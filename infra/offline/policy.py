@@ -24,7 +24,7 @@ def policy_config_path(environment: str) -> Path:
 
 def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
     """Facts the policies read from Deployment annotations when present, given here as config properties for
-    the offline check: cold-load estimates per Deployment, the contract's stream bound and token limits."""
+    the offline check: cold-load estimates per Deployment, the contract's stream bound, token limits and tenant ids."""
     plan, cfg = resolved.plan, resolved.config
     cold = {
         naming.deployment_name(role): round(p.capacity.cold_load_seconds, 3) for role, p in sorted(plan.pools.items())
@@ -39,6 +39,7 @@ def policy_facts(resolved: ResolvedStack) -> dict[str, dict[str, Any]]:
             "maxOutputTokens": cfg.contract.max_output_tokens,
         },
         "vllm-output-capped": {"maxOutputTokens": cfg.contract.max_output_tokens},
+        "every-tenant-bounded": {"tenants": [t.id for t in cfg.contract.tenants]},
     }
 
 

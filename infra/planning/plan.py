@@ -28,6 +28,7 @@ from ..config.release import ReleaseIdentity
 from ..config.stack import StackConfig
 from . import capacity
 from . import cohosting as ch
+from . import tenants as tn
 
 Loc = tuple[str | int, ...]
 
@@ -147,6 +148,8 @@ class StackPlan:
     cohosting: dict[str, GroupPlan] = field(default_factory=dict)
     #: Every target's share of the plan, by target name.
     parts: dict[str, TargetPlan] = field(default_factory=dict)
+    #: The contract's tenant budgets against the pools' measured capacity (None: the contract names no tenants).
+    tenants: tn.TenantFit | None = None
 
     @property
     def backend_timeout_seconds(self) -> int:
@@ -187,6 +190,8 @@ class StackPlan:
         }
         if self.cohosting:
             out["cohosting"] = {k: g.to_dict() for k, g in sorted(self.cohosting.items())}
+        if self.tenants is not None:
+            out["tenants"] = self.tenants.to_dict()
         return out
 
 
@@ -297,6 +302,36 @@ def layout_inputs(cfg: StackConfig, group: CoHostedGroupCommon) -> list[ch.Model
     ]
 
 
+def tenant_fit(
+    cfg: StackConfig, pools: Mapping[str, PoolPlan], measurements: Mapping[str, Measurement]
+) -> tn.TenantFit | None:
+    """The contract's tenant budgets against the planned pools, theta from each pool's measurement record (None: the
+    contract names no tenants)."""
+    c = cfg.contract
+    if not c.tenants:
+        return None
+    throughput = []
+    for role, pp in sorted(pools.items()):
+        record = measurements.get(role)
+        op = record.operating_point if record is not None else None
+        throughput.append(
+            tn.PoolThroughput(
+                role=role,
+                weight=pp.weight,
+                max_replicas=pp.capacity.max_replicas,
+                theta_o=op.output_tokens_per_s if op else None,
+                theta_i=op.input_tokens_per_s if op else None,
+            )
+        )
+    return tn.tenant_fit(
+        [tn.TenantBudget(t.id, t.requests_per_minute, t.output_tokens_per_minute) for t in c.tenants],
+        throughput,
+        c.prompt_tokens.mean,
+        c.output_tokens.mean,
+        c.target_utilization,
+    )
+
+
 def accelerator_plan(name: str, pools: list[capacity.PoolCapacity], reserved_nodes: int | None) -> AcceleratorPlan:
     """Node arithmetic of one topology: the warm minimum of every pool on it at the floor, max replicas plus one
     rollout surge replica per pool at the ceiling."""
@@ -318,13 +353,15 @@ def build_plan(
     parts = {p.name: p.plan(cfg, measurements) for p in planners}
     planned: dict[str, PoolPlan] = {r: pp for part in parts.values() for r, pp in part.pools.items()}
     pools = {role: planned[role] for role, _ in cfg.pools() if role in planned}
+    measured = {r: m for r, m in sorted(measurements.items()) if r in pools}
     return StackPlan(
         pools=pools,
         accelerators={n: a for part in parts.values() for n, a in sorted(part.accelerators.items())},
         stream_bound_seconds=cfg.contract.stream_bound_seconds,
         public_model_name=cfg.serving.model_name,
-        measurements={r: m for r, m in sorted(measurements.items()) if r in pools},
+        measurements=measured,
         issues=tuple(i for part in parts.values() for i in part.issues),
         cohosting={k: g for part in parts.values() for k, g in part.groups.items()},
         parts=parts,
+        tenants=tenant_fit(cfg, pools, measured),
     )

@@ -27,9 +27,11 @@ from components.gateway.objects import (
     PriorityClassSpec,
     SaturationSpec,
 )
+from components.gateway.tenants import TenantSpec
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
 from components.observability.component import Observability, ObservabilityArgs
+from components.observability.tenants import TenantView
 from components.observability.views import CoHostedModelView, PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
 from components.project import ProjectServices
@@ -411,6 +413,9 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     # Co-hosted groups: one co-host server pod per node of the group's own node pool, owning the node's GPUs.
     cohosted = {role: _cohost_server(resolved, platform, k8s, g) for role, g in part.cohosted().items()}
 
+    tenants = tuple(
+        TenantSpec(t.id, t.weight, t.requests_per_minute, t.output_tokens_per_minute) for t in cfg.contract.tenants
+    )
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
     gateway = InferenceGateway(
@@ -428,6 +433,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                     selector=model_servers[r].pool_selector,
                     namespace=platform.serving_namespaces[r],
                     flow_control=flow_control_spec(cfg, pool_drain(planned[r])),
+                    tenants=tenants,
                 )
                 for r, pool in gke_pools(cfg)
             ),
@@ -436,6 +442,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             ),
             backend_timeout_seconds=plan.backend_timeout_seconds,
             public_model_name=plan.public_model_name,
+            tenants=tenants,
             models=tuple(
                 ModelRoute(
                     model_name=m.model_name,
@@ -448,6 +455,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                         namespace=platform.serving_namespaces[role],
                         cohost=True,
                         flow_control=flow_control_spec(cfg, group_drain(g)),
+                        tenants=tenants,
                     ),
                 )
                 for role, g in part.cohosted().items()
@@ -483,6 +491,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             adapter_image_digest=obs.adapter_image_digest,
             project_number=platform.project_number,
             workload_pool=platform.workload_pool,
+            tenants=tuple(TenantView(t.id, t.output_tokens_per_minute) for t in cfg.contract.tenants),
         ),
         # The dashboard and alert policies need the Monitoring API.
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
