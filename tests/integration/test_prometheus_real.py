@@ -31,6 +31,8 @@ from components.monitoring.alerts import AlertSpec
 from components.monitoring.dashboard import dashboard_queries
 from components.observability import alerts as alerting
 from components.observability import metrics as gke
+from components.observability import tenants as tenant_obs
+from components.observability.tenants import TenantView
 from infra.targets.common import thresholds
 from infra.targets.gke.compose import pool_views
 
@@ -60,7 +62,7 @@ SCRAPED_TIMEOUT_S = 60.0
 #: Metric-name prefixes that cannot have data in this environment, and why.
 ALLOW = {
     "DCGM_FI_": "needs NVIDIA GPUs and GKE's managed DCGM exporter (the test vLLM runs on CPU)",
-    "inference_": "needs the endpoint picker of GKE Inference Gateway (not part of the loopback setup)",
+    "llm_d_epp_": "needs the llm-d Router's endpoint picker of GKE Inference Gateway (not part of the loopback setup)",
     "kube_": "needs GKE's kube-state metrics packages (no Kubernetes here)",
 }
 
@@ -229,7 +231,10 @@ def stack_queries(stack: str) -> tuple[list[str], list[AlertSpec]]:
         for r in resources(inv, "gcp:monitoring/dashboard:Dashboard")
         for q in dashboard_queries(r["inputs"]["dashboardJson"])
     ]
-    specs = alerting.alert_specs(list(pool_views(cfg, plan)), thresholds(cfg))
+    views = list(pool_views(cfg, plan))
+    specs = alerting.alert_specs(views, thresholds(cfg)) + tenant_obs.alert_specs(
+        views, [TenantView(t.id, t.output_tokens_per_minute) for t in cfg.contract.tenants]
+    )
     rendered = sorted(
         c["conditionPrometheusQueryLanguage"]["query"]
         for r in resources(inv, "gcp:monitoring/alertPolicy:AlertPolicy")
