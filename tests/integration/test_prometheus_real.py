@@ -67,6 +67,10 @@ ALLOW = {
 }
 
 
+#: How a query keeps answering when its series are absent (components/observability/tenants.py).
+ZERO_FALLBACK = " or on() vector(0)"
+
+
 def allowed_reason(query: str) -> str | None:
     for prefix, reason in ALLOW.items():
         if any(tok.startswith(prefix) for tok in _names(query)):
@@ -255,7 +259,12 @@ def test_every_dashboard_and_alert_query_returns_data(prometheus: Prometheus, lo
         if reason is None and not got:
             no_data.append(q)
         elif reason is not None:
-            assert not got, f"allow-listed query returned data, drop it from the allow-list: {q}"
+            # A zero fallback for absent series (``or on() vector(0)``, the tenants' token sums) always answers: the
+            # allow-listed series themselves must be absent.
+            bare = q.replace(ZERO_FALLBACK, "")
+            assert not prometheus.has_data(bare, loaded), (
+                f"allow-listed query returned data, drop it from the allow-list: {q}"
+            )
             allowed[q] = reason
     # The full alert conditions evaluate without error (empty = not firing is a valid answer).
     for s in specs:
@@ -265,7 +274,10 @@ def test_every_dashboard_and_alert_query_returns_data(prometheus: Prometheus, lo
     print(f"\n{stack}: {served} queries returned data, {len(allowed)} allow-listed:")
     for q, why in sorted(allowed.items()):
         print(f"  [{why}] {q}")
-    assert served > len(allowed)
+    # Not vacuous: more queries answer than are allowed empty for want of a GPU or kube-state metrics (the picker's
+    # own panels, llm_d_epp_*, outnumber the vLLM ones on a pool with flow control and tenants, and no picker runs
+    # here at all).
+    assert served > sum(1 for why in allowed.values() if why != ALLOW["llm_d_epp_"])
 
 
 def test_load_moved_the_signals_the_hpa_and_alerts_use(prometheus: Prometheus, loaded: float):
