@@ -55,6 +55,9 @@ def main(on_resolved: Callable[[ResolvedStack], None] | None = None, registry: R
     except ConfigError as err:
         # Raised before any resource is registered: nothing is half-created.
         raise StackConfigError(err) from None
+    refusals = [i for t in registry.targets if t.name in resolved.config.targets() for i in t.deploy_refusals(resolved)]
+    if refusals:
+        raise StackConfigError(ConfigError(refusals)) from None
     if on_resolved is not None:
         on_resolved(resolved)
     deploy(resolved, registry)

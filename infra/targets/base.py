@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from components.project import ProjectServices
 
+from ..config.base import ConfigIssue
 from ..config.cohosting import CoHostedGroupCommon
 from ..config.measurement import Measurement
 from ..config.pool import PoolCommon
@@ -77,6 +78,11 @@ class Target(ABC):
 
     def report_rows(self, plan: StackPlan) -> Sequence[ReportRow]:
         """Its rows of the capacity table (beside the rows every pool has); none by default."""
+        return ()
+
+    def deploy_refusals(self, resolved: ResolvedStack) -> Sequence[ConfigIssue]:
+        """What of a valid, planned stack this target cannot deploy yet: checked before anything is registered
+        (``infra/entry.py``), so ``capacity`` still sizes such a stack while ``plan`` / ``up`` refuse it whole."""
         return ()
 
     def report_lines(self, plan: StackPlan) -> Sequence[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from infra.planning.plan import StackPlan
 from infra.targets.common import placement_lines
 
-from .planning import gke_part
+from .planning import GkePlan, gke_part
 
 
 def report_lines(plan: StackPlan) -> list[str]:
@@ -30,4 +30,32 @@ def report_lines(plan: StackPlan) -> list[str]:
             f"(at most 1 - transient reserve {lay.transient_reserve:g} = {1 - lay.transient_reserve:g})"
         )
         out += placement_lines(lay)
+    out += fleet_lines(part)
+    return out
+
+
+def fleet_lines(part: GkePlan) -> list[str]:
+    """A fleet stack: each region's share and what its pools were sized to, then the fleet with each region lost."""
+    if not part.sites:
+        return []
+    out: list[str] = []
+    for site in part.sites:
+        here = part if site.config_cluster else part.regions[site.region]
+        bounds = ", ".join(
+            f"{r} {p.hpa.min_replicas}..{p.hpa.max_replicas}" for r, p in sorted(here.gke_pools().items())
+        )
+        role = "config cluster " if site.config_cluster else ""
+        out.append(f"region {site.region} ({role}{site.cluster_name}): share {site.share:g} of the peak; {bounds}")
+    losses = {(x.role, x.lost_region): x for x in part.region_losses}
+    for role in sorted(part.gke_pools()):
+        for site in part.sites:
+            x = losses.get((role, site.region))
+            if x is None:
+                out.append(f"region loss {site.region}: {role} unmeasured: not checked")
+            else:
+                verdict = "holds" if x.holds else "does NOT hold"
+                out.append(
+                    f"region loss {site.region}: {role} needs {x.needed_replicas} replica(s) for the whole peak, the "
+                    f"other regions reach {x.surviving_max_replicas}: {verdict}"
+                )
     return out

@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from components.project import PLATFORM_SERVICES, ProjectServices
+from infra.config.base import ConfigIssue
 from infra.config.measurement import Measurement
-from infra.config.stack import StackConfig
+from infra.config.stack import StackConfig, key_path
 from infra.planning.cohosting import Recipe
 from infra.planning.plan import StackPlan, TargetPlan
 from infra.rules import Rule, collect
 from infra.targets.base import ResolvedStack, Target
 
 from . import compose, report, rules
-from .config import SECTIONS, TARGET, GkeCoHostedGroup, GkePool
+from .config import SECTIONS, TARGET, GkeCoHostedGroup, GkePool, fleet_section
 from .planning import plan_gke
 
 
@@ -34,6 +35,21 @@ class GkeTarget(Target):
 
     def compose(self, resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
         return compose.compose(resolved, services)
+
+    def deploy_refusals(self, resolved: ResolvedStack) -> Sequence[ConfigIssue]:
+        """A ``fleet`` stack is sized (each region for its share, the region-loss check) but its deployment is not
+        built yet: fleet memberships, the other regions' clusters and the multi-cluster Gateway. Deploying it as it
+        stands would serve from the config cluster's region alone, so nothing of it is registered."""
+        if fleet_section(resolved.config) is None:
+            return ()
+        return (
+            ConfigIssue(
+                key_path(("fleet",)),
+                "a fleet stack is sized by `llm-serving capacity` (every region, region loss) but not deployable yet: "
+                "the multi-cluster Gateway, fleet memberships and the other regions' clusters are not built "
+                "(docs/multiregion.md); nothing was registered",
+            ),
+        )
 
     def report_lines(self, plan: StackPlan) -> Sequence[str]:
         return report.report_lines(plan)

@@ -4,14 +4,15 @@ arithmetic of each accelerator topology it runs a node pool on, its co-hosted gr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.config.measurement import Measurement
 from infra.config.stack import StackConfig
 from infra.planning.plan import PlanIssue, StackPlan, TargetPlan
 
-from ..config import TARGET
+from ..config import TARGET, fleet_section
 from .cohosting import ROLLOUT_SURGE_NODES, GkeCoHostedGroupPlan, GkeCoHostedModelPlan, cohosted_pool, plan_groups
+from .fleet import RegionLoss, Site, region_losses, regional_config, sites
 from .pools import (
     GkePoolPlan,
     gke_pools,
@@ -30,6 +31,8 @@ __all__ = [
     "GkeCoHostedModelPlan",
     "GkePlan",
     "GkePoolPlan",
+    "RegionLoss",
+    "Site",
     "cohosted_pool",
     "gke_part",
     "gke_pools",
@@ -37,6 +40,8 @@ __all__ = [
     "machine_of",
     "plan_gke",
     "pool_inputs",
+    "regional_config",
+    "sites",
     "verify_read_mib_s",
     "verify_workers",
 ]
@@ -48,6 +53,13 @@ class GkePlan(TargetPlan):
 
     #: Release id -> zone of its Hyperdisk ML volume, for every release a pool loads via ``hyperdisk_ml``.
     hyperdisk_releases: Mapping[str, str] = field(default_factory=dict)
+    #: A fleet stack's other serving regions (``fleet.regions``), each planned for its share; empty: one region.
+    #: This plan's own pools are the config cluster's region's.
+    regions: Mapping[str, GkePlan] = field(default_factory=dict)
+    #: Per measured pool and region: the fleet with that region lost (planning/fleet.py); empty: one region.
+    region_losses: tuple[RegionLoss, ...] = ()
+    #: A fleet stack's serving regions, the config cluster's first, with their shares; empty: one region.
+    sites: tuple[Site, ...] = ()
 
     def gke_pools(self) -> dict[str, GkePoolPlan]:
         return {r: p for r, p in self.pools.items() if isinstance(p, GkePoolPlan)}
@@ -61,6 +73,26 @@ class GkePlan(TargetPlan):
 
 
 def plan_gke(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> GkePlan:
+    fleet = fleet_section(cfg)
+    if fleet is None:
+        return _plan_region(cfg, measurements)
+    own = _plan_region(regional_config(cfg, fleet, cfg.region), measurements)
+    regions = {r: _plan_region(regional_config(cfg, fleet, r), measurements) for r in sorted(fleet.regions)}
+    issues = list(own.issues)
+    for r, part in regions.items():
+        # A region's refusal names the stack key it comes from; the message says which region's numbers failed.
+        issues += [PlanIssue(i.loc, f"in region {r}: {i.message}") for i in part.issues]
+    pools = {cfg.region: own.gke_pools(), **{r: p.gke_pools() for r, p in regions.items()}}
+    return replace(
+        own,
+        issues=tuple(issues),
+        regions=regions,
+        region_losses=tuple(region_losses(cfg, pools, measurements)),
+        sites=sites(cfg),
+    )
+
+
+def _plan_region(cfg: StackConfig, measurements: Mapping[str, Measurement]) -> GkePlan:
     issues: list[PlanIssue] = []
     pools, accelerators = plan_pools(cfg, measurements, issues)
     groups = plan_groups(cfg, issues)

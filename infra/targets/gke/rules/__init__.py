@@ -3,6 +3,6 @@ registry and weight stores), the Inference Gateway, the in-cluster benchmark, th
 
 from __future__ import annotations
 
-from . import bench, cohosting, gateway, platform, tenants
+from . import bench, cohosting, fleet, gateway, platform, tenants
 
-MODULES = (bench, cohosting, gateway, platform, tenants)
+MODULES = (bench, cohosting, fleet, gateway, platform, tenants)

@@ -1,0 +1,144 @@
+"""Rules of a fleet stack (``fleet``): its regions are distinct places with their own clusters, address plans and
+reservations, their shares add up to the whole peak, and the fleet holds the peak with its largest region lost."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from infra.config.stack import StackConfig
+from infra.planning.plan import StackPlan
+from infra.rules import Finding, rule
+
+from ..config import TARGET, GkeCoHostedGroup, fleet_section, gke_section
+from ..planning import gke_part, gke_pools
+
+#: Shares are fractions written in YAML; their sum is compared with 1 to this tolerance (0.1 + 0.2 + 0.7 != 1.0
+#: in binary floating point).
+SHARE_TOLERANCE = 1e-9
+
+
+@rule(target=TARGET, needs={"fleet", "gke", "region"})
+def fleet_regions_are_distinct(cfg: StackConfig) -> Iterator[Finding]:
+    """One cluster per region, each with its own name: a Hub membership and a Gateway backend are keyed by cluster
+    name and location, and two clusters of one region would be one failure domain counted twice."""
+    fleet, g = fleet_section(cfg), gke_section(cfg)
+    if fleet is None or g is None:
+        return
+    if cfg.region in fleet.regions:
+        yield (
+            ("fleet", "regions", cfg.region),
+            f"{cfg.region} is the stack's own region (the config cluster, gcp:region); list only the other regions",
+        )
+    names = {g.cluster_name: "gke.cluster_name"}
+    for region, r in sorted(fleet.regions.items()):
+        if r.cluster_name in names:
+            yield (
+                ("fleet", "regions", region, "cluster_name"),
+                f"{r.cluster_name!r} is already the cluster of {names[r.cluster_name]}: every cluster of the fleet "
+                "needs its own name (its Hub membership is named after it)",
+            )
+        else:
+            names[r.cluster_name] = f"fleet.regions.{region}"
+
+
+@rule(target=TARGET, needs={"fleet"})
+def fleet_shares_sum_to_one(cfg: StackConfig) -> Iterator[Finding]:
+    """Each region's pools are sized for share x peak: shares that do not add up to 1 size the fleet for a peak
+    that is not the contract's."""
+    fleet = fleet_section(cfg)
+    if fleet is None:
+        return
+    total = fleet.share + sum(r.share for r in fleet.regions.values())
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        parts = " + ".join(
+            [f"{fleet.share:g} (fleet.share)", *(f"{r.share:g} ({k})" for k, r in sorted(fleet.regions.items()))]
+        )
+        yield (("fleet", "share"), f"{parts} = {total:g}: the regions' shares of the peak must add up to 1")
+
+
+@rule(target=TARGET, needs={"fleet", "gke"})
+def fleet_address_plans_are_disjoint(cfg: StackConfig) -> Iterator[Finding]:
+    """The clusters of a fleet reach each other's endpoints through the load balancer and, for the config cluster,
+    through the imported pools' network endpoint groups: overlapping node, Pod or Service ranges make two clusters'
+    endpoints the same address."""
+    fleet, g = fleet_section(cfg), gke_section(cfg)
+    if fleet is None or g is None:
+        return
+    plans = [("gke.ranges", ("gke", "ranges"), g.ranges)] + [
+        (f"fleet.regions.{k}.ranges", ("fleet", "regions", k, "ranges"), r.ranges)
+        for k, r in sorted(fleet.regions.items())
+    ]
+    seen: list[tuple[str, str, ipaddress.IPv4Network]] = []
+    for label, loc, ranges in plans:
+        for field in ("subnet", "pods", "services", "proxy_only", "master"):
+            net = ipaddress.IPv4Network(getattr(ranges, field))
+            clash = next((f"{o}.{f}" for o, f, n in seen if n.overlaps(net) and o != label), None)
+            if clash is not None:
+                yield ((*loc, field), f"{net} overlaps {clash}: every region of the fleet needs its own ranges")
+            seen.append((label, field, net))
+
+
+@rule(target=TARGET, needs={"fleet", "serving", "accelerators", "environment"})
+def every_region_places_every_accelerator(cfg: StackConfig) -> Iterator[Finding]:
+    """A pool runs in every region, so every region names where each of its accelerators runs there; a zonal
+    reservation exists in one zone only, so a reserved topology needs a reservation of its own in each region (in
+    prod every region's GPU pools consume one, like the stack's own)."""
+    fleet = fleet_section(cfg)
+    if fleet is None:
+        return
+    used = sorted({pool.accelerator for _, pool in gke_pools(cfg) if pool.accelerator in cfg.accelerators})
+    for region, r in sorted(fleet.regions.items()):
+        for key in used:
+            here = r.accelerators.get(key)
+            if here is None:
+                yield (
+                    ("fleet", "regions", region, "accelerators"),
+                    f"no entry for accelerator {key!r}, which a pool runs on: name its zone (and reservation) in {region}",
+                )
+            elif here.reservation is None and (cfg.environment == "prod" or cfg.accelerators[key].reservation):
+                yield (
+                    ("fleet", "regions", region, "accelerators", key, "reservation"),
+                    f"{key} consumes a reservation in {cfg.region}; {region} needs its own (a zonal reservation "
+                    "serves one zone only)"
+                    if cfg.accelerators[key].reservation
+                    else "prod GPU pools run on a specific reservation in every region",
+                )
+        for key in sorted(set(r.accelerators) - set(used)):
+            yield (
+                ("fleet", "regions", region, "accelerators", key),
+                f"no pool runs on {key!r}" + ("" if key in cfg.accelerators else " (not a key of accelerators)"),
+            )
+
+
+@rule(target=TARGET, needs={"fleet", "serving", "cohosting", "gke"})
+def fleet_serves_pools_only(cfg: StackConfig) -> Iterator[Finding]:
+    """What a fleet stack does not build (yet), refused rather than half-built: co-hosted groups and Hyperdisk ML
+    volumes would need one copy per region (a Hyperdisk ML volume and its snapshots are zonal)."""
+    fleet, g = fleet_section(cfg), gke_section(cfg)
+    if fleet is None or g is None:
+        return
+    for key, group in cfg.groups():
+        if isinstance(group, GkeCoHostedGroup):
+            yield (("cohosting", key), "co-hosted groups are served from one region: not part of a fleet stack")
+    for role, pool in gke_pools(cfg):
+        if pool.loading.path == "hyperdisk_ml":
+            yield (
+                ("serving", role, "loading", "path"),
+                "hyperdisk_ml volumes are zonal (one region): a fleet stack loads weights with gcs_streaming or "
+                "gcs_fuse from the stack's bucket",
+            )
+
+
+@rule(target=TARGET, needs={"fleet", "serving", "accelerators", "contract"}, plan=True)
+def fleet_holds_peak_with_a_region_lost(cfg: StackConfig, plan: StackPlan) -> Iterator[Finding]:
+    """The region-level N+1 (planning/fleet.py): with any one region down, the surviving regions' HPA ceilings
+    (each capped by its own reservation) hold the replicas the whole peak needs at the measured operating point."""
+    for loss in gke_part(plan).region_losses:
+        if not loss.holds:
+            yield (
+                ("serving", loss.role, "max_replicas"),
+                f"with {loss.lost_region} lost the other regions reach {loss.surviving_max_replicas} {loss.role} "
+                f"replica(s) at most, but the whole peak needs {loss.needed_replicas}: raise max_replicas (and the "
+                "reservations) or add a region",
+            )
