@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import naming
-from ..serving.spec import VLLM_COMMAND
+from ..serving.spec import VLLM_COMMAND, verify_gcs_command
 from . import programs
 from .spec import (
     COLLECTOR_CPU,
@@ -98,20 +98,15 @@ def server_command(spec: RevisionSpec, volume: ProgramsVolume) -> list[str]:
             spec.staged_path,
             *serve,
         ]
-    return [
-        "python3",
-        programs.program_path("verify_release.py"),
-        "gcs",
-        "--bucket",
-        rel.weights_bucket,
-        "--prefix",
-        rel.weights_prefix,
-        "--expect-revision",
-        rel.model_revision,
-        "--exec",
-        "--",
-        *then,
-    ]
+    return list(
+        verify_gcs_command(
+            ("python3", programs.program_path("verify_release.py")),
+            rel.weights_bucket,
+            rel.weights_prefix,
+            rel.model_revision,
+            tuple(then),
+        )
+    )
 
 
 def server_env(hub_token: HubToken | None) -> list[Body]:

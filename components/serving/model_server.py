@@ -38,7 +38,7 @@ import pulumi_kubernetes as k8s
 from .. import naming
 from ..base import Component
 from ..network import PRIVATE_GOOGLE_APIS_CIDR
-from .spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo
+from .spec import VLLM_COMMAND, ProbeTimings, ReleaseInfo, verify_gcs_command
 from .verify_release import MANIFEST_NAME
 
 core = k8s.core.v1
@@ -237,16 +237,7 @@ def verify_command(args: ModelServerArgs) -> list[str]:
     rel = args.release
     script = ["python3", f"{SCRIPTS_MOUNT_PATH}/{VERIFY_SCRIPT_NAME}"]
     if args.loading_path == "gcs_streaming":
-        return [
-            *script,
-            "gcs",
-            "--bucket",
-            rel.weights_bucket,
-            "--prefix",
-            rel.weights_prefix,
-            "--expect-revision",
-            rel.model_revision,
-        ]
+        return list(verify_gcs_command(tuple(script), rel.weights_bucket, rel.weights_prefix, rel.model_revision))
     return [
         *script,
         "dir",

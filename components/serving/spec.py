@@ -15,6 +15,16 @@ from .. import naming
 VLLM_COMMAND = ("vllm", "serve")
 
 
+def verify_gcs_command(
+    script: tuple[str, ...], bucket: str, prefix: str, revision: str, then: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """The release verifier's ``gcs`` mode (``verify_release.py``: the release folder's object metadata against its
+    manifest, the manifest's revision against ``revision``), started as ``script`` (``python3 <path>`` or
+    ``python3 -c <source>``); with ``then`` the verifier ``exec``s that command once the check passes."""
+    out = (*script, "gcs", "--bucket", bucket, "--prefix", prefix, "--expect-revision", revision)
+    return (*out, "--exec", "--", *then) if then else out
+
+
 @dataclass(frozen=True)
 class ReleaseInfo:
     """One immutable release: model revision, tokenizer revision, serving-image digest, weights manifest,

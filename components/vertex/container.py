@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import naming
-from ..serving.spec import VLLM_COMMAND
+from ..serving.spec import VLLM_COMMAND, verify_gcs_command
 
 VERIFY_SCRIPT = Path(__file__).resolve().parents[1] / "serving" / "verify_release.py"
 COHOST_SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "cohost" / "server.py"
@@ -48,21 +48,7 @@ def verifier_source() -> str:
 def verified_server_command(bucket: str, prefix: str, revision: str) -> tuple[str, ...]:
     """``python3 -c <verifier> gcs --bucket B --prefix <model>/<revision> --expect-revision R --exec -- vllm serve``;
     the container's ``args`` follow it."""
-    return (
-        "python3",
-        "-c",
-        verifier_source(),
-        "gcs",
-        "--bucket",
-        bucket,
-        "--prefix",
-        prefix,
-        "--expect-revision",
-        revision,
-        "--exec",
-        "--",
-        *VLLM_COMMAND,
-    )
+    return verify_gcs_command(("python3", "-c", verifier_source()), bucket, prefix, revision, VLLM_COMMAND)
 
 
 def cohost_server_command(

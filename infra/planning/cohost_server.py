@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from components import naming
 from components.cohost.server import CohostConfig, InstanceSpec, RestartPolicy, render_config
-from components.serving.spec import VLLM_COMMAND
+from components.serving.spec import VLLM_COMMAND, verify_gcs_command
 from infra.config.release import ReleaseIdentity
 
 from . import cohosting as ch
@@ -53,15 +53,10 @@ def verify_command(rel: ReleaseIdentity, scripts_dir: str) -> tuple[str, ...]:
     """The release check the server runs before each start of an instance (the weights are streamed from gs://: the
     folder's object metadata against the manifest, ``components/serving/verify_release.py`` gcs mode), from the
     folder the target puts the verifier in."""
-    return (
-        "python3",
-        f"{scripts_dir}/{naming.VERIFY_SCRIPT_FILE}",
-        "gcs",
-        "--bucket",
+    return verify_gcs_command(
+        ("python3", f"{scripts_dir}/{naming.VERIFY_SCRIPT_FILE}"),
         rel.weights_bucket,
-        "--prefix",
         rel.weights_prefix,
-        "--expect-revision",
         rel.model_revision,
     )
 
