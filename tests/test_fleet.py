@@ -202,3 +202,26 @@ def test_a_single_region_stack_has_no_fleet_part():
     part = gke_part(r.plan)
     assert (part.sites, dict(part.regions), part.region_losses) == ((), {}, ())
     assert fleet_lines(part) == []
+
+
+def test_fleet_clusters_run_the_documented_minimum_version():
+    """GKE setup page, Requirements: 1.34.1-gke.1127000 or later; a bare 1.34 may resolve to an older patch."""
+    for version, bad in (("1.34", True), ("1.34.1-gke.1126999", True), ("1.34.1-gke.1127000", False), ("1.35", False)):
+        v = values()
+        v["llm-serving:gke"]["min_version"] = version
+        if bad:
+            assert problems(v)["llm-serving:gke.min_version"].startswith(
+                f"{version} may run below 1.34.1-gke.1127000, the multi-cluster GKE Inference Gateway's minimum"
+            )
+        else:
+            resolve(v)
+
+
+def test_no_model_armor_on_a_fleet():
+    v = values()
+    v["llm-serving:gateway"]["model_armor"] = copy.deepcopy(
+        read_stack_file("prod").values["llm-serving:gateway"]["model_armor"]
+    )
+    assert problems(v)["llm-serving:gateway.model_armor"].startswith(
+        "the multi-cluster GKE Inference Gateway does not support Model Armor"
+    )

@@ -10,7 +10,8 @@ from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
 from infra.rules import Finding, rule
 
-from ..config import TARGET, GkeCoHostedGroup, fleet_section, gke_section
+from ..config import TARGET, GkeCoHostedGroup, fleet_section, gateway_section, gke_section
+from ..config.platform import GKE_MINOR_RE, parse_gke_version
 from ..planning import gke_part, gke_pools
 
 #: Shares are fractions written in YAML; their sum is compared with 1 to this tolerance (0.1 + 0.2 + 0.7 != 1.0
@@ -142,3 +143,45 @@ def fleet_holds_peak_with_a_region_lost(cfg: StackConfig, plan: StackPlan) -> It
                 f"replica(s) at most, but the whole peak needs {loss.needed_replicas}: raise max_replicas (and the "
                 "reservations) or add a region",
             )
+
+
+#: GKE "Set up the GKE multi-cluster Inference Gateway", Requirements: "Use GKE version 1.34.1-gke.1127000 or later."
+MULTI_CLUSTER_INFERENCE_MIN_GKE = "1.34.1-gke.1127000"
+
+
+@rule(target=TARGET, needs={"fleet", "gke"})
+def fleet_clusters_run_the_multi_cluster_minimum(cfg: StackConfig) -> Iterator[Finding]:
+    """Every cluster of the fleet (they share ``gke.min_version``) runs at least the multi-cluster Inference
+    Gateway's minimum. A bare minor ``1.34`` lets the channel pick an older 1.34 patch, so it must be exact (or a
+    later minor)."""
+    fleet, g = fleet_section(cfg), gke_section(cfg)
+    if fleet is None or g is None:
+        return
+    floor = parse_gke_version(MULTI_CLUSTER_INFERENCE_MIN_GKE)
+    assert floor is not None
+    exact = parse_gke_version(g.min_version)
+    minor = GKE_MINOR_RE.match(g.min_version)
+    low = (
+        exact < floor
+        if exact is not None
+        else minor is not None and (int(minor["major"]), int(minor["minor"])) <= floor[:2]
+    )
+    if low:
+        yield (
+            ("gke", "min_version"),
+            f"{g.min_version} may run below {MULTI_CLUSTER_INFERENCE_MIN_GKE}, the multi-cluster GKE Inference "
+            f"Gateway's minimum: state {MULTI_CLUSTER_INFERENCE_MIN_GKE} or later (or 1.{floor[1] + 1})",
+        )
+
+
+@rule(target=TARGET, needs={"fleet", "gateway"})
+def no_model_armor_on_a_fleet(cfg: StackConfig) -> Iterator[Finding]:
+    """GKE "About the multi-cluster GKE Inference Gateway", Limitations: the multi-cluster GKE Inference Gateway does
+    not support the Model Armor integration. A template configured here would screen nothing."""
+    gw = gateway_section(cfg)
+    if fleet_section(cfg) is not None and gw is not None and gw.model_armor is not None:
+        yield (
+            ("gateway", "model_armor"),
+            "the multi-cluster GKE Inference Gateway does not support Model Armor (its Limitations): screen prompts "
+            "in the application, or serve from one region",
+        )
