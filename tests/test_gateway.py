@@ -863,6 +863,27 @@ def test_migration_order_crds_then_objectives_then_picker(plans):
             assert ref["name"] == f"{chart['inputs']['name']}-epp" and ref["failureMode"] == "FailOpen"
 
 
+def test_chart_facts_a_zero_window_picker_move_must_respect():
+    """docs/gke.md "Moving an existing stack to the llm-d Router", *Why not simply rename the release*: the chart
+    facts any picker move has to work around, read from the vendored v0.10.0 chart, so a chart bump re-checks them.
+
+    * the picker watches the pool named after the Helm release (``--pool-name {{ .Release.Name }}``): a new release
+      name alone would make the new picker watch a pool that does not exist; the ``router.epp.flags`` map is
+      rendered after it (``--pool-name=<x>`` would override it, pflag keeps the last value);
+    * the Deployment uses ``Recreate``: any in-place rollout of the picker stops the old pod before the new starts;
+    * with more than one replica readiness is the gRPC service ``readiness``, which only the leader passes
+      (cmd/epp/runner/health.go), so the Deployment never has all replicas ready: pulumi-kubernetes' default
+      Deployment await (ReplicaSet readyReplicas >= spec.replicas) and Service await (no not-ready address) cannot
+      finish for a leader-elected picker."""
+    deployment = reference(*ROUTER_CHARTS, "routerlib", "templates", "_deployment.yaml").read_text()
+    pool_arg = deployment.index("- --pool-name\n              - {{ .Release.Name }}")
+    flags = deployment.index("{{- range $key, $value := $eppFlags }}")
+    assert pool_arg < flags
+    assert "    type: Recreate\n" in deployment
+    readiness = deployment[deployment.index("readinessProbe:\n          {{- if gt (.Values.router.epp.replicas") :]
+    assert readiness.index("service: readiness") < readiness.index("{{- else }}")
+
+
 def test_priority_class_spec_refuses_a_sheddable_class_the_picker_cannot_shed():
     with pytest.raises(
         ValueError, match=r"PriorityClassSpec.priority: class 'batch' has sheddable=True but priority 0"
