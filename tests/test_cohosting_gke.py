@@ -253,7 +253,7 @@ def _picker_config(role: str) -> dict[str, Any]:
     (chart,) = [
         r["inputs"]
         for r in inv()["resources"]
-        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
+        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}-router"
     ]
     ext = chart["values"]["router"]["epp"]
     doc: dict[str, Any] = yaml.safe_load(ext["pluginsCustomConfig"][ext["pluginsConfigFile"]])

@@ -158,7 +158,7 @@ def test_a_routing_object_behind_a_rollout_is_caught(plans):
     assert sorted(serialisation_problems(inv)) == [
         "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute inference-gateway-api-route waits for model-server "
         "Deployment(s) ['vllm-stable-deployment']",
-        "kubernetes:helm.sh/v4:Chart vllm-stable-epp waits for model-server Deployment(s) ['vllm-stable-deployment']",
+        "kubernetes:helm.sh/v4:Chart vllm-stable-router-epp waits for model-server Deployment(s) ['vllm-stable-deployment']",
         "kubernetes:inference.networking.k8s.io/v1:InferencePool vllm-stable-pool waits for model-server "
         "Deployment(s) ['vllm-stable-deployment']",
     ]

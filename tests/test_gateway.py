@@ -7,8 +7,6 @@ import copy
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,14 +206,24 @@ def test_pool_points_at_its_own_picker_with_explicit_failure_mode(plans):
             assert ref == {
                 "group": "",
                 "kind": "Service",
-                "name": f"vllm-{role}-epp",
+                "name": f"vllm-{role}-router-epp",
                 "port": {"number": 9002},
                 "failureMode": cfg.gateway.epp.failure_mode,
             }
             chart = _chart(inv, role)
-            # the chart names its Service <release>-epp and its picker watches --pool-name <release>
+            # the chart names its Service <release>-epp; its picker watches the pool named by the pool-name flag,
+            # which overrides the chart's own --pool-name <release>
             assert f"{chart['inputs']['name']}-epp" == ref["name"]
-            assert chart["inputs"]["name"] == f"vllm-{role}"
+            assert chart["inputs"]["name"] == f"vllm-{role}-router"
+            assert chart["inputs"]["values"]["router"]["epp"]["flags"]["pool-name"] == f"vllm-{role}"
+            # and the patch that moves the pointer once the picker is ready sets exactly this reference
+            (patch,) = [
+                r
+                for r in resources(inv, "kubernetes:inference.networking.k8s.io/v1:InferencePoolPatch")
+                if r["inputs"]["metadata"]["name"] == f"vllm-{role}"
+            ]
+            assert patch["inputs"]["spec"] == {"endpointPickerRef": ref}
+            assert patch["inputs"]["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
 
 
 def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):
@@ -291,7 +299,7 @@ def test_health_check_targets_vllm_health_on_the_serving_port(plans):
 
 
 def _chart(inv: dict[str, Any], role: str) -> dict[str, Any]:
-    (chart,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["name"] == f"vllm-{role}-epp"]
+    (chart,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["name"] == f"vllm-{role}-router-epp"]
     return chart
 
 
@@ -398,19 +406,21 @@ def test_pickers_spread_over_nodes_without_a_pdb_and_reach_their_model_servers(p
     assert 'llm-d-router-gateway: {{ include "llm-d-router.name" . }}' in helpers
     for stack, (cfg, _, inv) in plans.items():
         for role, _ in cfg.pools():
-            assert find(inv, "PodDisruptionBudget", f"vllm-{role}-epp") == []
+            assert find(inv, "PodDisruptionBudget", f"vllm-{role}-router-epp") == []
             (chart,) = [
-                r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}"
+                r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["inputs"]["name"] == f"vllm-{role}-router"
             ]
             anti = chart["inputs"]["values"]["router"]["epp"]["affinity"]["podAntiAffinity"]
             (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
             assert term["podAffinityTerm"] == {
                 "topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchLabels": {"llm-d-router-gateway": f"vllm-{role}-epp"}},
+                "labelSelector": {"matchLabels": {"llm-d-router-gateway": f"vllm-{role}-router-epp"}},
             }
             netpol = only(inv, "NetworkPolicy", f"vllm-{role}")["spec"]["ingress"]
             peers = [p.get("podSelector", {}).get("matchLabels") for rule in netpol for p in rule["from"]]
-            assert {"llm-d-router-gateway": f"vllm-{role}-epp"} in peers, f"{stack}: picker cannot scrape vllm-{role}"
+            assert {"llm-d-router-gateway": f"vllm-{role}-router-epp"} in peers, (
+                f"{stack}: picker cannot scrape vllm-{role}"
+            )
 
 
 def test_chart_has_no_pdb_of_its_own():
@@ -424,9 +434,11 @@ def test_picker_name_is_derived_as_the_chart_derives_it():
 
     helpers = reference(*ROUTER_CHARTS, "routerlib", "templates", "_helpers.tpl").read_text()
     assert '.Release.Name | default "default-pool" | lower | trim | trunc 40 -}}\n{{ $base }}-epp' in helpers
-    assert naming.epp_name("stable") == "vllm-stable-epp"
-    long_role = "a" * 45  # "vllm-" + 45 characters = 50, cut to the first 40, then "-epp"
+    assert naming.epp_name("stable") == "vllm-stable-router-epp"
+    long_role = "a" * 45  # release "vllm-" + 45 characters + "-router" = 57, cut to the first 40, then "-epp"
     assert naming.epp_name(long_role) == "vllm-" + "a" * 35 + "-epp"
+    role_30 = "b" * 30  # release 5 + 30 + 7 = 42 characters: the cut falls inside "-router"
+    assert naming.epp_name(role_30) == "vllm-" + "b" * 30 + "-rout-epp"
 
 
 def test_every_pool_owns_every_class_under_its_bare_name(plans):
@@ -555,12 +567,7 @@ def test_chart_filter_drops_owned_kinds_only():
     assert "# Source: llm-d-router-gateway/templates/epp.yaml" in out
 
 
-def test_chart_filter_runs_as_a_helm_post_renderer(plans, tmp_path):
-    """Run the exact command the Chart resource carries, from an unrelated working directory."""
-    chart = next(r for r in plans["prod"][2]["resources"] if r["type"] == "kubernetes:helm.sh/v4:Chart")
-    args = [sys.executable, *chart["inputs"]["postRenderer"]["args"]]
-    res = subprocess.run(args, input=RENDERED, capture_output=True, text=True, check=True, timeout=30, cwd=tmp_path)
-    assert [yaml.safe_load(d)["kind"] for d in res.stdout.split("---") if d.strip()] == ["Deployment"]
+# The exact post-renderer command each Chart carries runs in tests/test_picker_await.py.
 
 
 # ---- config rules ---------------------------------------------------------------------------------------------------
@@ -864,17 +871,15 @@ def test_migration_order_crds_then_objectives_then_picker(plans):
 
 
 def test_chart_facts_a_zero_window_picker_move_must_respect():
-    """docs/gke.md "Moving an existing stack to the llm-d Router", *Why not simply rename the release*: the chart
-    facts any picker move has to work around, read from the vendored v0.10.0 chart, so a chart bump re-checks them.
+    """docs/gke.md "Moving an existing stack to the llm-d Router": the chart facts the move is built on, read from the
+    vendored v0.10.0 chart, so a chart bump re-checks them.
 
-    * the picker watches the pool named after the Helm release (``--pool-name {{ .Release.Name }}``): a new release
-      name alone would make the new picker watch a pool that does not exist; the ``router.epp.flags`` map is
-      rendered after it (``--pool-name=<x>`` would override it, pflag keeps the last value);
-    * the Deployment uses ``Recreate``: any in-place rollout of the picker stops the old pod before the new starts;
+    * the picker watches the pool named after the Helm release (``--pool-name {{ .Release.Name }}``), and the
+      ``router.epp.flags`` map is rendered after it: the ``pool-name`` flag the values set wins (the last value of a
+      repeated flag), so a release named ``vllm-<role>-router`` still watches ``vllm-<role>``;
+    * the Deployment uses ``Recreate``: an in-place rollout of the picker stops the old pod before the new starts;
     * with more than one replica readiness is the gRPC service ``readiness``, which only the leader passes
-      (cmd/epp/runner/health.go), so the Deployment never has all replicas ready: pulumi-kubernetes' default
-      Deployment await (ReplicaSet readyReplicas >= spec.replicas) and Service await (no not-ready address) cannot
-      finish for a leader-elected picker."""
+      (cmd/epp/runner/health.go), hence the custom await (tests/test_picker_await.py)."""
     deployment = reference(*ROUTER_CHARTS, "routerlib", "templates", "_deployment.yaml").read_text()
     pool_arg = deployment.index("- --pool-name\n              - {{ .Release.Name }}")
     flags = deployment.index("{{- range $key, $value := $eppFlags }}")

@@ -115,7 +115,7 @@ def test_endpoint_pickers_are_scraped_by_the_chart_podmonitoring_the_queries_sel
     queries = dashboard_queries(one(inv, DASHBOARD)["inputs"]["dashboardJson"])
     for role, _ in cfg.pools():
         assert any(
-            f'namespace="llm-serving-{role}",job="vllm-{role}"' in q and "llm_d_epp_scheduler_e2e_duration" in q
+            f'namespace="llm-serving-{role}",job="vllm-{role}-router"' in q and "llm_d_epp_scheduler_e2e_duration" in q
             for q in queries
         )
 

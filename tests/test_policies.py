@@ -268,11 +268,11 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "serving-images-pinned-by-digest",
         "chart-latest",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
+        lambda rs: find(rs, ":Chart", "vllm-stable-router-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
             tag="latest"
         ),
         [
-            "vllm-stable-epp: values.router.epp.image 'ghcr.io/llm-d/llm-d-router-endpoint-picker:latest' uses the "
+            "vllm-stable-router-epp: values.router.epp.image 'ghcr.io/llm-d/llm-d-router-endpoint-picker:latest' uses the "
             "mutable :latest tag: use a released "
             "version tag or, better, <repository>@sha256:<digest>"
         ],
@@ -364,29 +364,29 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         lambda rs: rs.append(
             {
                 **find(rs, ":PodDisruptionBudget", "vllm-stable-pdb"),
-                "name": "vllm-canary-epp-pdb",
-                "urn": "urn:pulumi:prod::llm-serving::kubernetes:policy/v1:PodDisruptionBudget::vllm-canary-epp-pdb",
+                "name": "vllm-canary-router-epp-pdb",
+                "urn": "urn:pulumi:prod::llm-serving::kubernetes:policy/v1:PodDisruptionBudget::vllm-canary-router-epp-pdb",
                 "inputs": {
-                    "metadata": {"name": "vllm-canary-epp", "namespace": "llm-serving-canary"},
+                    "metadata": {"name": "vllm-canary-router-epp", "namespace": "llm-serving-canary"},
                     "spec": {
                         "maxUnavailable": 1,
-                        "selector": {"matchLabels": {"llm-d-router-gateway": "vllm-canary-epp"}},
+                        "selector": {"matchLabels": {"llm-d-router-gateway": "vllm-canary-router-epp"}},
                     },
                 },
             }
         ),
         [
-            "vllm-canary-epp: endpoint picker vllm-canary runs 2 leader-elected replicas, of which only the leader is "
-            "ready: PodDisruptionBudget vllm-canary-epp can never allow evicting it and would stall every drain of its "
+            "vllm-canary-router-epp: endpoint picker vllm-canary-router runs 2 leader-elected replicas, of which only the leader is "
+            "ready: PodDisruptionBudget vllm-canary-router-epp can never allow evicting it and would stall every drain of its "
             "node; remove the PodDisruptionBudget"
         ],
     ),
     (
         "pdb-for-serving-workloads",
         "epp-not-spread",
-        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["router"]["epp"].pop("affinity"),
+        lambda rs: find(rs, ":Chart", "vllm-canary-router-epp")["inputs"]["values"]["router"]["epp"].pop("affinity"),
         [
-            "vllm-canary-epp: endpoint picker vllm-canary runs 2 replicas without pod anti-affinity on "
+            "vllm-canary-router-epp: endpoint picker vllm-canary-router runs 2 replicas without pod anti-affinity on "
             "kubernetes.io/hostname: one node drain could take every replica; set router.epp.affinity.podAntiAffinity"
         ],
     ),
@@ -419,9 +419,9 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "epp-min-replicas",
         "one-replica",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"].update(replicas=1),
+        lambda rs: find(rs, ":Chart", "vllm-stable-router-epp")["inputs"]["values"]["router"]["epp"].update(replicas=1),
         [
-            "vllm-stable-epp: endpoint picker replicas is 1: run at least 2, a picker that is down stops all routing to "
+            "vllm-stable-router-epp: endpoint picker replicas is 1: run at least 2, a picker that is down stops all routing to "
             "its pool"
         ],
     ),
@@ -695,10 +695,10 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
         "epp-kv-metric-matches-vllm",
         "old-metric-extractor",
         lambda rs: _picker_conf(
-            rs, "vllm-stable-epp", lambda c: _engine(c, "vllm").update(kvUsageSpec="vllm:gpu_cache_usage_perc")
+            rs, "vllm-stable-router-epp", lambda c: _engine(c, "vllm").update(kvUsageSpec="vllm:gpu_cache_usage_perc")
         ),
         [
-            "vllm-stable-epp: endpoint picker vllm-stable reads KV-cache usage from 'vllm:gpu_cache_usage_perc' "
+            "vllm-stable-router-epp: endpoint picker vllm-stable-router reads KV-cache usage from 'vllm:gpu_cache_usage_perc' "
             "(core-metrics-extractor vllm kvUsageSpec) but vLLM 0.32.0 on vllm-stable exports "
             "'vllm:kv_cache_usage_perc': set kvUsageSpec to 'vllm:kv_cache_usage_perc'"
         ],
@@ -706,13 +706,15 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "epp-kv-metric-matches-vllm",
         "old-gaie-chart-default",
-        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"].update(
+        lambda rs: find(rs, ":Chart", "vllm-canary-router-epp")["inputs"].update(
+            # the GAIE chart's picker watches the pool named after its release
+            name="vllm-canary",
             chart="oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool",
             version="v1.1.0",
             values={"inferenceExtension": {"flags": []}},
         ),
         [
-            "vllm-canary-epp: endpoint picker vllm-canary reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (chart "
+            "vllm-canary-router-epp: endpoint picker vllm-canary reads KV-cache usage from 'vllm:gpu_cache_usage_perc' (chart "
             "v1.1.0 default) but vLLM 0.32.0 on vllm-canary exports 'vllm:kv_cache_usage_perc': set flag "
             "kv-cache-usage-percentage-metric to 'vllm:kv_cache_usage_perc'"
         ],
@@ -720,43 +722,47 @@ CASES: list[tuple[str, str, Mutation, list[str]]] = [
     (
         "epp-image-pinned-to-release",
         "main-tag",
-        lambda rs: find(rs, ":Chart", "vllm-stable-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
+        lambda rs: find(rs, ":Chart", "vllm-stable-router-epp")["inputs"]["values"]["router"]["epp"]["image"].update(
             tag="main"
         ),
         [
-            "vllm-stable-epp: router.epp.image.tag is 'main', not a release tag: pin the chart release's tag (vX.Y.Z) or a digest"
+            "vllm-stable-router-epp: router.epp.image.tag is 'main', not a release tag: pin the chart release's tag (vX.Y.Z) or a digest"
         ],
     ),
     (
         "epp-image-pinned-to-release",
         "chart-default-tag",
-        lambda rs: find(rs, ":Chart", "vllm-canary-epp")["inputs"]["values"]["router"]["epp"].pop("image"),
+        lambda rs: find(rs, ":Chart", "vllm-canary-router-epp")["inputs"]["values"]["router"]["epp"].pop("image"),
         [
-            "vllm-canary-epp: router.epp.image is not set: the chart's default tag applies (main for the llm-d "
+            "vllm-canary-router-epp: router.epp.image is not set: the chart's default tag applies (main for the llm-d "
             "Router): pin a release tag"
         ],
     ),
     (
         "epp-flow-control-bounded",
         "gate-off",
-        lambda rs: _picker_conf(rs, "vllm-stable-epp", lambda c: c.pop("featureGates")),
-        ["vllm-stable-epp: feature gate flowControl is off: queued requests have no wait bound and no 429 beyond it"],
+        lambda rs: _picker_conf(rs, "vllm-stable-router-epp", lambda c: c.pop("featureGates")),
+        [
+            "vllm-stable-router-epp: feature gate flowControl is off: queued requests have no wait bound and no 429 beyond it"
+        ],
     ),
     (
         "epp-flow-control-bounded",
         "band-default-capacity",
         lambda rs: _picker_conf(
-            rs, "vllm-canary-epp", lambda c: c["flowControl"]["priorityBands"][1].update(maxRequests="0")
+            rs, "vllm-canary-router-epp", lambda c: c["flowControl"]["priorityBands"][1].update(maxRequests="0")
         ),
         [
-            "vllm-canary-epp: flowControl band -1: maxRequests '0' means the default 5000: state the bound",
+            "vllm-canary-router-epp: flowControl band -1: maxRequests '0' means the default 5000: state the bound",
         ],
     ),
     (
         "epp-flow-control-bounded",
         "ttl-disabled",
-        lambda rs: _picker_conf(rs, "vllm-stable-epp", lambda c: c["flowControl"].update(defaultRequestTTL="0s")),
-        ["vllm-stable-epp: flowControl.defaultRequestTTL is '0s': state a positive queue-wait bound"],
+        lambda rs: _picker_conf(
+            rs, "vllm-stable-router-epp", lambda c: c["flowControl"].update(defaultRequestTTL="0s")
+        ),
+        ["vllm-stable-router-epp: flowControl.defaultRequestTTL is '0s': state a positive queue-wait bound"],
     ),
     (
         "gpu-memory-shares-below-one",

@@ -118,7 +118,7 @@ def test_gke_adapter_reads_other_workloads_charts_hpas_and_pools(prod: tuple[Res
     assert facts_of(gke.ADAPTER, "vllm_servers", rs, ":Deployment", "observability-adapter-deployment") == []
     # The picker chart's values state the whole image (the llm-d chart's default tag is the moving `main`): the
     # release's tag, not a digest.
-    assert facts_of(gke.ADAPTER, "images", rs, ":Chart", "vllm-stable-epp") == [
+    assert facts_of(gke.ADAPTER, "images", rs, ":Chart", "vllm-stable-router-epp") == [
         ImageRef(
             "values.router.epp.image",
             "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",

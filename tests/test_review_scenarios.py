@@ -226,7 +226,8 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
         check=False,
     )
     first, status = proc.stdout.splitlines()
-    # prod's 121 custom resources (117 + two Cloud Armor tenant policies + two tenant token-budget alerts)
-    assert first.startswith("Plan diff: 121 to create, 0 to update, 0 to replace")
+    # prod's 123 custom resources (117 + two Cloud Armor tenant policies + two tenant token-budget alerts + two picker
+    # patches) and its 3 remote components (two picker charts, the objective CRDs' ConfigGroup)
+    assert first.startswith("Plan diff: 126 to create, 0 to update, 0 to replace")
     assert status == "status 0"
     assert proc.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit

@@ -51,7 +51,7 @@ def test_every_pod_fits_a_pool_that_admits_it(stack: str, group: str, charts_roo
         assert len(pods) == 1 + bool(gke_part(plan).cohosted()) + len(roles), [p.name for p in pods]
     else:
         pods = s.picker_pods(inv, charts_root)
-        assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-epp" for role in roles)
+        assert sorted(p.name for p in pods) == sorted(f"llm-serving-{role}/vllm-{role}-router-epp" for role in roles)
     failures = s.unfit(pods, pools)
     assert not failures, f"{stack}: pods that no node pool admits and fits:\n" + "\n".join(failures)
 
@@ -462,7 +462,7 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
     """The failing fixture: dev's own picker release values and node pools, with the chart's 4-CPU request forced
     (whatever the stack sets today), must fail naming the pod, each pool and the numbers."""
     _, _, inv = planned("dev")
-    (release,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["name"] == "vllm-stable-epp"]
+    (release,) = [r for r in resources(inv, "kubernetes:helm.sh/v4:Chart") if r["name"] == "vllm-stable-router-epp"]
     values = s.coalesce_values(
         release["inputs"]["values"], {"router": {"epp": {"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}}}
     )
@@ -475,7 +475,10 @@ def test_shipped_picker_values_with_4_cpu_do_not_fit_e2_standard_4(charts_root: 
     )
     ok, why = s.fits(pod, s.node_pools(inv))
     assert not ok, why
-    assert "pod llm-serving-stable/vllm-stable-epp [chart llm-d-router-gateway v0.10.0 release vllm-stable" in why
+    assert (
+        "pod llm-serving-stable/vllm-stable-router-epp [chart llm-d-router-gateway v0.10.0 release vllm-stable-router"
+        in why
+    )
     assert (
         "pool system (e2-standard-4, 4 vCPU / 16 GiB): admitted, DOES NOT FIT: cpu 4000m > allocatable 3920m; "
         "memory 8192.0 MiB <= allocatable 13621.6 MiB"

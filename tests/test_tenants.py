@@ -370,7 +370,7 @@ def _prod_picker_config(role: str) -> dict[str, Any]:
     (chart,) = [
         r["inputs"]
         for r in plan_run("prod").inventory.to_dict()["resources"]
-        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}"
+        if r["type"] == "kubernetes:helm.sh/v4:Chart" and r["inputs"]["name"] == f"vllm-{role}-router"
     ]
     epp = chart["values"]["router"]["epp"]
     doc: dict[str, Any] = yaml.safe_load(epp["pluginsCustomConfig"][epp["pluginsConfigFile"]])

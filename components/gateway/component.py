@@ -47,10 +47,13 @@ MODEL_ARMOR_AGENT_ROLES = (
 )
 
 
-def post_renderer() -> k8s.helm.v4.PostRendererArgs:
+def post_renderer(annotations: tuple[tuple[str, str, str, str], ...] = ()) -> k8s.helm.v4.PostRendererArgs:
+    """The chart's post-renderer command: drop :data:`CHART_DROPPED_KINDS`, add each ``(kind, name, key, value)``."""
     args = ["-c", CHART_FILTER_SCRIPT.read_text(encoding="utf-8")]
     for kind in CHART_DROPPED_KINDS:
         args += ["--drop-kind", kind]
+    for annotation in annotations:
+        args += ["--annotate", *annotation]
     return k8s.helm.v4.PostRendererArgs(command="python3", args=args)
 
 
@@ -89,10 +92,10 @@ class PoolBackendArgs:
 
 
 class PoolBackend(Component):
-    """InferencePool ``vllm-<role>`` + its endpoint picker (llm-d Router chart, Helm release ``vllm-<role>`` so the
-    picker Service is ``vllm-<role>-epp`` and it watches this pool) + objectives + GKE policies + the
-    ReferenceGrant admitting the API route, all in the pool's namespace. Pass the Kubernetes provider in
-    ``opts.providers``."""
+    """InferencePool ``vllm-<role>`` + its endpoint picker (llm-d Router chart, Helm release ``vllm-<role>-router``
+    so the picker Service is ``vllm-<role>-router-epp``; it watches this pool) + the patch pointing the pool at the
+    picker once it is ready + objectives + GKE policies + the ReferenceGrant admitting the API route, all in the
+    pool's namespace. Pass the Kubernetes provider in ``opts.providers``."""
 
     TYPE = "llm-serving:gateway:PoolBackend"
 
@@ -103,7 +106,15 @@ class PoolBackend(Component):
         k8s_opts = self.child_opts()
 
         self.pool_object = o.inference_pool_object(pool, gw.epp.failure_mode)
-        self.inference_pool = _cr(f"{naming.pool_name(role)}-pool", self.pool_object, k8s_opts)
+        # The pool is created pointing at its picker, and afterwards only the patch below moves that pointer (which
+        # then owns the field: pulumi-kubernetes leaves an ignored field another field manager owns out of its
+        # server-side apply, provider/pkg/await/await.go handleSSAIgnoreFields). So on a stack that ran an
+        # earlier picker, updating the pool never points it at a picker that is not running yet.
+        self.inference_pool = _cr(
+            f"{naming.pool_name(role)}-pool",
+            self.pool_object,
+            self.child_opts(ignore_changes=["spec.endpointPickerRef"]),
+        )
 
         # The objectives (llm-d.ai) exist before the picker that reads them starts: the v0.10.0 EPP picks the
         # objective API group once, at start-up, by discovery (pkg/epp/server/controller_config.go
@@ -114,10 +125,10 @@ class PoolBackend(Component):
         ]
 
         self.chart_values = o.epp_values(pool, gw)
-        # Migration from the GAIE chart (docs/gke.md "Moving an existing stack to the llm-d Router"): same Helm
-        # release name, so the picker keeps its name (naming.epp_name) and the pool's endpointPickerRef does not
-        # move; the Deployment is replaced because its selector label changed (immutable), and with FailOpen the
-        # pool is served by the load balancer's own choice for the seconds the new picker takes to become ready.
+        # A release name of its own (naming.epp_release_name): on a stack that ran an earlier picker every chart
+        # object is new, so the new picker starts beside the old one; the chart is done when its leader is ready
+        # (o.picker_await_annotations), which needs the pool to exist (the picker is not ready before it has read
+        # its pool: llm-d-router v0.10.0 cmd/epp/runner/health.go, datastore PoolHasSynced), hence the dependency.
         self.epp = k8s.helm.v4.Chart(
             naming.epp_name(role),
             k8s.helm.v4.ChartArgs(
@@ -126,10 +137,23 @@ class PoolBackend(Component):
                 name=naming.epp_release_name(role),
                 namespace=ns,
                 values=self.chart_values,
-                post_renderer=post_renderer(),
+                # Awaited on what a leader-elected picker can reach (o.picker_await_annotations).
+                post_renderer=post_renderer(o.picker_await_annotations(role, gw.epp.replicas)),
                 skip_crds=True,
             ),
             opts=self.child_opts(depends_on=[self.inference_pool, *self.objectives]),
+        )
+        # Then the pool is pointed at the ready picker: a no-op on a new stack, the move on one that ran an earlier
+        # picker; the old release is deleted after it (Pulumi deletes what the program dropped last). The patch must
+        # stay in the program: deleting a patch gives up the fields it set.
+        patch = o.endpoint_picker_patch_object(pool, gw.epp.failure_mode)
+        self.picker_ref = k8s.apiextensions.CustomResourcePatch(
+            f"{naming.pool_name(role)}-picker-ref",
+            api_version=patch["apiVersion"],
+            kind=patch["kind"],
+            metadata=k8s.meta.v1.ObjectMetaArgs(**patch["metadata"]),
+            spec=patch["spec"],
+            opts=self.child_opts(depends_on=[self.epp, self.inference_pool]),
         )
 
         # No PodDisruptionBudget for the picker. With more than one replica the chart turns on leader election

@@ -62,6 +62,13 @@ EPP_MEMORY_REQUEST = "1Gi"
 EPP_MEMORY_LIMIT = "2Gi"
 
 
+#: pulumi-kubernetes' await overrides (provider/pkg/metadata/annotations.go ``AnnotationWaitFor`` /
+#: ``AnnotationSkipAwait``): either one makes ``metadata.ReadyCondition`` return ``custom``, and the provider then
+#: skips the kind's built-in await (provider/pkg/await/await.go ``Creation`` / ``Update``: ``!custom``).
+PULUMI_WAIT_FOR = "pulumi.com/waitFor"
+PULUMI_SKIP_AWAIT = "pulumi.com/skipAwait"
+PULUMI_PATCH_FORCE = "pulumi.com/patchForce"
+
 # ---- typed inputs -------------------------------------------------------------------------------------------
 
 
@@ -405,16 +412,37 @@ def inference_pool_object(pool: PoolRoute, failure_mode: str) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": dict(pool.selector)},
             "targetPorts": [{"number": naming.VLLM_PORT}],
-            "endpointPickerRef": {
-                "group": "",
-                "kind": "Service",
-                "name": naming.epp_name(pool.role),
-                "port": {"number": naming.EPP_EXT_PROC_PORT},
-                # Stated, not defaulted (the CRD default is FailClose): the reason is config's
-                # gateway.epp.failure_mode_reason.
-                "failureMode": failure_mode,
-            },
+            "endpointPickerRef": endpoint_picker_ref(pool.role, failure_mode),
         },
+    }
+
+
+def endpoint_picker_ref(role: str, failure_mode: str) -> dict[str, Any]:
+    """The pool's ``spec.endpointPickerRef``: the Service the picker chart creates, on its ext-proc port."""
+    return {
+        "group": "",
+        "kind": "Service",
+        "name": naming.epp_name(role),
+        "port": {"number": naming.EPP_EXT_PROC_PORT},
+        # Stated, not defaulted (the CRD default is FailClose): the reason is config's gateway.epp.failure_mode_reason.
+        "failureMode": failure_mode,
+    }
+
+
+def endpoint_picker_patch_object(pool: PoolRoute, failure_mode: str) -> dict[str, Any]:
+    """Server-side apply patch that points the pool at its picker once the picker is ready (docs/gke.md "Moving an
+    existing stack to the llm-d Router"). ``pulumi.com/patchForce`` takes the field over from the manager that
+    created the pool (pulumi-kubernetes provider/pkg/metadata/annotations.go ``AnnotationPatchForce``: a conflict
+    with another field manager is overridden instead of failing the update)."""
+    return {
+        "apiVersion": POOL_API,
+        "kind": "InferencePool",
+        "metadata": {
+            "name": naming.pool_name(pool.role),
+            "namespace": pool.namespace,
+            "annotations": {PULUMI_PATCH_FORCE: "true"},
+        },
+        "spec": {"endpointPickerRef": endpoint_picker_ref(pool.role, failure_mode)},
     }
 
 
@@ -655,7 +683,9 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
             "pullPolicy": "IfNotPresent",
         },
         "extProcPort": naming.EPP_EXT_PROC_PORT,
-        "flags": {"v": 1},
+        # pool-name: the picker watches the pool, not a pool named after its release (the chart's own
+        # ``--pool-name {{ .Release.Name }}`` comes first; the last value of a repeated flag wins).
+        "flags": {"v": 1, "pool-name": naming.pool_name(pool.role)},
         "affinity": {
             # Replicas on different nodes, so one node drain or loss never takes the leader and its standby.
             "podAntiAffinity": {
@@ -712,6 +742,31 @@ def epp_values(pool: PoolRoute, gw: GatewaySpec) -> dict[str, Any]:
             },
         },
     }
+
+
+def picker_await_annotations(role: str, replicas: int) -> tuple[tuple[str, str, str, str], ...]:
+    """``(kind, name, annotation, value)`` the post-renderer adds to the picker's Deployment and Service so that
+    ``pulumi up`` waits for what a leader-elected picker can reach.
+
+    With more than one replica only the leader passes readiness (llm-d-router v0.10.0 cmd/epp/runner/health.go
+    ``Check``: ``readiness`` needs ``isLeader``), so the built-in awaits never finish: the Deployment's wants
+    ``readyReplicas >= spec.replicas`` (provider/pkg/await/deployment.go) and the Service's wants no not-ready
+    address (service.go). Instead the Deployment is done when every replica runs the new template
+    (``updatedReplicas`` = replicas) and exactly one of them is ready (the leader). ``updatedReplicas`` is what makes
+    the check about the new pods: under ``Recreate`` (the chart's strategy) the controller creates the new
+    ReplicaSet only after the old one is at zero (kubernetes pkg/controller/deployment/recreate.go
+    ``rolloutRecreate``), and the status it writes meanwhile counts no updated replica; the provider's JSONPath
+    condition also waits for ``status.observedGeneration`` to reach ``metadata.generation``
+    (provider/pkg/await/condition/jsonpath.go ``Satisfied``). Each expression is the strict
+    ``jsonpath={.path}=value`` form the provider parses (provider/pkg/jsonpath/jsonpath.go ``Parse``). The Service
+    is not awaited: the Deployment's condition already proves a ready endpoint behind it. Change with the chart's
+    readiness probe or its update strategy."""
+    name = naming.epp_name(role)
+    wait_for = [f"jsonpath={{.status.updatedReplicas}}={replicas}", "jsonpath={.status.readyReplicas}=1"]
+    return (
+        ("Deployment", name, PULUMI_WAIT_FOR, json.dumps(wait_for)),
+        ("Service", name, PULUMI_SKIP_AWAIT, "true"),
+    )
 
 
 # ---- Model Armor ----------------------------------------------------------------------------------------------

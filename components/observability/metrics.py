@@ -122,8 +122,9 @@ def epp_scrape_job(role: str) -> str:
     """``job`` label of one pool's endpoint-picker series. The picker is scraped by the PodMonitoring the
     ``llm-d-router-gateway`` chart renders with monitoring provider ``gmp`` and prometheus monitoring on
     (bearer-token auth against the picker's protected /metrics, port name ``metrics``; routerlib templates/_gke.yaml);
-    the chart names it after the Helm release, ``vllm-<role>``, and GMP sets ``job`` to the PodMonitoring's name."""
-    return naming.deployment_name(role)
+    the chart names it after the Helm release (``naming.epp_release_name``), and GMP sets ``job`` to the
+    PodMonitoring's name."""
+    return naming.epp_release_name(role)
 
 
 def epp_job(role: str) -> str:

@@ -587,10 +587,15 @@ def network_policy_spec(
                 net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
                 # Load-balancer health checks of the InferencePool backends.
                 *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
-                # This pool's endpoint picker scrapes /metrics to score endpoints (GAIE epplib selector label).
-                net.NetworkPolicyPeerArgs(
-                    pod_selector=meta.LabelSelectorArgs(match_labels={naming.EPP_POD_LABEL: naming.epp_name(role)})
-                ),
+                # This pool's endpoint picker scrapes /metrics to score endpoints (the chart's selector label), and
+                # so does the picker an earlier version ran, until the move deletes it (naming.previous_epp_pod_selectors).
+                *[
+                    net.NetworkPolicyPeerArgs(pod_selector=meta.LabelSelectorArgs(match_labels=selector))
+                    for selector in (
+                        {naming.EPP_POD_LABEL: naming.epp_name(role)},
+                        *naming.previous_epp_pod_selectors(role),
+                    )
+                ],
                 # Managed Prometheus collectors scrape /metrics.
                 net.NetworkPolicyPeerArgs(
                     namespace_selector=ns_in(GMP_NAMESPACES),

@@ -83,9 +83,13 @@ class Resource:
 
     @property
     def kubernetes_object(self) -> dict[str, Any] | None:
-        """The object a Kubernetes custom resource applies (``apiVersion``/``kind`` inputs), else None."""
+        """The object a Kubernetes custom resource applies (``apiVersion``/``kind`` inputs), else None. A patch
+        (pulumi-kubernetes ``<Kind>Patch`` types: a server-side apply of some fields of an object another resource
+        creates) is not an object of its own and stays in the inventory only."""
         i = self.inputs
         if self.custom and self.type.startswith("kubernetes:") and "kind" in i and "apiVersion" in i:
+            if self.type.endswith(f":{i['kind']}Patch"):
+                return None
             return i
         return None
 

@@ -94,9 +94,17 @@ def served_deployments(chart: Res, resources: list[Res]) -> list[Res]:
     sel = pool_selector(chart)
     if isinstance(sel, dict) and sel:
         return [d for d in deps if selector_matches({"matchLabels": sel}, pod_labels(d))]
-    rel = release_name(chart)
-    base = rel[:-4] if rel.endswith("-epp") else rel
+    pool = watched_pool(chart)
+    base = pool[:-4] if pool.endswith("-epp") else pool
     return [d for d in deps if d.k8s_name == base]
+
+
+def watched_pool(chart: Res) -> str:
+    """The InferencePool the picker watches: its ``pool-name`` flag (rendered after the chart's own
+    ``--pool-name <release>``, so it wins), else the release name (llm-d-router v0.10.0 and GAIE charts alike)."""
+    extra = flags(chart)
+    name = extra.get("pool-name") if isinstance(extra, dict) else None
+    return name if isinstance(name, str) and name else release_name(chart)
 
 
 def flags(chart: Res) -> Any:

@@ -179,8 +179,24 @@ def pool_name(role: str) -> str:
 
 
 def epp_release_name(role: str) -> str:
-    """Helm release name of a pool's endpoint-picker chart: the pool's Deployment name."""
-    return deployment_name(role)
+    """Helm release name of a pool's endpoint-picker chart: ``vllm-<role>-router``. Not the pool's own name, which
+    the pickers of earlier versions were released under: a name of its own gives every chart object a new name, so
+    ``pulumi up`` starts the new picker beside the one the pool points at, moves the pool to it, and deletes the old
+    one last (docs/gke.md "Moving an existing stack to the llm-d Router")."""
+    return f"{deployment_name(role)}-router"
+
+
+#: Releases the pool's picker ran under before :func:`epp_release_name`: the pool's own name, with GAIE's
+#: ``inferencepool`` chart v1.5.0 (pod label ``inferencepool: <release>-epp``, config/charts/epplib/templates/
+#: _helpers.tpl ``gateway-api-inference-extension.selectorLabels``) or llm-d-router v0.10.0 (``EPP_POD_LABEL``).
+PREVIOUS_EPP_POD_LABELS = ("inferencepool", EPP_POD_LABEL)
+
+
+def previous_epp_pod_selectors(role: str) -> tuple[dict[str, str], ...]:
+    """Pod labels of the pickers earlier versions ran for the pool. The model server's NetworkPolicy still admits
+    them so that, while a stack moves, the old picker keeps scraping the model servers until the pool no longer
+    points at it; they match nothing once the old release is deleted."""
+    return tuple({key: f"{deployment_name(role)}-epp"} for key in PREVIOUS_EPP_POD_LABELS)
 
 
 #: The picker chart cuts the release name to this many characters before it appends ``-epp`` (llm-d-router v0.10.0

@@ -17,8 +17,9 @@ The engine's rules this follows (github.com/pulumi/pulumi ``pkg/resource/deploy/
   resource ... as it is currently marked for protection``); deleting a protected resource fails
   (``deleteProtectedError``), as does a delete-before-replace chain that reaches a protected dependent.
 
-Component resources (no cloud object) are not listed, except remote components whose inputs changed (a Helm
-chart's values): the objects they render change, and this plan cannot see them.
+Component resources (no cloud object) are not listed, except remote components (a Helm chart) that are created,
+deleted or whose inputs changed: the objects they render are created, deleted or changed, and this plan cannot see
+them.
 """
 
 from __future__ import annotations
@@ -203,8 +204,11 @@ class Engine:
         o = self.old.get(self.match.get(urn, ""))
         rtype, name = str(n["type"]), str(n.get("name") or urn.rsplit("::", 1)[-1])
         if not n.get("custom", True):
-            if o is None or rtype not in REMOTE_COMPONENTS:
+            if rtype not in REMOTE_COMPONENTS:
                 return None
+            if o is None:
+                note = "a remote component: creates the objects it renders, which the offline plan cannot list"
+                return Change(urn, rtype, name, "create", notes=(note,), inputs=n.get("inputs") or {}, custom=False)
             component_fields = tuple(
                 FieldChange(format_path(s), a, b) for s, a, b in changes(o.get("inputs") or {}, n.get("inputs") or {})
             )
@@ -325,7 +329,8 @@ class Engine:
         out = list(self.actions.values())
         for ou in sorted(set(self.old) - set(self.match.values())):
             r = self.old[ou]
-            if not r.get("custom", True):
+            remote = r.get("type") in REMOTE_COMPONENTS
+            if not r.get("custom", True) and not remote:
                 continue
             opts = r.get("options") or {}
             notes = []
@@ -334,6 +339,8 @@ class Engine:
                 notes.append(f"{PROTECTED_REFUSES} (a protected resource cannot be deleted)")
             if opts.get("retain_on_delete"):
                 notes.append("retainOnDelete: removed from the stack, the cloud object stays")
+            if remote:
+                notes.append("a remote component: deletes every object it rendered, after all creates and updates")
             out.append(
                 Change(
                     ou,
@@ -342,6 +349,7 @@ class Engine:
                     "delete",
                     protected=protected,
                     notes=tuple(notes),
+                    custom=not remote,
                 )
             )
         return sorted(out, key=lambda c: c.urn), unchanged
