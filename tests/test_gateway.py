@@ -224,6 +224,8 @@ def test_pool_points_at_its_own_picker_with_explicit_failure_mode(plans):
             ]
             assert patch["inputs"]["spec"] == {"endpointPickerRef": ref}
             assert patch["inputs"]["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
+            # a patch owning a required field cannot be deleted (pulumi-kubernetes provider.go Delete): retained
+            assert patch["options"]["retain_on_delete"] is True
 
 
 def test_route_weights_equal_config_and_dark_canary_stays_attached(plans):

@@ -144,8 +144,11 @@ class PoolBackend(Component):
             opts=self.child_opts(depends_on=[self.inference_pool, *self.objectives]),
         )
         # Then the pool is pointed at the ready picker: a no-op on a new stack, the move on one that ran an earlier
-        # picker; the old release is deleted after it (Pulumi deletes what the program dropped last). The patch must
-        # stay in the program: deleting a patch gives up the fields it set.
+        # picker; the old release is deleted after it (Pulumi deletes what the program dropped last). Retained on
+        # delete: deleting a patch gives up the fields it owns, and endpointPickerRef is required by the
+        # InferencePool CRD up to GAIE v1.5.0, so the provider refuses that delete ("this Patch resource is currently
+        # managing a required field ... set the retainOnDelete resource option", pulumi-kubernetes
+        # provider/pkg/provider/provider.go Delete); retained, the pointer stays until the pool itself goes.
         patch = o.endpoint_picker_patch_object(pool, gw.epp.failure_mode)
         self.picker_ref = k8s.apiextensions.CustomResourcePatch(
             f"{naming.pool_name(role)}-picker-ref",
@@ -153,7 +156,7 @@ class PoolBackend(Component):
             kind=patch["kind"],
             metadata=k8s.meta.v1.ObjectMetaArgs(**patch["metadata"]),
             spec=patch["spec"],
-            opts=self.child_opts(depends_on=[self.epp, self.inference_pool]),
+            opts=self.child_opts(depends_on=[self.epp, self.inference_pool], retain_on_delete=True),
         )
 
         # No PodDisruptionBudget for the picker. With more than one replica the chart turns on leader election
