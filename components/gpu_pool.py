@@ -27,6 +27,12 @@ def node_account_id(accelerator: str) -> str:
     return f"gke-gpu-{accelerator}"
 
 
+def member_node_account_id(cluster_name: str, accelerator: str) -> str:
+    """Node service account of a fleet member's GPU pool: ``<cluster>-<accelerator>`` (the fleet rules keep it a
+    valid id of at most 30 characters, and cluster names are unique in the fleet)."""
+    return f"{cluster_name}-{accelerator}"
+
+
 @dataclass(frozen=True)
 class ReservationSpec:
     """A zonal reservation the pool consumes by name: ``create`` = the stack owns it; ``existing`` = consume
@@ -91,6 +97,9 @@ class GpuNodePoolArgs:
     gpu_driver_version: str
     labels: dict[str, str]
     protect: bool
+    #: The node service account id; None: ``node_account_id`` (the stack's own cluster). Service-account ids are
+    #: project-wide, so a fleet's other clusters name theirs after the cluster (``member_node_account_id``).
+    account_id: str | None = None
 
 
 def upgrade_settings(acc: AcceleratorSpec) -> gcp.container.NodePoolUpgradeSettingsArgs:
@@ -132,7 +141,9 @@ class GpuNodePool(Component):
         self.identity = NodeServiceAccount(
             f"{name}-nodes",
             NodeServiceAccountArgs(
-                project=args.project, account_id=node_account_id(acc.key), display_name=f"GKE GPU nodes ({acc.key})"
+                project=args.project,
+                account_id=args.account_id or node_account_id(acc.key),
+                display_name=f"GKE GPU nodes ({acc.key})",
             ),
             opts=child,
         )

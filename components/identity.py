@@ -108,6 +108,10 @@ class WorkloadIdentityArgs:
     labels: dict[str, str] = field(default_factory=dict)
     #: Pulumi ``protect`` on the hub-token Secret: deleting it deletes the token's versions, added out of band.
     protect: bool = False
+    #: False on a fleet's other clusters: every cluster of a project shares the Workload Identity pool
+    #: ``<project>.svc.id.goog``, so a pool's KSA is one principal fleet-wide and the stack's own cluster already
+    #: grants it (a second grant of the same member would drop the binding when either is deleted).
+    grant_access: bool = True
 
     def __post_init__(self) -> None:
         if not self.roles or len(set(self.roles)) != len(self.roles):
@@ -160,6 +164,8 @@ class WorkloadIdentity(Component):
             self.model_server_principals[role] = wi_principal(
                 args.project_number, args.workload_pool, ns, args.model_server_ksa
             )
+            if not args.grant_access:
+                continue
             self.weights_readers[role] = gcp.storage.BucketIAMMember(
                 f"{name}-weights-reader-{role}",
                 bucket=args.weights_bucket,
@@ -169,7 +175,7 @@ class WorkloadIdentity(Component):
             )
         self.hub_token_secret: gcp.secretmanager.Secret | None = None
         self.hub_token_accessors: dict[str, gcp.secretmanager.SecretIamMember] = {}
-        if args.hub_token_secret_id is not None:
+        if args.hub_token_secret_id is not None and args.grant_access:
             self.hub_token_secret = gcp.secretmanager.Secret(
                 f"{name}-hub-token",
                 project=args.project,

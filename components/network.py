@@ -5,6 +5,7 @@ load balancer needs (GKE Inference Gateway deploy guide)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pulumi
 import pulumi_gcp as gcp
@@ -33,6 +34,10 @@ class NetworkArgs:
     pods_cidr: str
     services_cidr: str
     proxy_only_cidr: str
+    #: ``REGIONAL_MANAGED_PROXY`` for the regional Gateway classes; a fleet's cross-regional internal class needs
+    #: ``GLOBAL_MANAGED_PROXY`` in every region, and one region cannot hold both (GKE "Set up the GKE multi-cluster
+    #: Inference Gateway", "Create proxy-only subnets").
+    proxy_only_purpose: Literal["REGIONAL_MANAGED_PROXY", "GLOBAL_MANAGED_PROXY"] = "REGIONAL_MANAGED_PROXY"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,71 @@ def firewall_openings(args: NetworkArgs) -> tuple[FirewallOpening, FirewallOpeni
     )
 
 
+@dataclass(frozen=True)
+class RegionalSubnets:
+    subnet: gcp.compute.Subnetwork
+    proxy_only_subnet: gcp.compute.Subnetwork
+    router: gcp.compute.Router
+    nat: gcp.compute.RouterNat
+
+
+def regional_subnets(
+    name: str, args: NetworkArgs, vpc_id: pulumi.Input[str], child: pulumi.ResourceOptions
+) -> RegionalSubnets:
+    """One region's part of a VPC: the node subnet with its Pod/Service ranges, the proxy-only subnet of the
+    region's load-balancer proxies, and Cloud Router + NAT for the private nodes. Registered with ``child``'s
+    parent: :class:`Network` for the stack's own region, :class:`RegionalNetwork` for a fleet's other regions."""
+    subnet = gcp.compute.Subnetwork(
+        f"{name}-nodes",
+        name=f"{args.prefix}-nodes",
+        project=args.project,
+        region=args.region,
+        network=vpc_id,
+        ip_cidr_range=args.subnet_cidr,
+        private_ip_google_access=True,
+        secondary_ip_ranges=[
+            gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=POD_RANGE_NAME, ip_cidr_range=args.pods_cidr),
+            gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=SERVICE_RANGE_NAME, ip_cidr_range=args.services_cidr),
+        ],
+        log_config=gcp.compute.SubnetworkLogConfigArgs(
+            aggregation_interval="INTERVAL_5_MIN", flow_sampling=0.5, metadata="INCLUDE_ALL_METADATA"
+        ),
+        opts=child,
+    )
+    proxy_only = gcp.compute.Subnetwork(
+        f"{name}-proxy-only",
+        name=f"{args.prefix}-proxy-only",
+        project=args.project,
+        region=args.region,
+        network=vpc_id,
+        ip_cidr_range=args.proxy_only_cidr,
+        purpose=args.proxy_only_purpose,
+        role="ACTIVE",
+        opts=child,
+    )
+    router = gcp.compute.Router(
+        f"{name}-router",
+        name=f"{args.prefix}-router",
+        project=args.project,
+        region=args.region,
+        network=vpc_id,
+        opts=child,
+    )
+    nat = gcp.compute.RouterNat(
+        f"{name}-nat",
+        name=f"{args.prefix}-nat",
+        project=args.project,
+        region=args.region,
+        router=router.name,
+        nat_ip_allocate_option="AUTO_ONLY",
+        source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+        subnetworks=[gcp.compute.RouterNatSubnetworkArgs(name=subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"])],
+        log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
+        opts=child,
+    )
+    return RegionalSubnets(subnet, proxy_only, router, nat)
+
+
 class Network(Component):
     """The VPC, its two subnets, and NAT egress for the private nodes (image pulls from outside Google,
     model hubs)."""
@@ -81,58 +151,11 @@ class Network(Component):
             routing_mode="REGIONAL",
             opts=child,
         )
-        self.subnet = gcp.compute.Subnetwork(
-            f"{name}-nodes",
-            name=f"{args.prefix}-nodes",
-            project=args.project,
-            region=args.region,
-            network=self.vpc.id,
-            ip_cidr_range=args.subnet_cidr,
-            private_ip_google_access=True,
-            secondary_ip_ranges=[
-                gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=POD_RANGE_NAME, ip_cidr_range=args.pods_cidr),
-                gcp.compute.SubnetworkSecondaryIpRangeArgs(
-                    range_name=SERVICE_RANGE_NAME, ip_cidr_range=args.services_cidr
-                ),
-            ],
-            log_config=gcp.compute.SubnetworkLogConfigArgs(
-                aggregation_interval="INTERVAL_5_MIN", flow_sampling=0.5, metadata="INCLUDE_ALL_METADATA"
-            ),
-            opts=child,
-        )
-        self.proxy_only_subnet = gcp.compute.Subnetwork(
-            f"{name}-proxy-only",
-            name=f"{args.prefix}-proxy-only",
-            project=args.project,
-            region=args.region,
-            network=self.vpc.id,
-            ip_cidr_range=args.proxy_only_cidr,
-            purpose="REGIONAL_MANAGED_PROXY",
-            role="ACTIVE",
-            opts=child,
-        )
-        self.router = gcp.compute.Router(
-            f"{name}-router",
-            name=f"{args.prefix}-router",
-            project=args.project,
-            region=args.region,
-            network=self.vpc.id,
-            opts=child,
-        )
-        self.nat = gcp.compute.RouterNat(
-            f"{name}-nat",
-            name=f"{args.prefix}-nat",
-            project=args.project,
-            region=args.region,
-            router=self.router.name,
-            nat_ip_allocate_option="AUTO_ONLY",
-            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetworks=[
-                gcp.compute.RouterNatSubnetworkArgs(name=self.subnet.id, source_ip_ranges_to_nats=["ALL_IP_RANGES"])
-            ],
-            log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
-            opts=child,
-        )
+        regional = regional_subnets(name, args, self.vpc.id, child)
+        self.subnet = regional.subnet
+        self.proxy_only_subnet = regional.proxy_only_subnet
+        self.router = regional.router
+        self.nat = regional.nat
         # Private DNS for googleapis.com: without it *.googleapis.com resolves to public addresses, which the
         # model servers' NetworkPolicy does not allow, and gs:// streaming / GCS FUSE loading would fail.
         self.googleapis_zone = gcp.dns.ManagedZone(
@@ -175,6 +198,26 @@ class Network(Component):
                 "proxy_only_subnetwork": self.proxy_only_subnet.id,
             }
         )
+
+
+class RegionalNetwork(Component):
+    """A fleet region's part of the config cluster's VPC (:func:`regional_subnets`): every cluster of a fleet must be
+    in one VPC network (GKE "Set up the GKE multi-cluster Inference Gateway", Requirements). The VPC's private
+    googleapis.com zone is the :class:`Network`'s, which covers the whole VPC."""
+
+    TYPE = "llm-serving:network:RegionalNetwork"
+
+    def __init__(
+        self, name: str, args: NetworkArgs, vpc_id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__(name, args, opts)
+        regional = regional_subnets(name, args, vpc_id, self.child_opts())
+        self.subnet = regional.subnet
+        self.proxy_only_subnet = regional.proxy_only_subnet
+        self.router = regional.router
+        self.nat = regional.nat
+        self.proxy_only_cidr = args.proxy_only_cidr
+        self.register_outputs({"subnetwork": self.subnet.id, "proxy_only_subnetwork": self.proxy_only_subnet.id})
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,22 @@ the InferencePool; the platform's namespace Output places every Kubernetes objec
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 
 from components import naming
 from components.bench_job import BenchJob, BenchJobArgs, client_peer
 from components.cluster import AuthorizedNetwork, MaintenanceWindow, SystemPoolSpec
 from components.cohost.component import CoHostServer, CoHostServerArgs
+from components.fleet import (
+    FLEET_SERVICES,
+    FleetMember,
+    FleetMemberArgs,
+    FleetMembershipSpec,
+    FleetRegistration,
+    FleetRegistrationArgs,
+)
 from components.gateway.component import InferenceGateway, InferenceGatewayArgs
 from components.gateway.objects import (
     CertificateSpec,
@@ -34,7 +44,7 @@ from components.observability.component import Observability, ObservabilityArgs
 from components.observability.tenants import TenantView
 from components.observability.views import CoHostedModelView, PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
-from components.project import ProjectServices
+from components.project import ProjectServices, ProjectServicesArgs
 from components.serving.model_server import ModelServer, ModelServerArgs, PodPeer, PodResources
 from components.weights import HyperdiskSpec
 from infra.config.accelerator import AcceleratorTopology, boot_disk_type
@@ -45,8 +55,8 @@ from infra.planning.plan import StackPlan
 from infra.targets.base import ResolvedStack
 from infra.targets.common import channel_spec, platform_labels, thresholds
 
-from .config import GatewayConfig, GkeCoHostedGroup, GkeConfig, GkePool, gateway_section, gke_section
-from .planning import GkeCoHostedGroupPlan, GkePoolPlan, gke_part, gke_pools, verify_workers
+from .config import GatewayConfig, GkeCoHostedGroup, GkeConfig, GkePool, fleet_section, gateway_section, gke_section
+from .planning import GkeCoHostedGroupPlan, GkePlan, GkePoolPlan, gke_part, gke_pools, regional_config, verify_workers
 from .planning.bench import bench_deadline
 from .planning.flow_control import PoolDrain, flow_control_bounds
 
@@ -96,9 +106,14 @@ def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
 
 
 def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
+    return region_platform_args(cfg, gke_part(plan))
+
+
+def region_platform_args(cfg: StackConfig, part: GkePlan) -> PlatformArgs:
+    """The platform of one region: the stack's own (``cfg`` and its plan) or a fleet region's (its
+    ``regional_config`` and the plan made for its share)."""
     g = gke_section(cfg)
     assert g is not None  # the gke rules require the section for a gke pool
-    part = gke_part(plan)
     hd = g.weights.hyperdisk_ml
     return PlatformArgs(
         project=cfg.project,
@@ -384,6 +399,65 @@ def _cohost_server(
     )
 
 
+def fleet_member_args(cfg: StackConfig, region: str, part: GkePlan, platform: Platform) -> FleetMemberArgs:
+    """A fleet region's cluster: the stack in that region (``regional_config``), planned for its share, joined to the
+    config platform's VPC, registry and weights bucket. Its proxy-only subnet is the cross-regional kind the
+    multi-cluster Gateway class needs (``GLOBAL_MANAGED_PROXY``: GKE "Set up the GKE multi-cluster Inference
+    Gateway", "Create proxy-only subnets")."""
+    fleet = fleet_section(cfg)
+    assert fleet is not None
+    rcfg = regional_config(cfg, fleet, region)
+    pa = region_platform_args(rcfg, part)
+    return FleetMemberArgs(
+        project=cfg.project,
+        region=region,
+        network=dataclasses.replace(pa.network, proxy_only_purpose="GLOBAL_MANAGED_PROXY"),
+        vpc_id=platform.network.vpc.id,
+        cluster=pa.cluster,
+        gpu_pools=pa.gpu_pools,
+        registry_repository=platform.registry.repository.repository_id,
+        registry_region=cfg.region,
+        project_number=platform.project_number,
+        roles=pa.roles,
+        weights_bucket=platform.weights.bucket.name,
+        labels=pa.labels,
+        protect=pa.protect,
+    )
+
+
+def compose_fleet(
+    cfg: StackConfig, part: GkePlan, platform: Platform, services: ProjectServices
+) -> tuple[dict[str, FleetMember], FleetRegistration]:
+    """A fleet stack's other regions and its registration (docs/multiregion.md). The serving objects of the other
+    regions and the multi-cluster Gateway are not built yet: the GKE target refuses to deploy a fleet stack."""
+    fleet_services = ProjectServices(
+        "fleet-services",
+        ProjectServicesArgs(project=cfg.project, services=FLEET_SERVICES),
+        opts=pulumi.ResourceOptions(depends_on=[services]),
+    )
+    opts = pulumi.ResourceOptions(depends_on=[services, fleet_services])
+    members = {
+        region: FleetMember(f"fleet-{region}", fleet_member_args(cfg, region, rpart, platform), opts=opts)
+        for region, rpart in sorted(part.regions.items())
+    }
+    g = gke_section(cfg)
+    assert g is not None
+    registration = FleetRegistration(
+        "fleet",
+        FleetRegistrationArgs(
+            project=cfg.project,
+            memberships=(
+                FleetMembershipSpec(g.cluster_name, platform.cluster.id),
+                *(FleetMembershipSpec(m.cluster_name, m.cluster.id) for _, m in sorted(members.items())),
+            ),
+            labels=platform_labels(cfg),
+            protect=g.protect,
+        ),
+        opts=opts,
+    )
+    return members, registration
+
+
 def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
     cfg, plan = resolved.config, resolved.plan
     gw, g = gateway_section(cfg), gke_section(cfg)
@@ -393,6 +467,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
     # stores, Workload Identity and the Kubernetes provider the serving components deploy with.
     platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
     k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
+    fleet = compose_fleet(cfg, part, platform, services) if part.regions else None
 
     # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
     bench = g.bench if g is not None else None
@@ -509,6 +584,26 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
 
     return {
         **({"bench": {"job": bench_job.job.metadata.name, "record_uri": bench_job.record_uri}} if bench_job else {}),
+        **(
+            {
+                "fleet": {
+                    "config_membership": fleet[1].ingress.spec.apply(
+                        lambda spec: (
+                            spec.multiclusteringress.config_membership if spec and spec.multiclusteringress else None
+                        )
+                    ),
+                    "regions": {
+                        region: {
+                            "cluster": m.cluster.name,
+                            "gpu_node_pools": {k: p.name for k, p in m.gpu_node_pools.items()},
+                        }
+                        for region, m in sorted(fleet[0].items())
+                    },
+                }
+            }
+            if fleet
+            else {}
+        ),
         **(
             {
                 "cohosting": {

@@ -37,16 +37,17 @@ class GkeTarget(Target):
         return compose.compose(resolved, services)
 
     def deploy_refusals(self, resolved: ResolvedStack) -> Sequence[ConfigIssue]:
-        """A ``fleet`` stack is sized (each region for its share, the region-loss check) but its deployment is not
-        built yet: fleet memberships, the other regions' clusters and the multi-cluster Gateway. Deploying it as it
-        stands would serve from the config cluster's region alone, so nothing of it is registered."""
+        """A ``fleet`` stack is sized (each region for its share, the region-loss check) and its other regions'
+        clusters and fleet registration are composed (components/fleet.py), but the other regions' serving objects
+        and the multi-cluster Gateway are not built yet. Deploying it as it stands would serve from the config
+        cluster's region alone, so nothing of it is registered."""
         if fleet_section(resolved.config) is None:
             return ()
         return (
             ConfigIssue(
                 key_path(("fleet",)),
                 "a fleet stack is sized by `llm-serving capacity` (every region, region loss) but not deployable yet: "
-                "the multi-cluster Gateway, fleet memberships and the other regions' clusters are not built "
+                "the other regions' model servers and pickers and the multi-cluster Gateway are not built "
                 "(docs/multiregion.md); nothing was registered",
             ),
         )

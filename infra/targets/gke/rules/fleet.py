@@ -4,8 +4,10 @@ reservations, their shares add up to the whole peak, and the fleet holds the pea
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
 
+from components.gpu_pool import member_node_account_id
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
 from infra.rules import Finding, rule
@@ -185,3 +187,28 @@ def no_model_armor_on_a_fleet(cfg: StackConfig) -> Iterator[Finding]:
             "the multi-cluster GKE Inference Gateway does not support Model Armor (its Limitations): screen prompts "
             "in the application, or serve from one region",
         )
+
+
+#: IAM service-account ids: 6-30 characters, a lowercase letter first, lowercase letters, digits and hyphens, no
+#: trailing hyphen (IAM API ``projects.serviceAccounts.create``, ``accountId``).
+SERVICE_ACCOUNT_ID_RE = re.compile(r"^[a-z](?:[-a-z0-9]{4,28}[a-z0-9])$")
+
+
+@rule(target=TARGET, needs={"fleet", "serving", "accelerators"})
+def fleet_node_accounts_are_valid_ids(cfg: StackConfig) -> Iterator[Finding]:
+    """A fleet region's GPU nodes run as ``<cluster>-<accelerator>`` (components.gpu_pool.member_node_account_id):
+    service-account ids are project-wide, so the config cluster's ``gke-gpu-<accelerator>`` cannot be reused, and the
+    id must be one IAM accepts."""
+    fleet = fleet_section(cfg)
+    if fleet is None:
+        return
+    used = sorted({pool.accelerator for _, pool in gke_pools(cfg)})
+    for region, r in sorted(fleet.regions.items()):
+        for key in used:
+            account = member_node_account_id(r.cluster_name, key)
+            if not SERVICE_ACCOUNT_ID_RE.fullmatch(account):
+                yield (
+                    ("fleet", "regions", region, "cluster_name"),
+                    f"the GPU nodes of {region} would run as service account {account!r} ({len(account)} characters):"
+                    " an id must be 6-30 lowercase letters, digits or hyphens; shorten the cluster name",
+                )

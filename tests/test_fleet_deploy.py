@@ -1,0 +1,168 @@
+"""What a fleet stack builds so far (docs/multiregion.md, components/fleet.py): the other region's cluster in the
+config cluster's VPC, its GPU node pool on its own region's reservation, Hub memberships for both clusters and the
+multi-cluster Ingress feature naming the config cluster. The serving objects of the other region and the
+multi-cluster Gateway are not built, so ``plan`` / ``pulumi up`` still refuse the stack (tests/test_fleet.py); these
+tests plan it with that refusal lifted to check what is built.
+
+Expected values are the fixture's (tests/fixtures/fleet/Pulumi.prod-multiregion.yaml), written out by hand.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError
+from infra.entry import main as program_main
+from infra.offline.planrun import PROJECT
+from infra.offline.runner import run_offline
+from infra.offline.stackfile import ROOT, read_stack_file
+from infra.registry import REGISTRY, Registry
+from infra.resolve import resolve_stack
+
+FIXTURES = Path(__file__).parent / "fixtures" / "fleet"
+STACK = "prod-multiregion"
+CONFIG_VPC = "<known-after-apply:platform-network-vpc.id>"
+
+
+@cache
+def inventory() -> dict[str, Any]:
+    """The fixture planned by the real program under the mocks, with the GKE target's deploy refusal lifted."""
+    gke = REGISTRY.target("gke")
+
+    class Unrefused(type(gke)):  # type: ignore[misc]
+        def deploy_refusals(self, resolved):
+            return ()
+
+    registry = Registry(tuple(Unrefused() if t.name == "gke" else t for t in REGISTRY.targets))
+    sf = read_stack_file(STACK, FIXTURES)
+    run = run_offline(
+        lambda: program_main(registry=registry),
+        project=PROJECT,
+        stack=STACK,
+        config=sf.config,
+        secret_keys=sf.secret_keys,
+    )
+    return run.inventory().to_dict()
+
+
+def of(typ: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in inventory()["resources"] if r["type"] == typ and (name is None or r["name"] == name)]
+
+
+def one(typ: str, name: str) -> dict[str, Any]:
+    (r,) = of(typ, name)
+    return r
+
+
+def test_two_clusters_in_two_regions_one_vpc():
+    clusters = {r["inputs"]["name"]: r["inputs"] for r in of("gcp:container/cluster:Cluster")}
+    assert {n: c["location"] for n, c in clusters.items()} == {
+        "llm-prod-usc1": "us-central1",
+        "llm-prod-euw4": "europe-west4",
+    }
+    assert clusters["llm-prod-euw4"]["network"] == CONFIG_VPC
+    assert [r["name"] for r in of("gcp:compute/network:Network")] == ["platform-network-vpc"]
+    nodes = one("gcp:compute/subnetwork:Subnetwork", "fleet-europe-west4-network-nodes")["inputs"]
+    assert (nodes["network"], nodes["region"], nodes["ipCidrRange"]) == (CONFIG_VPC, "europe-west4", "10.30.0.0/20")
+    assert {r["rangeName"]: r["ipCidrRange"] for r in nodes["secondaryIpRanges"]} == {
+        "pods": "10.32.0.0/14",
+        "services": "10.36.0.0/20",
+    }
+    proxy = one("gcp:compute/subnetwork:Subnetwork", "fleet-europe-west4-network-proxy-only")["inputs"]
+    assert (proxy["ipCidrRange"], proxy["purpose"], proxy["role"]) == (
+        "10.30.16.0/23",
+        "GLOBAL_MANAGED_PROXY",
+        "ACTIVE",
+    )
+    nat = one("gcp:compute/routerNat:RouterNat", "fleet-europe-west4-network-nat")["inputs"]
+    assert nat["region"] == "europe-west4"
+
+
+def test_each_gpu_pool_consumes_its_own_regions_reservation():
+    reservations = {r["inputs"]["name"]: r["inputs"] for r in of("gcp:compute/reservation:Reservation")}
+    assert {n: (r["zone"], r["specificReservation"]["count"]) for n, r in reservations.items()} == {
+        "llm-prod-usc1-h100-tp2": ("us-central1-a", 8),
+        "llm-prod-euw4-h100-tp2": ("europe-west4-b", 8),
+    }
+    eu = one("gcp:container/nodePool:NodePool", "fleet-europe-west4-gpu-h100-tp2-pool")["inputs"]
+    assert eu["nodeLocations"] == ["europe-west4-b"]
+    affinity = eu["nodeConfig"]["reservationAffinity"]
+    assert affinity["consumeReservationType"] == "SPECIFIC_RESERVATION"
+    assert affinity["values"] == ["llm-prod-euw4-h100-tp2"]  # its own region's reservation, not us-central1's
+    # Planned for the region's share: stable HPA max 4 + canary max 2, one surge node per pool, one replica per
+    # a3-highgpu-2g node (TP 2 on its 2 GPUs): 4 + 2 + 2 = 8 nodes, the reservation's count.
+    assert eu["autoscaling"]["totalMaxNodeCount"] == 8
+
+
+def test_node_accounts_are_per_cluster_and_pull_from_the_one_registry():
+    accounts = sorted(r["inputs"]["accountId"] for r in of("gcp:serviceaccount/account:Account"))
+    assert accounts == ["gke-gpu-h100-tp2", "llm-prod-euw4-h100-tp2", "llm-prod-euw4-system", "llm-prod-usc1-system"]
+    (reader,) = of(
+        "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+        "fleet-europe-west4-registry-reader-gpu-h100-tp2",
+    )
+    assert (reader["inputs"]["location"], reader["inputs"]["role"]) == ("us-central1", "roles/artifactregistry.reader")
+    assert reader["inputs"]["repository"] == "serving"  # the config platform's repository (gke.registry)
+    assert reader["property_dependencies"]["repository"] == [
+        "urn:pulumi:prod-multiregion::llm-serving::llm-serving:registry:Registry$gcp:artifactregistry/repository:Repository::platform-registry-repo"
+    ]
+
+
+def test_workload_identity_grants_are_made_once_for_the_fleet():
+    """One Workload Identity pool per project: a pool's KSA is one principal in both clusters, so the weights
+    bucket is granted once per role (2 roles), not once per cluster."""
+    readers = of("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert sorted(r["name"] for r in readers if "weights-reader" in r["name"]) == [
+        "platform-identity-weights-reader-canary",
+        "platform-identity-weights-reader-stable",
+    ]
+    ksas = sorted(r["name"] for r in of("kubernetes:core/v1:ServiceAccount") if r["name"].startswith("fleet-"))
+    assert ksas == [
+        "fleet-europe-west4-identity-ksa-canary-model-server",
+        "fleet-europe-west4-identity-ksa-stable-model-server",
+    ]
+
+
+def test_both_clusters_are_fleet_members_and_the_config_cluster_holds_the_gateway_config():
+    memberships = {r["inputs"]["membershipId"]: r for r in of("gcp:gkehub/membership:Membership")}
+    assert {k: m["inputs"]["endpoint"]["gkeCluster"]["resourceLink"] for k, m in memberships.items()} == {
+        "llm-prod-usc1": "//container.googleapis.com/<known-after-apply:platform-cluster-gke.id>",
+        "llm-prod-euw4": "//container.googleapis.com/<known-after-apply:fleet-europe-west4-cluster-gke.id>",
+    }
+    assert {m["inputs"]["location"] for m in memberships.values()} == {"global"}
+    assert all(m["options"]["protect"] for m in memberships.values())  # prod
+    feature = one("gcp:gkehub/feature:Feature", "fleet-multiclusteringress")
+    assert (feature["inputs"]["name"], feature["inputs"]["location"]) == ("multiclusteringress", "global")
+    assert feature["inputs"]["spec"] == {
+        "multiclusteringress": {"configMembership": "<known-after-apply:fleet-llm-prod-usc1.id>"}
+    }
+
+
+def test_the_fleet_apis_are_enabled():
+    names = sorted(r["inputs"]["service"] for r in of("gcp:projects/service:Service") if r["name"].startswith("fleet-"))
+    assert names == [
+        "autoscaling.googleapis.com",
+        "gkehub.googleapis.com",
+        "multiclusteringress.googleapis.com",
+        "multiclusterservicediscovery.googleapis.com",
+        "trafficdirector.googleapis.com",
+    ]
+
+
+def test_a_cluster_name_too_long_for_its_node_account_is_refused():
+    import copy
+
+    v = copy.deepcopy(read_stack_file(STACK, FIXTURES).values)
+    v["llm-serving:fleet"]["regions"]["europe-west4"]["cluster_name"] = "llm-prod-europe-west4-a"  # 23 characters
+    with pytest.raises(ConfigError) as err:
+        resolve_stack(v, STACK, ROOT)
+    issues = {i.path: i.message for i in err.value.issues}
+    # "llm-prod-europe-west4-a" + "-h100-tp2" = 23 + 9 = 32 characters > 30
+    assert issues["llm-serving:fleet.regions.europe-west4.cluster_name"] == (
+        "the GPU nodes of europe-west4 would run as service account 'llm-prod-europe-west4-a-h100-tp2' (32 characters):"
+        " an id must be 6-30 lowercase letters, digits or hyphens; shorten the cluster name"
+    )
