@@ -66,6 +66,9 @@ class FleetMemberArgs:
     weights_bucket: pulumi.Input[str]
     labels: dict[str, str]
     protect: bool
+    #: The other regions' proxy-only ranges (the config region's and every other member's): the cross-regional
+    #: load balancer's proxies anywhere in the fleet may send to this region's backends.
+    fleet_proxy_ranges: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network.region != self.region:
@@ -139,6 +142,7 @@ class FleetMember(Component):
                 network_id=args.vpc_id,
                 model_server_accounts=tuple(p.identity.email for _, p in sorted(self.gpu_pools.items())),
                 epp_accounts=(self.gke.system_identity.email,),
+                fleet_proxy_ranges=args.fleet_proxy_ranges,
             ),
             opts=child,
         )

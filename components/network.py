@@ -50,9 +50,13 @@ class FirewallOpening:
     sources: tuple[str, ...]
 
 
-def firewall_openings(args: NetworkArgs) -> tuple[FirewallOpening, FirewallOpening]:
-    """(model servers, endpoint pickers): proxy-only subnet + health-check ranges, one port each."""
-    sources = tuple(sorted({args.proxy_only_cidr, *HEALTH_CHECK_RANGES}))
+def firewall_openings(
+    args: NetworkArgs, fleet_proxy_ranges: tuple[str, ...] = ()
+) -> tuple[FirewallOpening, FirewallOpening]:
+    """(model servers, endpoint pickers): proxy-only subnet + health-check ranges, one port each. In a fleet also
+    the other regions' proxy-only ranges: a cross-regional internal load balancer's proxies in one region send to
+    backends in every region (Cloud Load Balancing "Cross-region internal Application Load Balancer overview")."""
+    sources = tuple(sorted({args.proxy_only_cidr, *fleet_proxy_ranges, *HEALTH_CHECK_RANGES}))
     return (
         FirewallOpening(
             f"{args.prefix}-allow-lb-model-server",
@@ -227,6 +231,8 @@ class LoadBalancerFirewallArgs:
     #: Service-account e-mails of the GPU nodes (vLLM) and of the system nodes (endpoint pickers).
     model_server_accounts: tuple[pulumi.Input[str], ...]
     epp_accounts: tuple[pulumi.Input[str], ...]
+    #: A fleet's other regions' proxy-only ranges (see :func:`firewall_openings`); empty for one region.
+    fleet_proxy_ranges: tuple[str, ...] = ()
 
 
 class LoadBalancerFirewall(Component):
@@ -238,7 +244,7 @@ class LoadBalancerFirewall(Component):
 
     def __init__(self, name: str, args: LoadBalancerFirewallArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
-        model, epp = firewall_openings(args.network)
+        model, epp = firewall_openings(args.network, args.fleet_proxy_ranges)
         self.rules: dict[int, gcp.compute.Firewall] = {}
         for opening, targets in ((model, args.model_server_accounts), (epp, args.epp_accounts)):
             self.rules[opening.port] = gcp.compute.Firewall(

@@ -82,6 +82,8 @@ class PlatformArgs:
     hub_token_secret_id: str | None
     labels: dict[str, str]
     protect: bool
+    #: A fleet's other regions' proxy-only ranges, admitted by this region's load-balancer firewall openings.
+    fleet_proxy_ranges: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keys = [p.accelerator.key for p in self.gpu_pools]
@@ -157,6 +159,7 @@ class Platform(Component):
                 network_id=self.network.vpc.id,
                 model_server_accounts=tuple(p.identity.email for _, p in sorted(self.gpu_pools.items())),
                 epp_accounts=(self.gke.system_identity.email,),
+                fleet_proxy_ranges=args.fleet_proxy_ranges,
             ),
             opts=child,
         )

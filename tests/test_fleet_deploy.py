@@ -28,25 +28,9 @@ STACK = "prod-multiregion"
 CONFIG_VPC = "<known-after-apply:platform-network-vpc.id>"
 
 
-@cache
 def inventory() -> dict[str, Any]:
     """The fixture planned by the real program under the mocks, with the GKE target's deploy refusal lifted."""
-    gke = REGISTRY.target("gke")
-
-    class Unrefused(type(gke)):  # type: ignore[misc]
-        def deploy_refusals(self, resolved):
-            return ()
-
-    registry = Registry(tuple(Unrefused() if t.name == "gke" else t for t in REGISTRY.targets))
-    sf = read_stack_file(STACK, FIXTURES)
-    run = run_offline(
-        lambda: program_main(registry=registry),
-        project=PROJECT,
-        stack=STACK,
-        config=sf.config,
-        secret_keys=sf.secret_keys,
-    )
-    return run.inventory().to_dict()
+    return _planned()[1]
 
 
 def of(typ: str, name: str | None = None) -> list[dict[str, Any]]:
@@ -166,3 +150,66 @@ def test_a_cluster_name_too_long_for_its_node_account_is_refused():
         "the GPU nodes of europe-west4 would run as service account 'llm-prod-europe-west4-a-h100-tp2' (32 characters):"
         " an id must be 6-30 lowercase letters, digits or hyphens; shorten the cluster name"
     )
+
+
+# ---- the policy pack on the fleet plan (Analyzer gRPC protocol) ------------------------------------------------
+
+
+@cache
+def _planned() -> tuple[Any, dict[str, Any]]:
+    """(resolution, inventory) of the fixture run by the real program, the GKE target's deploy refusal lifted."""
+    from infra.resolve import ResolvedStack
+
+    seen: list[ResolvedStack] = []
+    gke = REGISTRY.target("gke")
+
+    class Unrefused(type(gke)):  # type: ignore[misc]
+        def deploy_refusals(self, resolved):
+            return ()
+
+    registry = Registry(tuple(Unrefused() if t.name == "gke" else t for t in REGISTRY.targets))
+    sf = read_stack_file(STACK, FIXTURES)
+    run = run_offline(
+        lambda: program_main(on_resolved=seen.append, registry=registry),
+        project=PROJECT,
+        stack=STACK,
+        config=sf.config,
+        secret_keys=sf.secret_keys,
+    )
+    return seen[0], run.inventory().to_dict()
+
+
+def _violations(inv: dict[str, Any]) -> list[tuple[str, str]]:
+    from infra.offline import policy as pack
+    from infra.offline.inventory import Inventory
+
+    resolved, _ = _planned()
+    report, _path = pack.check_policies(resolved, Inventory.from_dict(inv))
+    return sorted((v.policy, v.urn.rsplit("::", 1)[-1]) for v in report.violations)
+
+
+def test_the_fleet_plan_passes_the_prod_policy_pack():
+    assert _violations(_planned()[1]) == []
+
+
+def test_an_unprotected_fleet_membership_is_a_mandatory_violation():
+    import copy
+
+    inv = copy.deepcopy(_planned()[1])
+    (membership,) = [r for r in inv["resources"] if r["name"] == "fleet-llm-prod-usc1"]
+    membership["options"]["protect"] = False
+    assert _violations(inv) == [("deletion-protection-stateful", "fleet-llm-prod-usc1")]
+
+
+def test_every_regions_backends_admit_the_whole_fleets_proxies():
+    """A cross-regional internal load balancer's proxies in either region may send to either region's backends:
+    each region's vLLM and picker openings admit both proxy-only ranges (10.10.16.0/23 us-central1,
+    10.30.16.0/23 europe-west4) plus Google's health-check ranges."""
+    expected = ["10.10.16.0/23", "10.30.16.0/23", "130.211.0.0/22", "35.191.0.0/16"]
+    rules = {r["inputs"]["name"]: r["inputs"]["sourceRanges"] for r in of("gcp:compute/firewall:Firewall")}
+    assert rules == {
+        "llm-prod-usc1-allow-lb-model-server": expected,
+        "llm-prod-usc1-allow-lb-epp": expected,
+        "llm-prod-euw4-allow-lb-model-server": expected,
+        "llm-prod-euw4-allow-lb-epp": expected,
+    }

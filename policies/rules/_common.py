@@ -85,6 +85,10 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 RESERVATION = "gcp:compute/reservation:Reservation"
 BUCKET = "gcp:storage/bucket:Bucket"
 DISK = "gcp:compute/disk:Disk"
+#: A fleet's Hub memberships and its multi-cluster Ingress feature (components/fleet.py): deleting the config
+#: cluster's membership or the feature takes down every multi-cluster Gateway of the fleet.
+HUB_MEMBERSHIP = "gcp:gkehub/membership:Membership"
+HUB_FEATURE = "gcp:gkehub/feature:Feature"
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
 SSL_POLICIES = ("gcp:compute/sSLPolicy:SSLPolicy", "gcp:compute/regionSslPolicy:RegionSslPolicy")
 SA_KEY = "gcp:serviceaccount/key:Key"

@@ -1,4 +1,5 @@
-"""deletion-protection-stateful: a preview can never delete the cluster, reservations, weights or disks."""
+"""deletion-protection-stateful: a preview can never delete the cluster, reservations, weights, disks, or a fleet's
+registration (its Hub memberships and multi-cluster Ingress feature, which the fleet's Gateway depends on)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from typing import Any
 
 from pulumi_policy import PolicyConfigSchema, ResourceValidationPolicy, Severity
 
-from ._common import BUCKET, CLUSTER, DISK, RESERVATION, Res, resource_validator
+from ._common import BUCKET, CLUSTER, DISK, HUB_FEATURE, HUB_MEMBERSHIP, RESERVATION, Res, resource_validator
 
 NAME = "deletion-protection-stateful"
 SEVERITY = Severity.HIGH
 FRAMEWORK = None
-STATEFUL = (CLUSTER, RESERVATION, BUCKET, DISK)
+STATEFUL = (CLUSTER, RESERVATION, BUCKET, DISK, HUB_MEMBERSHIP, HUB_FEATURE)
 REMEDIATION = (
-    "Set the Pulumi protect option on the cluster, reservations, buckets and disks; keep the cluster's "
+    "Set the Pulumi protect option on the cluster, reservations, buckets, disks and a fleet's Hub memberships and "
+    "multi-cluster Ingress feature; keep the cluster's "
     "deletionProtection true and never set forceDestroy on buckets."
 )
 

@@ -106,7 +106,19 @@ def cluster_spec(cfg: StackConfig, g: GkeConfig) -> ClusterSpec:
 
 
 def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
-    return region_platform_args(cfg, gke_part(plan))
+    args = region_platform_args(cfg, gke_part(plan))
+    fleet = fleet_section(cfg)
+    if fleet is None:
+        return args
+    return dataclasses.replace(args, fleet_proxy_ranges=fleet_proxy_ranges(cfg, cfg.region))
+
+
+def fleet_proxy_ranges(cfg: StackConfig, region: str) -> tuple[str, ...]:
+    """Every fleet region's proxy-only range but ``region``'s own."""
+    fleet, g = fleet_section(cfg), gke_section(cfg)
+    assert fleet is not None and g is not None
+    ranges = {cfg.region: g.ranges.proxy_only, **{r: f.ranges.proxy_only for r, f in fleet.regions.items()}}
+    return tuple(sorted(cidr for r, cidr in ranges.items() if r != region))
 
 
 def region_platform_args(cfg: StackConfig, part: GkePlan) -> PlatformArgs:
@@ -422,6 +434,7 @@ def fleet_member_args(cfg: StackConfig, region: str, part: GkePlan, platform: Pl
         weights_bucket=platform.weights.bucket.name,
         labels=pa.labels,
         protect=pa.protect,
+        fleet_proxy_ranges=fleet_proxy_ranges(cfg, region),
     )
 
 
