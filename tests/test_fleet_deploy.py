@@ -24,6 +24,11 @@ from infra.registry import REGISTRY, Registry
 from infra.resolve import resolve_stack
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fleet"
+#: Policies whose one-mutation cases are here (the fleet plan is their compliant baseline): policy -> test.
+FLEET_POLICY_CASES = {
+    "fleet-cluster-min-version": "test_a_fleet_cluster_below_the_multi_cluster_minimum_is_a_violation",
+    "fleet-no-model-armor": "test_a_model_armor_extension_in_a_fleet_is_a_violation",
+}
 STACK = "prod-multiregion"
 CONFIG_VPC = "<known-after-apply:platform-network-vpc.id>"
 
@@ -213,3 +218,61 @@ def test_every_regions_backends_admit_the_whole_fleets_proxies():
         "llm-prod-euw4-allow-lb-model-server": expected,
         "llm-prod-euw4-allow-lb-epp": expected,
     }
+
+
+@pytest.mark.parametrize(
+    "version,message",
+    [
+        (
+            "1.34",
+            "Cluster fleet-europe-west4-cluster-gke: minMasterVersion '1.34' is not a full GKE version: the fleet's "
+            "clusters must run at least 1.34.1-gke.1127000, which only a full version proves",
+        ),
+        (
+            "1.34.1-gke.1126999",  # one build below the documented minimum
+            "Cluster fleet-europe-west4-cluster-gke: minMasterVersion 1.34.1-gke.1126999 is below 1.34.1-gke.1127000, "
+            "the multi-cluster Inference Gateway's minimum",
+        ),
+    ],
+)
+def test_a_fleet_cluster_below_the_multi_cluster_minimum_is_a_violation(version, message):
+    import copy
+
+    from infra.offline import policy as pack
+    from infra.offline.inventory import Inventory
+
+    inv = copy.deepcopy(_planned()[1])
+    (cluster,) = [r for r in inv["resources"] if r["name"] == "fleet-europe-west4-cluster-gke"]
+    cluster["inputs"]["minMasterVersion"] = version
+    report, _ = pack.check_policies(_planned()[0], Inventory.from_dict(inv))
+    assert [(v.policy, v.message.split("\n", 1)[1]) for v in report.violations] == [
+        ("fleet-cluster-min-version", message)
+    ]
+
+
+def test_every_fleet_policy_case_exists():
+    assert all(callable(globals().get(t)) for t in FLEET_POLICY_CASES.values())
+
+
+def test_a_model_armor_extension_in_a_fleet_is_a_violation():
+    import copy
+
+    inv = copy.deepcopy(_planned()[1])
+    (route,) = [r for r in inv["resources"] if r["type"] == "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"][:1]
+    ext = copy.deepcopy(route)
+    ext["type"] = "kubernetes:networking.gke.io/v1:GCPTrafficExtension"
+    ext["name"] = "inference-gateway-model-armor"
+    ext["urn"] = (
+        route["urn"].rsplit("$", 1)[0]
+        + "$kubernetes:networking.gke.io/v1:GCPTrafficExtension::inference-gateway-model-armor"
+    )
+    ext["inputs"] = {
+        "apiVersion": "networking.gke.io/v1",
+        "kind": "GCPTrafficExtension",
+        "metadata": {"name": "model-armor", "namespace": "llm-serving"},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gateway"}]
+        },
+    }
+    inv["resources"].append(ext)
+    assert _violations(inv) == [("fleet-no-model-armor", "inference-gateway-model-armor")]

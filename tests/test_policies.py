@@ -1004,11 +1004,13 @@ def _armor_rule(rs: list[dict[str, Any]], role: str, priority: int) -> dict[str,
 
 
 def test_every_policy_has_cases() -> None:
-    # The Cloud Run and Vertex policies' cases mutate their own targets' baselines, so they live beside them.
+    # The Cloud Run, Vertex and fleet policies' cases mutate their own baselines, so they live beside them.
     from .test_cloud_run_policies import CLOUD_RUN_CASES
+    from .test_fleet_deploy import FLEET_POLICY_CASES
     from .test_vertex_policies import CASES as VERTEX_CASES
 
-    assert {c[0] for c in CASES} | {c[0] for c in CLOUD_RUN_CASES} | {c[0] for c in VERTEX_CASES} == set(BY_NAME)
+    cases = {c[0] for c in CASES} | {c[0] for c in CLOUD_RUN_CASES} | {c[0] for c in VERTEX_CASES}
+    assert cases | set(FLEET_POLICY_CASES) == set(BY_NAME)
 
 
 #: The policies written once over the per-target adapters (each module names the facts it judges in ``FACTS``).
