@@ -93,6 +93,25 @@ def test_prod_refuses_a_client_chosen_tenant_header() -> None:
     assert load_config(d).contract.tenants[0].id == "me"
 
 
+def test_prod_iap_admits_only_the_api_front_that_sets_the_tenant_header() -> None:
+    """A group IAP admits directly would skip the API front and send any fairness id; staging may admit people."""
+    v = values("prod")
+    v["llm-serving:gateway"]["iap"]["members"] = [
+        "serviceAccount:llm-api-front@acme-llm-prod.iam.gserviceaccount.com",
+        "group:llm-api-clients@acme.example",
+    ]
+    e = errors(v)
+    assert "llm-serving:gateway.iap.members[0]" not in e
+    assert e["llm-serving:gateway.iap.members[1]"] == (
+        "'group:llm-api-clients@acme.example' would reach the tenants' pools without the API front and could send "
+        "any x-llm-d-inference-fairness-id: in prod with tenant_identity api_key_proxy, IAP admits only the API "
+        "front's service accounts"
+    )
+    s = values("staging")
+    assert any(m.startswith("group:") for m in s["llm-serving:gateway"]["iap"]["members"])
+    assert load_config(s).environment == "staging"
+
+
 def test_prod_without_tenants_is_refused_on_gke() -> None:
     v = values("prod")
     del v[C]["tenants"]

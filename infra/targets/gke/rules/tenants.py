@@ -10,7 +10,7 @@ from components.gateway.tenants import ROUTER_WEIGHTS_TENANTS
 from infra.config.stack import StackConfig
 from infra.rules import Finding, rule
 
-from ..config import TARGET
+from ..config import TARGET, gateway_section
 
 
 @rule(target=TARGET, needs={"contract", "environment"})
@@ -43,4 +43,26 @@ def tenant_weights_are_ones_the_router_honours(cfg: StackConfig) -> Iterator[Fin
                 f"{t.weight:g} differs from tenants[0]'s {first:g}: the llm-d Router v0.10.0 gives every tenant an "
                 "equal share of a saturated band (no per-tenant weight in its fairness policies); use equal weights "
                 "and express unequal shares as requests_per_minute budgets",
+            )
+
+
+@rule(target=TARGET, needs={"contract", "environment", "gateway"})
+def only_the_api_front_reaches_the_tenant_pools(cfg: StackConfig) -> Iterator[Finding]:
+    """With ``tenant_identity: api_key_proxy`` the tenant header is trusted because the API front verified the
+    caller's key, removed any header the client sent and set it again. A caller IAP admits directly (a user, group,
+    domain or workforce principal) skips the front and names its own tenant, claiming another tenant's share and
+    budget. In prod IAP therefore admits service accounts only: the API front's identities."""
+    gw = gateway_section(cfg)
+    ident = cfg.contract.tenant_identity
+    if cfg.environment != "prod" or gw is None or not gw.iap.enabled or not cfg.contract.tenants:
+        return
+    if ident is None or ident.source != "api_key_proxy":
+        return
+    for i, member in enumerate(gw.iap.members):
+        if not member.startswith("serviceAccount:"):
+            yield (
+                ("gateway", "iap", "members", i),
+                f"{member!r} would reach the tenants' pools without the API front and could send any "
+                "x-llm-d-inference-fairness-id: in prod with tenant_identity api_key_proxy, IAP admits only the API "
+                "front's service accounts",
             )
