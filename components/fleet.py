@@ -18,11 +18,11 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from .base import Component
-from .cluster import Cluster, ClusterArgs
-from .gpu_pool import GpuNodePool, GpuNodePoolArgs, member_node_account_id
+from .cluster import Cluster
+from .gpu_pool import GpuNodePool, member_node_account_id
 from .identity import WorkloadIdentity, WorkloadIdentityArgs
 from .network import LoadBalancerFirewall, LoadBalancerFirewallArgs, NetworkArgs, RegionalNetwork
-from .platform import ClusterSpec, GpuPoolSpec
+from .platform import ClusterSpec, GpuPoolSpec, cluster_args, gpu_node_pools, workload_pool_of
 from .registry import READER_ROLE
 
 #: GKE Hub memberships and fleet features are global resources (gcloud ``container fleet memberships register``
@@ -94,46 +94,23 @@ class FleetMember(Component):
         self.network = RegionalNetwork(f"{name}-network", args.network, args.vpc_id, opts=child)
         self.gke = Cluster(
             f"{name}-cluster",
-            ClusterArgs(
-                project=args.project,
-                name=c.name,
-                location=c.location,
-                node_locations=c.node_locations,
-                network_id=args.vpc_id,
-                subnetwork_id=self.network.subnet.id,
-                master_cidr=c.master_cidr,
-                authorized_networks=c.authorized_networks,
-                release_channel=c.release_channel,
-                min_version=c.min_version,
-                maintenance=c.maintenance,
-                system_pool=c.system_pool,
-                protect=args.protect,
-                labels=args.labels,
-            ),
+            cluster_args(args.project, c, args.vpc_id, self.network.subnet.id, args.labels, args.protect),
             opts=child,
         )
         self.cluster: gcp.container.Cluster = self.gke.cluster
-        self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(
-            lambda w: w.workload_pool if w is not None and w.workload_pool is not None else ""
+        self.workload_pool: pulumi.Output[str] = workload_pool_of(self.cluster)
+        self.gpu_pools: dict[str, GpuNodePool] = gpu_node_pools(
+            name,
+            args.project,
+            args.gpu_pools,
+            self.gke,
+            c.gpu_driver_version,
+            args.labels,
+            args.protect,
+            child,
+            # Service-account ids are project-wide: the member's are named after its cluster.
+            account_id=lambda key: member_node_account_id(c.name, key),
         )
-        self.gpu_pools: dict[str, GpuNodePool] = {}
-        for spec in sorted(args.gpu_pools, key=lambda s: s.accelerator.key):
-            key = spec.accelerator.key
-            self.gpu_pools[key] = GpuNodePool(
-                f"{name}-gpu-{key}",
-                GpuNodePoolArgs(
-                    project=args.project,
-                    accelerator=spec.accelerator,
-                    cluster_name=self.cluster.name,
-                    cluster_location=self.gke.location,
-                    bounds=spec.bounds,
-                    gpu_driver_version=c.gpu_driver_version,
-                    labels=args.labels,
-                    protect=args.protect,
-                    account_id=member_node_account_id(c.name, key),
-                ),
-                opts=child,
-            )
         self.gpu_node_pools: dict[str, gcp.container.NodePool] = {k: p.node_pool for k, p in self.gpu_pools.items()}
         self.firewall = LoadBalancerFirewall(
             f"{name}-lb-firewall",

@@ -10,6 +10,7 @@ Siblings consume it through its attributes (objects and Outputs, never rebuilt n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
@@ -91,6 +92,75 @@ class PlatformArgs:
             raise ValueError(f"PlatformArgs.gpu_pools: accelerator keys must be unique, got {keys}")
 
 
+def cluster_args(
+    project: str,
+    spec: ClusterSpec,
+    network_id: pulumi.Input[str],
+    subnetwork_id: pulumi.Input[str],
+    labels: dict[str, str],
+    protect: bool,
+) -> ClusterArgs:
+    """The cluster of one region (the stack's own or a fleet member's) from its spec and network."""
+    return ClusterArgs(
+        project=project,
+        name=spec.name,
+        location=spec.location,
+        node_locations=spec.node_locations,
+        network_id=network_id,
+        subnetwork_id=subnetwork_id,
+        master_cidr=spec.master_cidr,
+        authorized_networks=spec.authorized_networks,
+        release_channel=spec.release_channel,
+        min_version=spec.min_version,
+        maintenance=spec.maintenance,
+        system_pool=spec.system_pool,
+        protect=protect,
+        labels=labels,
+    )
+
+
+def workload_pool_of(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
+    """The cluster's Workload Identity pool, from the cluster's output: grants to Workload Identity principals built
+    from it wait for the cluster (the pool exists only once the cluster does)."""
+    return cluster.workload_identity_config.apply(
+        lambda w: w.workload_pool if w is not None and w.workload_pool is not None else ""
+    )
+
+
+def gpu_node_pools(
+    name: str,
+    project: str,
+    specs: tuple[GpuPoolSpec, ...],
+    gke: Cluster,
+    gpu_driver_version: str,
+    labels: dict[str, str],
+    protect: bool,
+    opts: pulumi.ResourceOptions,
+    account_id: Callable[[str], str | None] = lambda key: None,
+) -> dict[str, GpuNodePool]:
+    """One GPU node pool per accelerator of a cluster, in key order (``account_id(key)``: its node service
+    account id, None for the default)."""
+    pools: dict[str, GpuNodePool] = {}
+    for spec in sorted(specs, key=lambda s: s.accelerator.key):
+        key = spec.accelerator.key
+        pools[key] = GpuNodePool(
+            f"{name}-gpu-{key}",
+            GpuNodePoolArgs(
+                project=project,
+                accelerator=spec.accelerator,
+                cluster_name=gke.cluster.name,
+                cluster_location=gke.location,
+                bounds=spec.bounds,
+                gpu_driver_version=gpu_driver_version,
+                labels=labels,
+                protect=protect,
+                account_id=account_id(key),
+            ),
+            opts=opts,
+        )
+    return pools
+
+
 class Platform(Component):
     TYPE = "llm-serving:platform:Platform"
 
@@ -108,48 +178,15 @@ class Platform(Component):
 
         self.gke = Cluster(
             f"{name}-cluster",
-            ClusterArgs(
-                project=args.project,
-                name=c.name,
-                location=c.location,
-                node_locations=c.node_locations,
-                network_id=self.network.vpc.id,
-                subnetwork_id=self.network.subnet.id,
-                master_cidr=c.master_cidr,
-                authorized_networks=c.authorized_networks,
-                release_channel=c.release_channel,
-                min_version=c.min_version,
-                maintenance=c.maintenance,
-                system_pool=c.system_pool,
-                protect=args.protect,
-                labels=args.labels,
-            ),
+            cluster_args(args.project, c, self.network.vpc.id, self.network.subnet.id, args.labels, args.protect),
             opts=child,
         )
         self.cluster: gcp.container.Cluster = self.gke.cluster
-        #: The cluster's Workload Identity pool, from the cluster's output: grants to Workload Identity principals
-        #: built from it wait for the cluster (the pool exists only once the cluster does).
-        self.workload_pool: pulumi.Output[str] = self.cluster.workload_identity_config.apply(
-            lambda w: w.workload_pool if w is not None and w.workload_pool is not None else ""
-        )
+        self.workload_pool: pulumi.Output[str] = workload_pool_of(self.cluster)
 
-        self.gpu_pools: dict[str, GpuNodePool] = {}
-        for spec in sorted(args.gpu_pools, key=lambda s: s.accelerator.key):
-            key = spec.accelerator.key
-            self.gpu_pools[key] = GpuNodePool(
-                f"{name}-gpu-{key}",
-                GpuNodePoolArgs(
-                    project=args.project,
-                    accelerator=spec.accelerator,
-                    cluster_name=self.cluster.name,
-                    cluster_location=self.gke.location,
-                    bounds=spec.bounds,
-                    gpu_driver_version=c.gpu_driver_version,
-                    labels=args.labels,
-                    protect=args.protect,
-                ),
-                opts=child,
-            )
+        self.gpu_pools: dict[str, GpuNodePool] = gpu_node_pools(
+            name, args.project, args.gpu_pools, self.gke, c.gpu_driver_version, args.labels, args.protect, child
+        )
         self.gpu_node_pools: dict[str, gcp.container.NodePool] = {k: p.node_pool for k, p in self.gpu_pools.items()}
 
         self.firewall = LoadBalancerFirewall(

@@ -31,15 +31,12 @@ from .objects import (
     GATEWAY_API,
     GATEWAY_NAME,
     GKE_POLICY_API,
-    HC_HEALTHY_THRESHOLD,
-    HC_INTERVAL_SECONDS,
-    HC_TIMEOUT_SECONDS,
-    HC_UNHEALTHY_THRESHOLD,
     HTTP_LISTENER,
     OPENAI_PATH_PREFIXES,
     POOL_API,
     _meta,
     _parent,
+    health_check_default,
 )
 
 #: The annotation that marks a serving cluster's InferencePool for import by the config cluster, and its value
@@ -244,16 +241,7 @@ def import_health_check_policy_object(pool: ImportedPool) -> dict[str, Any]:
         "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
         "spec": {
             "targetRef": _import_target(pool),
-            "default": {
-                "checkIntervalSec": HC_INTERVAL_SECONDS,
-                "timeoutSec": HC_TIMEOUT_SECONDS,
-                "healthyThreshold": HC_HEALTHY_THRESHOLD,
-                "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
-                "config": {
-                    "type": "HTTP",
-                    "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT},
-                },
-            },
+            "default": health_check_default(),
         },
     }
 

@@ -450,24 +450,24 @@ def _target(pool: PoolRoute) -> dict[str, str]:
     return {"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}
 
 
+def health_check_default() -> dict[str, Any]:
+    """The load balancer's health check of vLLM endpoints (``HealthCheckPolicy.spec.default``), the same for a
+    regional pool and an imported one: HTTP ``/health`` on vLLM's port at the ``HC_*`` timing."""
+    return {
+        "checkIntervalSec": HC_INTERVAL_SECONDS,
+        "timeoutSec": HC_TIMEOUT_SECONDS,
+        "healthyThreshold": HC_HEALTHY_THRESHOLD,
+        "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
+        "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT}},
+    }
+
+
 def health_check_policy_object(pool: PoolRoute) -> dict[str, Any]:
     return {
         "apiVersion": GKE_POLICY_API,
         "kind": "HealthCheckPolicy",
         "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
-        "spec": {
-            "targetRef": _target(pool),
-            "default": {
-                "checkIntervalSec": HC_INTERVAL_SECONDS,
-                "timeoutSec": HC_TIMEOUT_SECONDS,
-                "healthyThreshold": HC_HEALTHY_THRESHOLD,
-                "unhealthyThreshold": HC_UNHEALTHY_THRESHOLD,
-                "config": {
-                    "type": "HTTP",
-                    "httpHealthCheck": {"requestPath": naming.HEALTH_PATH, "port": naming.VLLM_PORT},
-                },
-            },
-        },
+        "spec": {"targetRef": _target(pool), "default": health_check_default()},
     }
 
 
