@@ -19,7 +19,7 @@ plan: $(STAMP)
 	$(PY) -m infra.offline.cli plan --stack $(STACK)
 
 plan-all: $(STAMP)
-	for s in dev dev-cloudrun dev-cohost dev-cohost-gke staging staging-vertex prod; do $(PY) -m infra.offline.cli plan --stack $$s || exit 1; done
+	for s in dev dev-cloudrun dev-cohost dev-cohost-gke dev-multiregion staging staging-vertex prod; do $(PY) -m infra.offline.cli plan --stack $$s || exit 1; done
 
 capacity: $(STAMP)
 	$(PY) -m infra.offline.cli capacity --stack $(STACK)

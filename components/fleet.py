@@ -17,6 +17,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from . import naming
 from .base import Component
 from .cluster import Cluster
 from .gpu_pool import GpuNodePool, member_node_account_id
@@ -92,6 +93,7 @@ class FleetMember(Component):
         child = self.child_opts()
         self.cluster_name: str = c.name
         self.network = RegionalNetwork(f"{name}-network", args.network, args.vpc_id, opts=child)
+        self.proxy_only_cidr: str = args.network.proxy_only_cidr
         self.gke = Cluster(
             f"{name}-cluster",
             cluster_args(args.project, c, args.vpc_id, self.network.subnet.id, args.labels, args.protect),
@@ -135,7 +137,9 @@ class FleetMember(Component):
             )
             for key, pool in sorted(self.gpu_pools.items())
         ]
-        self.k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.gke.kubeconfig, opts=child)
+        self.k8s_provider = k8s.Provider(
+            f"{name}{naming.K8S_PROVIDER_SUFFIX}", kubeconfig=self.gke.kubeconfig, opts=child
+        )
         self.identity = WorkloadIdentity(
             f"{name}-identity",
             WorkloadIdentityArgs(

@@ -318,3 +318,22 @@ def member_key(member: str) -> str:
     8 hex of its SHA-256 keep two members whose slugs agree apart."""
     slug = re.sub(r"[^a-z0-9]+", "-", member.lower()).strip("-")[:48].rstrip("-")
     return f"{slug}-{hashlib.sha256(member.encode('utf-8')).hexdigest()[:8]}"
+
+
+# ---- a fleet's other clusters ---------------------------------------------------------------------------------
+#: A fleet's other region is the component ``fleet-<region>`` and its Kubernetes provider ``fleet-<region>-k8s``
+#: (components/fleet.py): the offline inventory and the policy pack tell each cluster's objects apart by it.
+FLEET_MEMBER_PREFIX = "fleet-"
+K8S_PROVIDER_SUFFIX = "-k8s"
+
+
+def fleet_member_name(region: str) -> str:
+    return f"{FLEET_MEMBER_PREFIX}{region}"
+
+
+def member_provider_region(provider_name: str) -> str | None:
+    """The region whose fleet member cluster a Kubernetes provider of this name deploys to, or None (the config
+    cluster's or a single-region stack's provider)."""
+    if provider_name.startswith(FLEET_MEMBER_PREFIX) and provider_name.endswith(K8S_PROVIDER_SUFFIX):
+        return provider_name[len(FLEET_MEMBER_PREFIX) : -len(K8S_PROVIDER_SUFFIX)] or None
+    return None

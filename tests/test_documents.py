@@ -452,6 +452,7 @@ def test_shipped_stacks_load(stack: str):
         "dev-cloudrun",
         "dev-cohost",
         "dev-cohost-gke",
+        "dev-multiregion",
         "prod",
         "staging",
         "staging-vertex",

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.config import ConfigError
 from infra.offline import cli
@@ -183,11 +184,40 @@ def test_what_a_fleet_does_not_build_is_refused():
     assert got["llm-serving:serving.canary.loading.path"].startswith("hyperdisk_ml volumes are zonal (one region)")
 
 
-def test_plan_refuses_a_fleet_stack_before_registering_anything():
+def test_a_budgeted_tenant_in_a_fleet_is_refused_before_anything_is_registered(tmp_path):
+    """A request budget is a Cloud Armor throttle; a fleet has no load balancer it is known to attach to."""
+    v = values()
+    v["llm-serving:contract"]["tenants"][0]["requests_per_minute"] = 360
+    assert problems(v) == {
+        "llm-serving:contract.tenants[0].requests_per_minute": (
+            "tenant 'chat-app': a fleet has no load balancer a Cloud Armor budget is known to attach to (the "
+            "multi-cluster Gateway's cross-region internal load balancer is not among those Cloud Armor lists): "
+            "enforce budgets in the API front and drop requests_per_minute, or serve from one region"
+        )
+    }
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": v}))
+    with pytest.raises(ConfigError) as err:  # the program stops at its config: nothing is registered
+        run_plan(STACK, stacks)
+    assert [i.path for i in err.value.issues] == ["llm-serving:contract.tenants[0].requests_per_minute"]
+
+
+def test_a_fleet_is_served_by_the_multi_cluster_gateway_class_and_only_a_fleet_is():
+    v = values()
+    v["llm-serving:gateway"]["gateway_class"] = "gke-l7-regional-external-managed"
+    assert problems(v)["llm-serving:gateway.gateway_class"] == (
+        "a fleet stack is served by the multi-cluster Gateway: set gke-l7-cross-regional-internal-managed-mc "
+        "(got gke-l7-regional-external-managed)"
+    )
+    single = copy.deepcopy(read_stack_file("prod").values)
+    single["llm-serving:gateway"]["gateway_class"] = "gke-l7-cross-regional-internal-managed-mc"
     with pytest.raises(ConfigError) as err:
-        run_plan(STACK, FIXTURES)
-    (issue,) = err.value.issues
-    assert issue.path == "llm-serving:fleet" and "not deployable yet" in issue.message
+        resolve_stack(single, "prod", ROOT)
+    assert {i.path: i.message for i in err.value.issues}["llm-serving:gateway.gateway_class"] == (
+        "gke-l7-cross-regional-internal-managed-mc routes to pools imported from a fleet: a stack without `fleet` "
+        "uses gke-l7-regional-external-managed or gke-l7-rilb"
+    )
 
 
 def test_capacity_sizes_a_fleet_stack(capsys):

@@ -26,6 +26,18 @@ CANARY = mc.ImportedPool(role="canary", weight=10, namespace="llm-pool-canary")
 POOLS = (STABLE, CANARY)
 #: A single-region backend timeout (the planner's value is a stack input; any >= 1 will do here).
 TIMEOUT = 300
+#: The stack's gateway settings as a fleet has them: the multi-cluster class, Certificate Manager certificates,
+#: IAP on with one member, 10 % request logs.
+SPEC = o.GatewaySpec(
+    gateway_class=mc.MC_GATEWAY_CLASS,
+    hostnames=("llm.internal.example",),
+    certificate=o.CertificateSpec("certificate-manager", ("llm-internal-example",)),
+    epp=None,  # type: ignore[arg-type]  # no builder here reads it
+    iap=o.IapSpec(enabled=True, members=("serviceAccount:front@p.iam.gserviceaccount.com",)),
+    model_armor=None,
+    request_log_sample_rate=0.1,
+    allow_global_access=False,
+)
 
 
 def _serving_pool() -> dict[str, Any]:
@@ -120,7 +132,7 @@ def test_autoscaling_metric_rejects_empty_selector() -> None:
 
 
 def test_gateway_is_cross_regional_internal_with_one_address_per_region() -> None:
-    gw = mc.multicluster_gateway_object(GW, "llm-gateway")
+    gw = mc.multicluster_gateway_object(GW, "llm-gateway", o.tls_options(SPEC))
     _valid(gw)
     spec = gw["spec"]
     assert spec["gatewayClassName"] == "gke-l7-cross-regional-internal-managed-mc"
@@ -128,7 +140,12 @@ def test_gateway_is_cross_regional_internal_with_one_address_per_region() -> Non
         {"type": "networking.gke.io/ephemeral-ipv4-address/europe-west3", "value": "europe-west3"},
         {"type": "networking.gke.io/ephemeral-ipv4-address/us-east4", "value": "us-east4"},
     ]
-    assert [(listener["protocol"], listener["port"]) for listener in spec["listeners"]] == [("HTTP", 80)]
+    # HTTPS with the stack's certificates, and the HTTP listener the single-region redirect route attaches to.
+    assert [(ln["name"], ln["protocol"], ln["port"]) for ln in spec["listeners"]] == [
+        (o.HTTPS_LISTENER, "HTTPS", 443),
+        (o.HTTP_LISTENER, "HTTP", 80),
+    ]
+    assert spec["listeners"][0]["tls"] == {"mode": "Terminate", "options": o.tls_options(SPEC)}
     assert gw["metadata"]["name"] == o.GATEWAY_NAME
 
 
@@ -163,7 +180,7 @@ def test_route_names_the_imports_with_their_weights() -> None:
     ]
     assert [m["path"]["value"] for m in rule["matches"]] == list(o.OPENAI_PATH_PREFIXES)
     assert route["spec"]["parentRefs"] == [
-        {"group": o.GATEWAY_GROUP, "kind": "Gateway", "name": o.GATEWAY_NAME, "sectionName": o.HTTP_LISTENER}
+        {"group": o.GATEWAY_GROUP, "kind": "Gateway", "name": o.GATEWAY_NAME, "sectionName": o.HTTPS_LISTENER}
     ]
     assert route["spec"]["hostnames"] == ["llm.internal.example"]
 
@@ -243,7 +260,7 @@ def test_health_check_policy_targets_the_import() -> None:
 
 
 def _backend_policy() -> dict[str, Any]:
-    return mc.import_backend_policy_object(STABLE, TIMEOUT)
+    return mc.import_backend_policy_object(STABLE, SPEC, TIMEOUT)
 
 
 def test_backend_policy_balances_on_the_exported_kv_cache_metric() -> None:
@@ -261,6 +278,10 @@ def test_backend_policy_balances_on_the_exported_kv_cache_metric() -> None:
         {"name": "gke.named_metrics.kv-cache", "dryRun": False, "maxUtilizationPercent": 60}
     ]
     assert "scopes" not in default and "sessionAffinity" not in default
+    # The single-region pool's defaults carry over: draining = timeout, 10 % of requests logged (in ppm), IAP.
+    assert default["connectionDraining"] == {"drainingTimeoutSec": TIMEOUT}
+    assert default["logging"] == {"enabled": True, "sampleRate": 100_000}
+    assert default["iap"] == {"enabled": True}
 
 
 def test_backend_policy_schema_is_older_than_the_setup_page() -> None:
@@ -294,7 +315,7 @@ def test_backend_policy_scope_rule_names_the_upstream_kind() -> None:
 
 def test_backend_policy_rejects_bad_timeout() -> None:
     with pytest.raises(ValueError, match="timeout"):
-        mc.import_backend_policy_object(STABLE, 0)
+        mc.import_backend_policy_object(STABLE, SPEC, 0)
 
 
 def test_policies_and_metric_use_the_pool_name_from_naming() -> None:
@@ -303,7 +324,7 @@ def test_policies_and_metric_use_the_pool_name_from_naming() -> None:
     pool = mc.ImportedPool(role=role, weight=10, namespace="ns")
     objs = [
         mc.import_health_check_policy_object(pool),
-        mc.import_backend_policy_object(pool, TIMEOUT),
+        mc.import_backend_policy_object(pool, SPEC, TIMEOUT),
         mc.autoscaling_metric_object(role, "ns", {"a": "b"}),
     ]
     for obj in objs:

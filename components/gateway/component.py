@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 from .. import naming
 from ..base import Component
 from ..traffic import split_problem
+from . import multicluster as mc
 from . import objects as o
 from . import tenants as t
 from .charts import crd_urls
@@ -84,11 +85,19 @@ class PoolBackendArgs:
     #: Backend-service timeout (s): the planner's ceiling of the longest allowed stream.
     backend_timeout_seconds: int
     priority_classes: tuple[o.PriorityClassSpec, ...]
-    #: Where the API route lives (the ReferenceGrant admits routes from there only).
-    gateway_namespace: pulumi.Input[str]
+    #: Where the API route lives (the ReferenceGrant admits routes from there only); None in a fleet's serving-only
+    #: cluster, which holds no route.
+    gateway_namespace: pulumi.Input[str] | None
     #: The pool's Cloud Armor tenant policy and its name (the GCPBackendPolicy names it), or None without tenants.
     security_policy: gcp.compute.RegionSecurityPolicy | None = None
     security_policy_name: str = ""
+    #: A fleet's pool (docs/multiregion.md): the InferencePool is exported to the config cluster, which balances on
+    #: it through its import, so the load-balancer policies target the import there (``multicluster``) and this
+    #: cluster adds the AutoscalingMetric that exports the KV-cache gauge instead.
+    exported: bool = False
+    #: Prefix of the children's resource names: none in the config cluster, ``<region>-`` in a fleet's other
+    #: clusters (the Kubernetes object names are the same in every cluster; Pulumi's must differ).
+    name_prefix: str = ""
 
 
 class PoolBackend(Component):
@@ -106,12 +115,14 @@ class PoolBackend(Component):
         k8s_opts = self.child_opts()
 
         self.pool_object = o.inference_pool_object(pool, gw.epp.failure_mode)
+        if args.exported:
+            self.pool_object = mc.exported_pool_object(self.pool_object)
         # The pool is created pointing at its picker, and afterwards only the patch below moves that pointer (which
         # then owns the field: pulumi-kubernetes leaves an ignored field another field manager owns out of its
         # server-side apply, provider/pkg/await/await.go handleSSAIgnoreFields). So on a stack that ran an
         # earlier picker, updating the pool never points it at a picker that is not running yet.
         self.inference_pool = _cr(
-            f"{naming.pool_name(role)}-pool",
+            f"{args.name_prefix}{naming.pool_name(role)}-pool",
             self.pool_object,
             self.child_opts(ignore_changes=["spec.endpointPickerRef"]),
         )
@@ -120,7 +131,7 @@ class PoolBackend(Component):
         # objective API group once, at start-up, by discovery (pkg/epp/server/controller_config.go
         # populateWithDiscovery), and the CRDs come first (this component's opts wait for them).
         self.objectives = [
-            _cr(f"{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
+            _cr(f"{args.name_prefix}{naming.pool_name(role)}-objective-{obj['metadata']['name']}", obj, k8s_opts)
             for obj in o.objective_objects(pool, args.priority_classes)
         ]
 
@@ -130,7 +141,7 @@ class PoolBackend(Component):
         # (o.picker_await_annotations), which needs the pool to exist (the picker is not ready before it has read
         # its pool: llm-d-router v0.10.0 cmd/epp/runner/health.go, datastore PoolHasSynced), hence the dependency.
         self.epp = k8s.helm.v4.Chart(
-            naming.epp_name(role),
+            f"{args.name_prefix}{naming.epp_name(role)}",
             k8s.helm.v4.ChartArgs(
                 chart=gw.epp.chart,
                 version=gw.epp.version,
@@ -151,7 +162,7 @@ class PoolBackend(Component):
         # provider/pkg/provider/provider.go Delete); retained, the pointer stays until the pool itself goes.
         patch = o.endpoint_picker_patch_object(pool, gw.epp.failure_mode)
         self.picker_ref = k8s.apiextensions.CustomResourcePatch(
-            f"{naming.pool_name(role)}-picker-ref",
+            f"{args.name_prefix}{naming.pool_name(role)}-picker-ref",
             api_version=patch["apiVersion"],
             kind=patch["kind"],
             metadata=k8s.meta.v1.ObjectMetaArgs(**patch["metadata"]),
@@ -166,19 +177,37 @@ class PoolBackend(Component):
         # keeps a picker alive through a drain is the chart values' pod anti-affinity (one picker per node) plus
         # leader hand-over to the standby; with FailOpen the pool keeps serving during the hand-over.
 
-        self.health_check = _cr(f"{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool), k8s_opts)
-        backend_policy = o.backend_policy_object(pool, gw, args.backend_timeout_seconds)
-        backend_opts = k8s_opts
-        if args.security_policy is not None:
-            backend_policy = t.with_security_policy(backend_policy, args.security_policy_name)
-            # The GKE controller resolves the policy by name: it must exist before the backend policy names it.
-            backend_opts = self.child_opts(depends_on=[args.security_policy])
-        self.backend_policy = _cr(f"{naming.pool_name(role)}-backendpolicy", backend_policy, backend_opts)
-        self.reference_grant = _cr(
-            f"{naming.pool_name(role)}-reference-grant",
-            o.reference_grant_object(pool, args.gateway_namespace),
-            k8s_opts,
-        )
+        self.health_check: k8s.apiextensions.CustomResource | None = None
+        self.backend_policy: k8s.apiextensions.CustomResource | None = None
+        self.autoscaling_metric: k8s.apiextensions.CustomResource | None = None
+        if args.exported:
+            self.autoscaling_metric = _cr(
+                f"{args.name_prefix}{naming.pool_name(role)}-autoscaling-metric",
+                mc.autoscaling_metric_object(role, ns, dict(pool.selector)),
+                k8s_opts,
+            )
+        else:
+            self.health_check = _cr(
+                f"{args.name_prefix}{naming.pool_name(role)}-healthcheck", o.health_check_policy_object(pool), k8s_opts
+            )
+            backend_policy = o.backend_policy_object(pool, gw, args.backend_timeout_seconds)
+            backend_opts = k8s_opts
+            if args.security_policy is not None:
+                backend_policy = t.with_security_policy(backend_policy, args.security_policy_name)
+                # The GKE controller resolves the policy by name: it must exist before the backend policy names it.
+                backend_opts = self.child_opts(depends_on=[args.security_policy])
+            self.backend_policy = _cr(
+                f"{args.name_prefix}{naming.pool_name(role)}-backendpolicy", backend_policy, backend_opts
+            )
+        self.reference_grant: k8s.apiextensions.CustomResource | None = None
+        if args.gateway_namespace is not None:
+            self.reference_grant = _cr(
+                f"{args.name_prefix}{naming.pool_name(role)}-reference-grant",
+                o.reference_grant_object(
+                    pool, args.gateway_namespace, mc.IMPORT_TARGET if args.exported else o.POOL_TARGET
+                ),
+                k8s_opts,
+            )
 
         self.pool_name = naming.pool_name(role)
         self.register_outputs({"pool_name": self.pool_name, "epp_service": naming.epp_name(role)})
@@ -361,6 +390,121 @@ class BodyRouter(Component):
         self.register_outputs({"service": naming.BODY_ROUTER_NAME})
 
 
+def gateway_namespace(name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+    """The gateway's own namespace (``naming.GATEWAY_NAMESPACE``): Gateway, routes and gateway policies."""
+    return k8s.core.v1.Namespace(
+        f"{name}-ns-{naming.GATEWAY_NAMESPACE}",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=naming.GATEWAY_NAMESPACE,
+            labels={
+                naming.PART_OF_LABEL: naming.PART_OF,
+                naming.COMPONENT_LABEL: "gateway",
+                # No pods run here (the load balancer is Google's): the strictest profile costs nothing.
+                "pod-security.kubernetes.io/enforce": "restricted",
+            },
+        ),
+        opts=opts,
+    )
+
+
+def iap_access(owner: Component, name: str, project: str, region: str, gw: o.GatewaySpec) -> list[gcp.iap.WebIamMember]:
+    """With IAP on: the IAP API, one accessor binding per member and the programmatic clients' settings."""
+    if not gw.iap.enabled:
+        return []
+    iap_api = gcp.projects.Service(
+        f"{name}-iap-api",
+        project=project,
+        service="iap.googleapis.com",
+        disable_on_destroy=False,
+        opts=owner.child_opts(),
+    )
+    # Keyed by member (naming.member_key): removing one accessor never shifts another onto its resource. The
+    # alias is the name by position earlier versions gave it, so existing stacks keep their bindings.
+    members = [
+        gcp.iap.WebIamMember(
+            f"{name}-iap-accessor-{naming.member_key(m)}",
+            project=project,
+            role="roles/iap.httpsResourceAccessor",
+            member=m,
+            opts=owner.child_opts(depends_on=[iap_api], aliases=[pulumi.Alias(name=f"{name}-iap-accessor-{i}")]),
+        )
+        for i, m in enumerate(gw.iap.members)
+    ]
+    if gw.iap.programmatic_clients:
+        # API clients (not browsers) authenticate with an OAuth client of their own: IAP accepts their ID
+        # tokens only when the client is listed here. Service accounts can instead send a self-signed JWT
+        # (docs/deploying.md), which needs no listing.
+        gcp.iap.Settings(
+            f"{name}-iap-settings",
+            name=f"projects/{project}/iap_web/compute-{region}",
+            access_settings=gcp.iap.SettingsAccessSettingsArgs(
+                oauth_settings=gcp.iap.SettingsAccessSettingsOauthSettingsArgs(
+                    programmatic_clients=list(gw.iap.programmatic_clients)
+                )
+            ),
+            opts=owner.child_opts(depends_on=[iap_api]),
+        )
+    return members
+
+
+# ---- a fleet's serving-only cluster ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportedPoolsArgs:
+    """The pools one serving-only cluster of a fleet runs (docs/multiregion.md)."""
+
+    gateway: o.GatewaySpec
+    pools: tuple[o.PoolRoute, ...]
+    priority_classes: tuple[o.PriorityClassSpec, ...]
+    backend_timeout_seconds: int
+    #: Prefix of every child's resource name (``<region>-``): see ``PoolBackendArgs.name_prefix``.
+    name_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        roles = [p.role for p in self.pools]
+        if not roles or len(set(roles)) != len(roles):
+            raise ValueError(f"ExportedPoolsArgs.pools: one or more distinct pools, got {roles}")
+        cohosted = [p.role for p in self.pools if p.cohost]
+        if cohosted:
+            raise ValueError(f"ExportedPoolsArgs.pools: co-hosted pools are not served by a fleet, got {cohosted}")
+
+
+class ExportedPools(Component):
+    """A fleet's serving-only cluster: the objective CRDs (as the config cluster's gateway installs them) and per
+    pool a :class:`PoolBackend` whose InferencePool is exported to the config cluster. No Gateway, route or
+    load-balancer policy: those are the config cluster's, on the imports. Pass the cluster's provider in ``opts``."""
+
+    TYPE = "llm-serving:gateway:ExportedPools"
+
+    def __init__(self, name: str, args: ExportedPoolsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, args, opts)
+        gw = args.gateway
+        self.crds = None
+        if gw.epp.install_objective_crds:
+            self.crds = k8s.yaml.v2.ConfigGroup(
+                f"{name}-objective-crds", files=list(crd_urls()), opts=self.child_opts()
+            )
+        pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
+        self.pools: dict[str, PoolBackend] = {
+            p.role: PoolBackend(
+                f"{name}-{p.role}",
+                PoolBackendArgs(
+                    pool=p,
+                    gateway=gw,
+                    backend_timeout_seconds=args.backend_timeout_seconds,
+                    priority_classes=args.priority_classes,
+                    gateway_namespace=None,
+                    exported=True,
+                    name_prefix=args.name_prefix,
+                ),
+                opts=pool_opts,
+            )
+            for p in args.pools
+        }
+        self.register_outputs({"pools": sorted(self.pools)})
+
+
 # ---- the gateway ------------------------------------------------------------------------------------------
 
 
@@ -420,19 +564,7 @@ class InferenceGateway(Component):
         super().__init__(name, args, opts)
         gw = args.gateway
         child = self.child_opts()
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-ns-{naming.GATEWAY_NAMESPACE}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=naming.GATEWAY_NAMESPACE,
-                labels={
-                    naming.PART_OF_LABEL: naming.PART_OF,
-                    naming.COMPONENT_LABEL: "gateway",
-                    # No pods run here (the load balancer is Google's): the strictest profile costs nothing.
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                },
-            ),
-            opts=child,
-        )
+        self.namespace = gateway_namespace(name, child)
         #: The gateway namespace as an Output: every gateway object waits for the Namespace through it.
         ns: pulumi.Output[str] = self.namespace.metadata.name
         k8s_opts = self.child_opts()
@@ -534,7 +666,10 @@ class InferenceGateway(Component):
             )
 
         backends = [
-            x for b in (*self.pools.values(), *self.model_pools.values()) for x in (b.inference_pool, b.reference_grant)
+            x
+            for b in (*self.pools.values(), *self.model_pools.values())
+            for x in (b.inference_pool, b.reference_grant)
+            if x is not None
         ]
         self.api_route = _cr(
             f"{name}-api-route",
@@ -547,41 +682,7 @@ class InferenceGateway(Component):
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.gateway])),
         )
 
-        self.iap_members: list[gcp.iap.WebIamMember] = []
-        if gw.iap.enabled:
-            iap_api = gcp.projects.Service(
-                f"{name}-iap-api",
-                project=args.project,
-                service="iap.googleapis.com",
-                disable_on_destroy=False,
-                opts=child,
-            )
-            # Keyed by member (naming.member_key): removing one accessor never shifts another onto its resource. The
-            # alias is the name by position earlier versions gave it, so existing stacks keep their bindings.
-            self.iap_members = [
-                gcp.iap.WebIamMember(
-                    f"{name}-iap-accessor-{naming.member_key(m)}",
-                    project=args.project,
-                    role="roles/iap.httpsResourceAccessor",
-                    member=m,
-                    opts=self.child_opts(depends_on=[iap_api], aliases=[pulumi.Alias(name=f"{name}-iap-accessor-{i}")]),
-                )
-                for i, m in enumerate(gw.iap.members)
-            ]
-            if gw.iap.programmatic_clients:
-                # API clients (not browsers) authenticate with an OAuth client of their own: IAP accepts their ID
-                # tokens only when the client is listed here. Service accounts can instead send a self-signed JWT
-                # (docs/deploying.md), which needs no listing.
-                self.iap_settings = gcp.iap.Settings(
-                    f"{name}-iap-settings",
-                    name=f"projects/{args.project}/iap_web/compute-{args.region}",
-                    access_settings=gcp.iap.SettingsAccessSettingsArgs(
-                        oauth_settings=gcp.iap.SettingsAccessSettingsOauthSettingsArgs(
-                            programmatic_clients=list(gw.iap.programmatic_clients)
-                        )
-                    ),
-                    opts=self.child_opts(depends_on=[iap_api]),
-                )
+        self.iap_members = iap_access(self, name, args.project, args.region, gw)
 
         self.model_armor = None
         if gw.model_armor is not None:

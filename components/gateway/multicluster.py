@@ -1,4 +1,4 @@
-"""Pure builders of the multi-cluster GKE Inference Gateway's Kubernetes objects (issue #29). Not wired yet.
+"""Pure builders of the multi-cluster GKE Inference Gateway's Kubernetes objects (docs/multiregion.md).
 
 Page names used below (GKE documentation):
 
@@ -20,10 +20,10 @@ single-region constants from ``objects``.
 
 from __future__ import annotations
 
-import copy
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .. import naming
 from .objects import (
@@ -32,10 +32,13 @@ from .objects import (
     GATEWAY_NAME,
     GKE_POLICY_API,
     HTTP_LISTENER,
+    HTTPS_LISTENER,
     OPENAI_PATH_PREFIXES,
     POOL_API,
+    GatewaySpec,
     _meta,
     _parent,
+    backend_policy_default,
     health_check_default,
 )
 
@@ -45,16 +48,20 @@ EXPORT_ANNOTATION = "networking.gke.io/export"
 EXPORT_VALUE = "True"
 
 #: The only GatewayClass the setup page shows with imported pools (setup, "Deploy resources to the config cluster").
-MC_GATEWAY_CLASS = "gke-l7-cross-regional-internal-managed-mc"
+MC_GATEWAY_CLASS: Final = "gke-l7-cross-regional-internal-managed-mc"
 #: Address type of the cross-regional class: one ephemeral internal IPv4 per region, named by the region in both the
 #: type suffix and the value (setup, "Deploy resources to the config cluster", the Gateway's ``addresses``).
 EPHEMERAL_ADDRESS_TYPE_PREFIX = "networking.gke.io/ephemeral-ipv4-address/"
-#: Plain HTTP on port 80: the setup page's only listener for this class (an internal VIP inside the VPC).
+#: Plain HTTP on port 80: the setup page's only listener for this class; here it only redirects to HTTPS.
 MC_HTTP_PORT = 80
+#: HTTPS on 443, as the single-region Gateway (``objects.gateway_object``).
+MC_HTTPS_PORT = 443
 
 #: API group and kind of the imported pool in the config cluster (setup, HTTPRoute backendRefs; scopes, targetRef).
 IMPORT_GROUP = "networking.gke.io"
 IMPORT_KIND = "GCPInferencePoolImport"
+#: The ReferenceGrant target of a route to an import in the pool's namespace (``objects.reference_grant_object``).
+IMPORT_TARGET = (IMPORT_GROUP, IMPORT_KIND)
 
 #: The name the AutoscalingMetric exports vLLM's KV-cache gauge under; the setup page uses ``kv-cache`` for
 #: ``vllm:kv_cache_usage_perc`` and the backend policy refers to it as ``gke.named_metrics.kv-cache``.
@@ -125,9 +132,19 @@ def exported_pool_object(pool_object: dict[str, Any]) -> dict[str, Any]:
         )
     if not (pool_object.get("metadata") or {}).get("name"):
         raise ValueError("pool_object.metadata.name: required")
-    out = copy.deepcopy(pool_object)
+    out: dict[str, Any] = _copy_tree(pool_object)
     out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), EXPORT_ANNOTATION: EXPORT_VALUE}
     return out
+
+
+def _copy_tree(value: Any) -> Any:
+    """A copy of every dict and list in ``value``; other values (strings, numbers, a namespace that is a Pulumi
+    Output, which cannot be deep-copied) are shared."""
+    if isinstance(value, dict):
+        return {k: _copy_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_tree(v) for v in value]
+    return value
 
 
 def autoscaling_metric_object(role: str, namespace: Any, selector: dict[str, str]) -> dict[str, Any]:
@@ -164,15 +181,19 @@ def autoscaling_metric_object(role: str, namespace: Any, selector: dict[str, str
 # ---- config cluster --------------------------------------------------------------------------------------------
 
 
-def multicluster_gateway_object(gw: MultiClusterGatewaySpec, namespace: Any) -> dict[str, Any]:
+def multicluster_gateway_object(
+    gw: MultiClusterGatewaySpec, namespace: Any, tls_options: Mapping[str, str]
+) -> dict[str, Any]:
     """The config cluster's Gateway. Setup, "Deploy resources to the config cluster": class
     ``gke-l7-cross-regional-internal-managed-mc``, one ``networking.gke.io/ephemeral-ipv4-address/<region>`` address
-    per region with the region as value (no reserved regional address, unlike ``objects.gateway_object``), and one
-    HTTP listener on port 80.
+    per region with the region as value (no reserved regional address, unlike ``objects.gateway_object``).
 
-    Not built: an HTTPS listener. The setup page shows none for this class, and how TLS is configured on the
-    cross-regional internal class (which certificate source, global or regional certificates) was not confirmed
-    from a GKE page, so ``objects.tls_options`` is not reused here."""
+    Listeners: HTTPS on 443 with the stack's Certificate Manager certificates (``objects.tls_options``), plus the
+    plain-HTTP listener on 80 that only redirects (``objects.redirect_route_object``), as in one region. The setup page
+    shows an HTTP listener only; a cross-region internal Application Load Balancer takes Certificate Manager
+    certificates of scope ``ALL_REGIONS`` (Certificate Manager, "Deploy a cross-region Google-managed certificate with
+    DNS authorization"). That GKE's controller accepts ``networking.gke.io/cert-manager-certs`` on this class was not
+    confirmed from a GKE page: docs/multiregion.md lists it as a precondition."""
     same_ns = {"namespaces": {"from": "Same"}}
     return {
         "apiVersion": GATEWAY_API,
@@ -182,6 +203,13 @@ def multicluster_gateway_object(gw: MultiClusterGatewaySpec, namespace: Any) -> 
             "gatewayClassName": MC_GATEWAY_CLASS,
             "addresses": [{"type": f"{EPHEMERAL_ADDRESS_TYPE_PREFIX}{r}", "value": r} for r in gw.regions],
             "listeners": [
+                {
+                    "name": HTTPS_LISTENER,
+                    "protocol": "HTTPS",
+                    "port": MC_HTTPS_PORT,
+                    "allowedRoutes": same_ns,
+                    "tls": {"mode": "Terminate", "options": dict(tls_options)},
+                },
                 {"name": HTTP_LISTENER, "protocol": "HTTP", "port": MC_HTTP_PORT, "allowedRoutes": same_ns},
             ],
         },
@@ -218,7 +246,7 @@ def import_route_object(gw: MultiClusterGatewaySpec, namespace: Any, pools: tupl
         "kind": "HTTPRoute",
         "metadata": _meta(API_ROUTE_NAME, namespace, "gateway"),
         "spec": {
-            "parentRefs": [_parent(HTTP_LISTENER)],
+            "parentRefs": [_parent(HTTPS_LISTENER)],
             "hostnames": list(gw.hostnames),
             "rules": [
                 {
@@ -252,16 +280,19 @@ def kv_cache_metric_name() -> str:
     return f"{NAMED_METRICS_PREFIX}{KV_CACHE_EXPORT_NAME}"
 
 
-def import_backend_policy_object(pool: ImportedPool, timeout: int) -> dict[str, Any]:
-    """GCPBackendPolicy on the imported pool, in the config cluster: balance between clusters on the KV-cache
-    gauge. Setup, "Configure the load balancing policy" ("Configure timeouts" and "Custom metrics"):
+def import_backend_policy_object(pool: ImportedPool, gw: GatewaySpec, timeout: int) -> dict[str, Any]:
+    """GCPBackendPolicy on the imported pool, in the config cluster: the single-region pool's defaults
+    (``objects.backend_policy_default``: stream timeout, draining, sampled logs, IAP) plus balancing between clusters
+    on the KV-cache gauge. Setup, "Configure the load balancing policy" ("Configure timeouts" and "Custom metrics"):
     ``targetRef`` the GCPInferencePoolImport (also scopes, "Target Inference Gateway resources"),
     ``balancingMode: CUSTOM_METRICS``, ``trafficDuration: LONG``, ``customMetrics [{name:
-    gke.named_metrics.kv-cache, dryRun: false, maxUtilizationPercent: 60}]``, ``timeoutSec``.
+    gke.named_metrics.kv-cache, dryRun: false, maxUtilizationPercent: 60}]``, ``timeoutSec`` ("at least twice your
+    estimated P99 request latency": the planner's ceiling of the longest allowed stream is the bound every request
+    must finish within, so it is used as in one region).
 
-    ``timeout`` is the single-region backend timeout (the planner's ceiling of the longest allowed stream, as
-    ``objects.backend_policy_object``). ``trafficDuration`` is not in the vendored GCPBackendPolicy schema (datree
-    catalogue), which is older than the setup page: the tests state that mismatch instead of dropping the field."""
+    ``trafficDuration`` is not in the vendored GCPBackendPolicy schema (datree catalogue), which is older than the
+    setup page: the tests state that mismatch instead of dropping the field. IAP on an import's policy is not shown
+    on the setup page (docs/multiregion.md precondition)."""
     # >= 1 s: the vendored schema's minimum for timeoutSec (no upper bound is checked here).
     if timeout < 1:
         raise ValueError(f"timeout: must be >= 1 second, got {timeout}")
@@ -272,7 +303,7 @@ def import_backend_policy_object(pool: ImportedPool, timeout: int) -> dict[str, 
         "spec": {
             "targetRef": _import_target(pool),
             "default": {
-                "timeoutSec": timeout,
+                **backend_policy_default(gw, timeout),
                 "balancingMode": "CUSTOM_METRICS",
                 "trafficDuration": TRAFFIC_DURATION,
                 "customMetrics": [

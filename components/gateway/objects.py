@@ -171,7 +171,9 @@ class ModelArmorSpec:
 
 @dataclass(frozen=True)
 class GatewaySpec:
-    gateway_class: Literal["gke-l7-regional-external-managed", "gke-l7-rilb"]
+    gateway_class: Literal[
+        "gke-l7-regional-external-managed", "gke-l7-rilb", "gke-l7-cross-regional-internal-managed-mc"
+    ]
     hostnames: tuple[str, ...]
     certificate: CertificateSpec
     epp: EndpointPickerSpec
@@ -388,9 +390,16 @@ def api_route_object(
 REFERENCE_GRANT_API = "gateway.networking.k8s.io/v1beta1"
 
 
-def reference_grant_object(pool: PoolRoute, gateway_namespace: Any) -> dict[str, Any]:
-    """Lets the API route (in the gateway's namespace) send traffic to this pool's InferencePool, and to nothing
-    else in the pool's namespace. v1beta1: the version every Gateway API bundle since v0.6 serves."""
+#: What a ReferenceGrant admits the API route to: the pool's InferencePool (group, kind).
+POOL_TARGET = (POOL_GROUP, "InferencePool")
+
+
+def reference_grant_object(
+    pool: PoolRoute, gateway_namespace: Any, target: tuple[str, str] = POOL_TARGET
+) -> dict[str, Any]:
+    """Lets the API route (in the gateway's namespace) send traffic to this pool's InferencePool (or, in a fleet's
+    config cluster, to its ``GCPInferencePoolImport``: ``multicluster.IMPORT_TARGET``), and to nothing else in the
+    pool's namespace. v1beta1: the version every Gateway API bundle since v0.6 serves."""
     return {
         "apiVersion": REFERENCE_GRANT_API,
         "kind": "ReferenceGrant",
@@ -399,7 +408,7 @@ def reference_grant_object(pool: PoolRoute, gateway_namespace: Any) -> dict[str,
         ),
         "spec": {
             "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": gateway_namespace}],
-            "to": [{"group": POOL_GROUP, "kind": "InferencePool", "name": naming.pool_name(pool.role)}],
+            "to": [{"group": target[0], "kind": target[1], "name": naming.pool_name(pool.role)}],
         },
     }
 
@@ -478,6 +487,17 @@ def log_sample_rate(rate: float) -> int:
 
 def backend_policy_object(pool: PoolRoute, gw: GatewaySpec, timeout: int) -> dict[str, Any]:
     """``timeout``: the backend-service timeout, the planner's ceiling of the longest allowed stream."""
+    return {
+        "apiVersion": GKE_POLICY_API,
+        "kind": "GCPBackendPolicy",
+        "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
+        "spec": {"targetRef": _target(pool), "default": backend_policy_default(gw, timeout)},
+    }
+
+
+def backend_policy_default(gw: GatewaySpec, timeout: int) -> dict[str, Any]:
+    """A pool's GCPBackendPolicy ``default``: stream timeout, draining, sampled logs and IAP (the same on a fleet's
+    imported pool, ``multicluster.import_backend_policy_object``)."""
     default: dict[str, Any] = {
         # The longest allowed stream must finish: LB timeout = ceil(TTFT objective + max output x ITL objective).
         "timeoutSec": timeout,
@@ -493,12 +513,7 @@ def backend_policy_object(pool: PoolRoute, gw: GatewaySpec, timeout: int) -> dic
             iap["clientID"] = gw.iap.oauth_client_id
             iap["oauth2ClientSecret"] = {"name": gw.iap.oauth_client_secret_name}
         default["iap"] = iap
-    return {
-        "apiVersion": GKE_POLICY_API,
-        "kind": "GCPBackendPolicy",
-        "metadata": _meta(naming.pool_name(pool.role), pool.namespace, "inference-pool", pool.role),
-        "spec": {"targetRef": _target(pool), "default": default},
-    }
+    return default
 
 
 def objective_objects(pool: PoolRoute, classes: tuple[PriorityClassSpec, ...]) -> list[dict[str, Any]]:

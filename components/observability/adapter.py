@@ -53,6 +53,10 @@ class CustomMetricsAdapterArgs:
     #: The cluster's Workload Identity pool output (the grant waits for the cluster).
     workload_pool: pulumi.Input[str]
     image_digest: str | None = None
+    #: Grant the adapter's principal its project read role. False in a fleet's other clusters: every cluster of a
+    #: project shares one Workload Identity pool, so their adapters are one principal and the config cluster's grant
+    #: covers them (a second grant of the same binding would remove it for all when deleted).
+    grant_viewer: bool = True
 
 
 class CustomMetricsAdapter(Component):
@@ -191,7 +195,15 @@ class CustomMetricsAdapter(Component):
         )
         self.principal = wi_principal(args.project_number, args.workload_pool, NAMESPACE, KSA)
         # See MONITORING_VIEWER: the one justified project-level read role.
-        self.monitoring_viewer = gcp.projects.IAMMember(
-            f"{name}-monitoring-viewer", project=args.project, role=MONITORING_VIEWER, member=self.principal, opts=child
+        self.monitoring_viewer = (
+            gcp.projects.IAMMember(
+                f"{name}-monitoring-viewer",
+                project=args.project,
+                role=MONITORING_VIEWER,
+                member=self.principal,
+                opts=child,
+            )
+            if args.grant_viewer
+            else None
         )
         self.register_outputs({"principal": self.principal, "image": image(args.image_digest)})

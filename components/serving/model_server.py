@@ -200,6 +200,8 @@ class ModelServerArgs:
     hyperdisk_claim: str | None = None
     #: Pods outside the gateway path admitted to the vLLM port (none by default).
     clients: tuple[PodPeer, ...] = ()
+    #: A fleet's other regions' proxy-only ranges (``network_policy_spec``); none in a single-region stack.
+    fleet_proxy_cidrs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.loading_path == "hyperdisk_ml" and not self.hyperdisk_claim:
@@ -568,8 +570,11 @@ def _tcp(*ports: int) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
 
 
 def network_policy_spec(
-    role: str, proxy_only_cidr: str, clients: tuple[PodPeer, ...] = ()
+    role: str, proxy_only_cidr: str, clients: tuple[PodPeer, ...] = (), fleet_proxy_cidrs: tuple[str, ...] = ()
 ) -> k8s.networking.v1.NetworkPolicySpecArgs:
+    """``fleet_proxy_cidrs``: the other fleet regions' proxy-only ranges. A cross-regional internal load balancer's
+    proxies in any region send to backends in every region (the multi-cluster Gateway's class), so a fleet pool
+    admits them all; a single-region pool has none."""
     net = k8s.networking.v1
 
     def ns_in(names: Sequence[str]) -> meta.LabelSelectorArgs:
@@ -585,6 +590,7 @@ def network_policy_spec(
             from_=[
                 # Requests: the regional gateway's Envoy proxies live in the proxy-only subnet.
                 net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=proxy_only_cidr)),
+                *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in fleet_proxy_cidrs],
                 # Load-balancer health checks of the InferencePool backends.
                 *[net.NetworkPolicyPeerArgs(ip_block=net.IPBlockArgs(cidr=c)) for c in GOOGLE_HEALTH_CHECK_RANGES],
                 # This pool's endpoint picker scrapes /metrics to score endpoints (the chart's selector label), and
@@ -688,7 +694,7 @@ class ModelServer(Component):
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=meta_of(deployment),
-            spec=network_policy_spec(args.role, args.proxy_only_cidr, args.clients),
+            spec=network_policy_spec(args.role, args.proxy_only_cidr, args.clients, args.fleet_proxy_cidrs),
             opts=child,
         )
 

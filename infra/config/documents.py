@@ -107,7 +107,7 @@ LIMITS: Final[tuple[Limit, ...]] = (
     ),
     Limit(
         "MAX_DEPTH",
-        32,
+        40,
         "levels",
         "at least 4x the deepest shipped document; keeps every recursive walker after us (pydantic, json.dumps) "
         "far from Python's recursion limit of 1000",

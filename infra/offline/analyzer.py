@@ -332,15 +332,17 @@ def _options(res: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
 
 
 def _provider(res: Resource, providers: Mapping[str, Resource]) -> analyzer_pb2.AnalyzerProviderResource | None:
-    """Resolve ``<provider urn>::<id>`` against provider resources in the inventory.
+    """Resolve a provider reference (its URN, or ``<provider urn>::<id>``) against provider resources in the
+    inventory.
 
     Like the engine (``resolveProvider``), an unresolvable reference yields no provider rather than
     a guess.
     """
     if not res.provider:
         return None
-    prov_urn = res.provider.rsplit("::", 1)[0]
-    prov = providers.get(prov_urn)
+    # The inventory holds the provider's URN (infra/offline/runner.py strips the mock's id); an engine-style
+    # ``<urn>::<id>`` reference resolves too.
+    prov = providers.get(res.provider) or providers.get(res.provider.rsplit("::", 1)[0])
     if prov is None:
         return None
     return analyzer_pb2.AnalyzerProviderResource(

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.naming import member_provider_region
+
 from ..config.documents import DocumentError, quote, read_regular_file, render_key_path
 
 #: Largest inventory.json read: 50x the largest plan written here (prod, ~0.6 MB), so a real plan always fits and
@@ -178,6 +180,10 @@ class Inventory:
             meta = obj.get("metadata") or {}
             ns = meta.get("namespace") or "_cluster"
             fname = f"{_slug(obj['kind'])}--{_slug(ns)}--{_slug(meta.get('name') or r.name)}.yaml"
+            # A fleet's other clusters hold objects of the same names: each region's files carry its name first.
+            region = member_provider_region(r.provider.rsplit("::", 1)[-1])
+            if region is not None:
+                fname = f"{_slug(region)}--{fname}"
             if fname in out:
                 raise InventoryError(f"two Kubernetes objects map to {fname}: names must be unique per kind/namespace")
             out[fname] = obj

@@ -208,6 +208,9 @@ class Res:
     urn: str
     props: dict[str, Any]
     protect: bool = False
+    #: The name of the resource's provider ("" for a default provider): in a fleet it says which cluster a
+    #: Kubernetes object is deployed to (:func:`fleet_region`).
+    provider: str = ""
 
     @property
     def k8s_name(self) -> str:
@@ -224,14 +227,28 @@ class Res:
 
 
 def resource_of(args: ResourceValidationArgs) -> Res:
-    return Res(args.resource_type, args.name, args.urn, plain(args.props), bool(args.opts.protect))
+    return Res(
+        args.resource_type,
+        args.name,
+        args.urn,
+        plain(args.props),
+        bool(args.opts.protect),
+        args.provider.name if args.provider is not None else "",
+    )
 
 
 def stack_resources(args: StackValidationArgs, types: tuple[str, ...] = ()) -> list[Res]:
     """The stack's resources (only ``types`` when given: copying every resource's properties for every stack
     policy would dominate the pack's run time), sorted by URN."""
     out = [
-        Res(r.resource_type, r.name, r.urn, plain(r.props), bool(r.opts.protect))
+        Res(
+            r.resource_type,
+            r.name,
+            r.urn,
+            plain(r.props),
+            bool(r.opts.protect),
+            r.provider.name if r.provider is not None else "",
+        )
         for r in args.resources
         if not types or r.resource_type in types
     ]
@@ -586,14 +603,43 @@ def reservation_name(pool: Res) -> Any:
     return None
 
 
-def pool_for_deployment(dep: Res, pools: list[Res]) -> Res | None:
-    """The GPU node pool a serving Deployment lands on, by its ``llm-serving.io/accelerator`` node selector."""
+def fleet_region(res: Res) -> str | None:
+    """The fleet region whose member cluster deploys this Kubernetes object (its provider is
+    ``fleet-<region>-k8s``), or None: the stack's own cluster."""
+    return naming.member_provider_region(res.provider)
+
+
+def fleet_regions(resources: Iterable[Res]) -> frozenset[str]:
+    """Every fleet member region some of ``resources`` is deployed to (empty in a single-region stack)."""
+    return frozenset(r for r in (fleet_region(x) for x in resources) if r is not None)
+
+
+def location_region(location: Any) -> str | None:
+    """``us-central1`` of a region or of a zone (``us-central1-a``); None when unknown."""
+    if not isinstance(location, str) or not location:
+        return None
+    head, _, tail = location.rpartition("-")
+    return head if head and len(tail) == 1 and tail.isalpha() else location
+
+
+def pool_for_deployment(dep: Res, pools: list[Res], member_regions: frozenset[str] = frozenset()) -> Res | None:
+    """The GPU node pool a serving Deployment lands on, by its ``llm-serving.io/accelerator`` node selector, among
+    the pools of its own cluster: in a fleet (``member_regions``, :func:`fleet_regions`) every cluster has pools of
+    the same accelerator, so a member's Deployment matches the pools located in its region and the stack's own
+    cluster's the pools in no member region."""
     key = get(pod_spec(dep), "nodeSelector", ACCELERATOR_LABEL)
     if not isinstance(key, str):
         return None
+    region = fleet_region(dep)
     for p in pools:
-        if node_pool_label(p, ACCELERATOR_LABEL) == key:
-            return p
+        if node_pool_label(p, ACCELERATOR_LABEL) != key:
+            continue
+        pool_region = location_region(p.props.get("location"))
+        if region is not None and pool_region != region:
+            continue
+        if region is None and pool_region in member_regions:
+            continue
+        return p
     return None
 
 

@@ -1,6 +1,6 @@
 """every-tenant-bounded: in prod every tenant is held to a request budget that Cloud Armor enforces.
 
-Each InferencePool's GCPBackendPolicy names a regional Cloud Armor policy of the stack; in that policy every rule
+Each InferencePool's (or a fleet's imported pool's) GCPBackendPolicy names a regional Cloud Armor policy of the stack; in that policy every rule
 matching the tenant header is a rate-based rule (throttle or rate-based ban) whose excess is denied, and the default
 rule denies (a request naming no tenant has no budget, so it must not pass). With the contract's tenant list as a
 fact (``tenants``), each listed tenant must have such a rule in every pool's policy.
@@ -25,6 +25,8 @@ TENANT_HEADER = "x-llm-d-inference-fairness-id"
 #: Cloud Armor's default rule (compute v1 discovery ``SecurityPolicyRule.priority``: 2147483647 is evaluated last).
 DEFAULT_PRIORITY = 2147483647
 RATE_BASED = ("throttle", "rate_based_ban")
+#: Backends a budget guards: a pool, or a fleet's imported pool (``GCPInferencePoolImport``, networking.gke.io).
+BUDGETED_TARGETS = ("InferencePool", "GCPInferencePoolImport")
 _TENANT_RE = re.compile(r"==\s*'([^']*)'")
 REMEDIATION = (
     "Give every tenant in contract.tenants a requests_per_minute budget: the program renders a Cloud Armor throttle "
@@ -86,7 +88,9 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
     tenants = cfg.get("tenants")
     policies = {get(p.props, "name"): p for p in of_type(resources, REGION_SECURITY_POLICY)}
     for bp in of_type(resources, GCP_BACKEND_POLICY):
-        if get(bp.props, "spec", "targetRef", "kind") != "InferencePool":
+        # A fleet's pools are balanced through their imports (GKE multi-cluster Inference Gateway): the import's
+        # policy is the one on the load balancer's backend service, so it must name the budget policy too.
+        if get(bp.props, "spec", "targetRef", "kind") not in BUDGETED_TARGETS:
             continue
         name = get(bp.props, "spec", "default", "securityPolicy")
         if name is UNKNOWN:

@@ -16,6 +16,7 @@ from ._common import (
     Res,
     as_int,
     deployment_max_replicas,
+    fleet_regions,
     get,
     gpus_per_node,
     gpus_per_replica,
@@ -64,11 +65,12 @@ def check(resources: list[Res], cfg: dict[str, Any]) -> Iterator[tuple[str, str]
     pools = [p for p in of_type(resources, NODE_POOL) if is_gpu_node_pool(p)]
     hpas = of_type(resources, HPA)
     deps = [d for d in resources if is_serving_deployment(d)]
+    members = fleet_regions(deps)
     for pool in pools:
         rname = reservation_name(pool)
         if rname is None or rname is UNKNOWN:
             continue
-        mine = [d for d in deps if pool_for_deployment(d, pools) is pool]
+        mine = [d for d in deps if pool_for_deployment(d, pools, members) is pool]
         if not mine:
             continue
         nodes = reserved_nodes(rname, resources, cfg)

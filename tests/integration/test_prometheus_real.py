@@ -35,6 +35,7 @@ from components.observability import tenants as tenant_obs
 from components.observability.tenants import TenantView
 from infra.targets.common import thresholds
 from infra.targets.gke.compose import pool_views
+from infra.targets.gke.planning import gke_part
 
 from ..conftest import STACKS, planned, resources
 from .vllm_harness import VllmServer, free_loopback_port, http_get, http_post_json
@@ -235,7 +236,7 @@ def stack_queries(stack: str) -> tuple[list[str], list[AlertSpec]]:
         for r in resources(inv, "gcp:monitoring/dashboard:Dashboard")
         for q in dashboard_queries(r["inputs"]["dashboardJson"])
     ]
-    views = list(pool_views(cfg, plan))
+    views = list(pool_views(cfg, gke_part(plan)))
     specs = alerting.alert_specs(views, thresholds(cfg)) + tenant_obs.alert_specs(
         views, [TenantView(t.id, t.output_tokens_per_minute) for t in cfg.contract.tenants]
     )

@@ -8,6 +8,8 @@ the InferencePool; the platform's namespace Output places every Kubernetes objec
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pulumi
 
@@ -23,7 +25,9 @@ from components.fleet import (
     FleetRegistration,
     FleetRegistrationArgs,
 )
-from components.gateway.component import InferenceGateway, InferenceGatewayArgs
+from components.gateway.component import ExportedPools, ExportedPoolsArgs, InferenceGateway, InferenceGatewayArgs
+from components.gateway.fleet_gateway import MultiClusterGateway, MultiClusterGatewayArgs
+from components.gateway.multicluster import MC_GATEWAY_CLASS
 from components.gateway.objects import (
     CertificateSpec,
     EndpointPickerSpec,
@@ -40,7 +44,14 @@ from components.gateway.objects import (
 from components.gateway.tenants import TenantSpec
 from components.gpu_pool import AcceleratorSpec, GpuSharingSpec, NodeBounds, ReservationSpec
 from components.network import NetworkArgs
-from components.observability.component import Observability, ObservabilityArgs
+from components.observability.component import (
+    ClusterAutoscaling,
+    ClusterAutoscalingArgs,
+    Observability,
+    ObservabilityArgs,
+    fleet_pool_views,
+)
+from components.observability.regions import RegionView
 from components.observability.tenants import TenantView
 from components.observability.views import CoHostedModelView, PoolView
 from components.platform import ClusterSpec, GpuPoolSpec, Platform, PlatformArgs, RegistrySpec, WeightsSpec
@@ -110,7 +121,15 @@ def platform_args(cfg: StackConfig, plan: StackPlan) -> PlatformArgs:
     fleet = fleet_section(cfg)
     if fleet is None:
         return args
-    return dataclasses.replace(args, fleet_proxy_ranges=fleet_proxy_ranges(cfg, cfg.region))
+    # The config region's proxy-only subnet is the cross-regional kind too: "Google Cloud allows only one proxy-only
+    # subnet per region in each VPC network. If the target region already contains a proxy-only subnet with
+    # purpose=REGIONAL_MANAGED_PROXY setting, creating the GLOBAL_MANAGED_PROXY subnet fails" (setup page, "Create
+    # proxy-only subnets"); a fleet's config cluster has no regional Gateway that would need the regional kind.
+    return dataclasses.replace(
+        args,
+        network=dataclasses.replace(args.network, proxy_only_purpose="GLOBAL_MANAGED_PROXY"),
+        fleet_proxy_ranges=fleet_proxy_ranges(cfg, cfg.region),
+    )
 
 
 def fleet_proxy_ranges(cfg: StackConfig, region: str) -> tuple[str, ...]:
@@ -249,9 +268,9 @@ def gateway_spec(gw: GatewayConfig, auto: Autoscaling) -> GatewaySpec:
     )
 
 
-def pool_views(cfg: StackConfig, plan: StackPlan) -> tuple[PoolView, ...]:
+def pool_views(cfg: StackConfig, part: GkePlan) -> tuple[PoolView, ...]:
+    """The dashboard's and the HPAs' view of one cluster's pools (``part``: its plan)."""
     views = []
-    part = gke_part(plan)
     planned = part.gke_pools()
     for role, pool in gke_pools(cfg):
         p = planned[role]
@@ -316,9 +335,51 @@ def bench_job_args(resolved: ResolvedStack, platform: Platform, server: ModelSer
 # ---- composition ----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ServingSite:
+    """One cluster the model servers run in: the config platform's, or a fleet member's (docs/multiregion.md)."""
+
+    #: Resource-name prefix: none for the config cluster (its names are the single-region ones), ``<region>-`` for
+    #: a member (the Kubernetes object names stay the same in every cluster: the pools are exported by name).
+    prefix: str
+    namespaces: Mapping[str, pulumi.Output[str]]
+    namespace_resources: Mapping[str, pulumi.Resource]
+    ksas: Mapping[str, pulumi.Output[str]]
+    gpu_node_pools: Mapping[str, pulumi.Resource]
+    proxy_only_cidr: str
+    #: The other fleet regions' proxy-only ranges; empty in a single-region stack.
+    fleet_proxy_cidrs: tuple[str, ...] = ()
+    hyperdisk_claims: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def platform_site(platform: Platform, fleet_proxy_cidrs: tuple[str, ...] = ()) -> ServingSite:
+    return ServingSite(
+        prefix="",
+        namespaces=platform.serving_namespaces,
+        namespace_resources=platform.serving_namespace_resources,
+        ksas=platform.model_server_ksas,
+        gpu_node_pools=platform.gpu_node_pools,
+        proxy_only_cidr=platform.proxy_only_cidr,
+        fleet_proxy_cidrs=fleet_proxy_cidrs,
+        hyperdisk_claims=platform.hyperdisk_claims,
+    )
+
+
+def member_site(region: str, member: FleetMember, fleet_proxy_cidrs: tuple[str, ...]) -> ServingSite:
+    return ServingSite(
+        prefix=f"{region}-",
+        namespaces=member.serving_namespaces,
+        namespace_resources=member.identity.namespaces,
+        ksas={r: k.metadata.name for r, k in member.identity.model_server_ksas.items()},
+        gpu_node_pools=member.gpu_node_pools,
+        proxy_only_cidr=member.proxy_only_cidr,
+        fleet_proxy_cidrs=fleet_proxy_cidrs,
+    )
+
+
 def _model_server(
     resolved: ResolvedStack,
-    platform: Platform,
+    site: ServingSite,
     k8s: pulumi.ResourceOptions,
     role: str,
     pool: GkePool,
@@ -330,7 +391,7 @@ def _model_server(
     cfg, plan = resolved.config, resolved.plan
     o = pool.model_server
     return ModelServer(
-        naming.deployment_name(role),
+        f"{site.prefix}{naming.deployment_name(role)}",
         ModelServerArgs(
             role=role,
             release=p.release,
@@ -348,21 +409,20 @@ def _model_server(
             max_surge=ROLLOUT_SURGE_REPLICAS,
             rollout_replicas=p.hpa.max_replicas,
             max_unavailable_disruptions=FAILURE_HEADROOM_REPLICAS,
-            namespace=platform.serving_namespaces[role],
-            service_account=platform.model_server_ksas[role],
-            proxy_only_cidr=platform.proxy_only_cidr,
+            namespace=site.namespaces[role],
+            service_account=site.ksas[role],
+            proxy_only_cidr=site.proxy_only_cidr,
             stream_bound_seconds=plan.stream_bound_seconds,
             contract_max_model_len=cfg.contract.max_model_len,
             contract_max_input_tokens=cfg.contract.max_input_tokens,
             contract_max_output_tokens=cfg.contract.max_output_tokens,
-            hyperdisk_claim=platform.hyperdisk_claims.get(role),
+            hyperdisk_claim=site.hyperdisk_claims.get(role),
             clients=clients,
+            fleet_proxy_cidrs=site.fleet_proxy_cidrs,
         ),
         opts=pulumi.ResourceOptions.merge(
             k8s,
-            pulumi.ResourceOptions(
-                depends_on=[platform.serving_namespace_resources[role], platform.gpu_node_pools[pool.accelerator]]
-            ),
+            pulumi.ResourceOptions(depends_on=[site.namespace_resources[role], site.gpu_node_pools[pool.accelerator]]),
         ),
     )
 
@@ -438,11 +498,54 @@ def fleet_member_args(cfg: StackConfig, region: str, part: GkePlan, platform: Pl
     )
 
 
+@dataclass
+class FleetComposition:
+    """What a fleet stack adds to the config cluster's: per other region its member, model servers, exported pools
+    and autoscaling; the fleet registration."""
+
+    members: dict[str, FleetMember]
+    registration: FleetRegistration
+    model_servers: dict[str, dict[str, ModelServer]]
+    pools: dict[str, ExportedPools]
+    autoscaling: dict[str, ClusterAutoscaling]
+
+
+def pool_routes(
+    cfg: StackConfig, part: GkePlan, selectors: Mapping[str, Mapping[str, str]], namespaces: Mapping[str, object]
+) -> tuple[PoolRoute, ...]:
+    """The gateway's view of every pool of one cluster (the same in every region but for its plan's drain)."""
+    tenants = tenant_specs(cfg)
+    planned = part.gke_pools()
+    return tuple(
+        PoolRoute(
+            role=r,
+            release=pool.release,
+            weight=pool.weight,
+            selector=selectors[r],
+            namespace=namespaces[r],
+            flow_control=flow_control_spec(cfg, pool_drain(planned[r])),
+            tenants=tenants,
+        )
+        for r, pool in gke_pools(cfg)
+    )
+
+
+def tenant_specs(cfg: StackConfig) -> tuple[TenantSpec, ...]:
+    return tuple(
+        TenantSpec(t.id, t.weight, t.requests_per_minute, t.output_tokens_per_minute) for t in cfg.contract.tenants
+    )
+
+
 def compose_fleet(
-    cfg: StackConfig, part: GkePlan, platform: Platform, services: ProjectServices
-) -> tuple[dict[str, FleetMember], FleetRegistration]:
-    """A fleet stack's other regions and its registration (docs/multiregion.md). The serving objects of the other
-    regions and the multi-cluster Gateway are not built yet: the GKE target refuses to deploy a fleet stack."""
+    resolved: ResolvedStack, part: GkePlan, platform: Platform, services: ProjectServices
+) -> FleetComposition:
+    """A fleet stack's other regions (docs/multiregion.md): per region its cluster (``FleetMember``), the model
+    servers of every pool sized for the region's share, the pools exported to the config cluster with their pickers,
+    and the region's HPAs; the fleet registration."""
+    cfg, plan = resolved.config, resolved.plan
+    fleet = fleet_section(cfg)
+    gw = gateway_section(cfg)
+    assert fleet is not None and gw is not None
     fleet_services = ProjectServices(
         "fleet-services",
         ProjectServicesArgs(project=cfg.project, services=FLEET_SERVICES),
@@ -450,7 +553,9 @@ def compose_fleet(
     )
     opts = pulumi.ResourceOptions(depends_on=[services, fleet_services])
     members = {
-        region: FleetMember(f"fleet-{region}", fleet_member_args(cfg, region, rpart, platform), opts=opts)
+        region: FleetMember(
+            naming.fleet_member_name(region), fleet_member_args(cfg, region, rpart, platform), opts=opts
+        )
         for region, rpart in sorted(part.regions.items())
     }
     g = gke_section(cfg)
@@ -468,66 +573,90 @@ def compose_fleet(
         ),
         opts=opts,
     )
-    return members, registration
+    model_servers: dict[str, dict[str, ModelServer]] = {}
+    pools: dict[str, ExportedPools] = {}
+    autoscaling: dict[str, ClusterAutoscaling] = {}
+    for region, member in sorted(members.items()):
+        rcfg, rpart = regional_config(cfg, fleet, region), part.regions[region]
+        k8s = pulumi.ResourceOptions(providers=[member.k8s_provider])
+        site = member_site(region, member, fleet_proxy_ranges(cfg, region))
+        planned = rpart.gke_pools()
+        servers = {
+            role: _model_server(resolved, site, k8s, role, pool, planned[role], plan.public_model_name)
+            for role, pool in gke_pools(rcfg)
+        }
+        model_servers[region] = servers
+        pools[region] = ExportedPools(
+            f"{region}-inference-pools",
+            ExportedPoolsArgs(
+                gateway=gateway_spec(gw, cfg.observability.autoscaling),
+                pools=pool_routes(
+                    rcfg, rpart, {r: m.pool_selector for r, m in servers.items()}, member.serving_namespaces
+                ),
+                priority_classes=priority_class_specs(cfg),
+                backend_timeout_seconds=plan.backend_timeout_seconds,
+                name_prefix=site.prefix,
+            ),
+            opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
+        )
+        autoscaling[region] = ClusterAutoscaling(
+            f"{region}-autoscaling",
+            ClusterAutoscalingArgs(
+                project=cfg.project,
+                project_number=platform.project_number,
+                workload_pool=member.workload_pool,
+                adapter_image_digest=cfg.observability.adapter_image_digest,
+                namespaces=dict(member.serving_namespaces),
+                pools=pool_views(rcfg, rpart),
+                scale_targets={r: m.deployment_name for r, m in servers.items()},
+                scrape_interval_seconds=cfg.observability.scrape_interval_seconds,
+                grant_adapter_viewer=False,
+            ),
+            opts=k8s,
+        )
+    return FleetComposition(members, registration, model_servers, pools, autoscaling)
 
 
-def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
+def rcfg_of(cfg: StackConfig, region: str) -> StackConfig:
+    """The stack as fleet region ``region`` runs it (``regional_config``)."""
+    fleet = fleet_section(cfg)
+    assert fleet is not None
+    return regional_config(cfg, fleet, region)
+
+
+def priority_class_specs(cfg: StackConfig) -> tuple[PriorityClassSpec, ...]:
+    return tuple(
+        PriorityClassSpec(c.name, c.priority, c.sheddable, c.description) for c in cfg.contract.priority_classes
+    )
+
+
+def regional_gateway(
+    resolved: ResolvedStack,
+    platform: Platform,
+    k8s: pulumi.ResourceOptions,
+    services: ProjectServices,
+    model_servers: Mapping[str, ModelServer],
+    cohosted: Mapping[str, CoHostServer],
+) -> InferenceGateway:
+    """The single-region GKE Inference Gateway."""
     cfg, plan = resolved.config, resolved.plan
     gw, g = gateway_section(cfg), gke_section(cfg)
-    assert gw is not None  # the gke rules require the section for a gke pool
+    assert gw is not None
     part = gke_part(plan)
-    # The Google Cloud platform: network, cluster, GPU node pools on their reservations, registry, weight
-    # stores, Workload Identity and the Kubernetes provider the serving components deploy with.
-    platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
-    k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
-    fleet = compose_fleet(cfg, part, platform, services) if part.regions else None
-
-    # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
-    bench = g.bench if g is not None else None
-    model_servers: dict[str, ModelServer] = {}
-    planned = part.gke_pools()
-    for role, pool in gke_pools(cfg):
-        model_servers[role] = _model_server(
-            resolved,
-            platform,
-            k8s,
-            role,
-            pool,
-            planned[role],
-            plan.public_model_name,
-            # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
-            clients=(client_peer(role),) if bench is not None and bench.pool == role else (),
-        )
-    # Co-hosted groups: one co-host server pod per node of the group's own node pool, owning the node's GPUs.
-    cohosted = {role: _cohost_server(resolved, platform, k8s, g) for role, g in part.cohosted().items()}
-
-    tenants = tuple(
-        TenantSpec(t.id, t.weight, t.requests_per_minute, t.output_tokens_per_minute) for t in cfg.contract.tenants
-    )
+    tenants = tenant_specs(cfg)
     # GKE Inference Gateway: Gateway + address + TLS policy, per pool an InferencePool selecting what its model
     # server serves, its endpoint picker (upstream chart), objectives and GKE policies; the weighted HTTPRoute.
-    gateway = InferenceGateway(
+    return InferenceGateway(
         "inference-gateway",
         InferenceGatewayArgs(
             environment=cfg.environment,
             project=cfg.project,
             region=cfg.region,
             gateway=gateway_spec(gw, cfg.observability.autoscaling),
-            pools=tuple(
-                PoolRoute(
-                    role=r,
-                    release=pool.release,
-                    weight=pool.weight,
-                    selector=model_servers[r].pool_selector,
-                    namespace=platform.serving_namespaces[r],
-                    flow_control=flow_control_spec(cfg, pool_drain(planned[r])),
-                    tenants=tenants,
-                )
-                for r, pool in gke_pools(cfg)
+            pools=pool_routes(
+                cfg, part, {r: m.pool_selector for r, m in model_servers.items()}, platform.serving_namespaces
             ),
-            priority_classes=tuple(
-                PriorityClassSpec(c.name, c.priority, c.sheddable, c.description) for c in cfg.contract.priority_classes
-            ),
+            priority_classes=priority_class_specs(cfg),
             backend_timeout_seconds=plan.backend_timeout_seconds,
             public_model_name=plan.public_model_name,
             tenants=tenants,
@@ -559,6 +688,59 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
     )
 
+
+def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
+    cfg, plan = resolved.config, resolved.plan
+    gw, g = gateway_section(cfg), gke_section(cfg)
+    assert gw is not None  # the gke rules require the section for a gke pool
+    part = gke_part(plan)
+    # The Google Cloud platform: network, cluster, GPU node pools on their reservations, registry, weight
+    # stores, Workload Identity and the Kubernetes provider the serving components deploy with.
+    platform = Platform("platform", platform_args(cfg, plan), opts=pulumi.ResourceOptions(depends_on=[services]))
+    k8s = pulumi.ResourceOptions(providers=[platform.k8s_provider])
+    fleet = compose_fleet(resolved, part, platform, services) if part.regions else None
+
+    # One vLLM model server per pool, in the pool's namespace: Deployment, probe ConfigMap, PDB, NetworkPolicy.
+    bench = g.bench if g is not None else None
+    model_servers: dict[str, ModelServer] = {}
+    planned = part.gke_pools()
+    for role, pool in gke_pools(cfg):
+        model_servers[role] = _model_server(
+            resolved,
+            platform_site(platform, fleet_proxy_ranges(cfg, cfg.region) if fleet else ()),
+            k8s,
+            role,
+            pool,
+            planned[role],
+            plan.public_model_name,
+            # The in-cluster benchmark's pods may reach the pool it measures (gke.bench).
+            clients=(client_peer(role),) if bench is not None and bench.pool == role else (),
+        )
+    # Co-hosted groups: one co-host server pod per node of the group's own node pool, owning the node's GPUs.
+    cohosted = {role: _cohost_server(resolved, platform, k8s, g) for role, g in part.cohosted().items()}
+
+    gateway: InferenceGateway | MultiClusterGateway
+    if fleet is not None:
+        # A fleet: the config cluster's multi-cluster Gateway routes to every region's exported pools.
+        gateway = MultiClusterGateway(
+            "inference-gateway",
+            MultiClusterGatewayArgs(
+                environment=cfg.environment,
+                project=cfg.project,
+                region=cfg.region,
+                gateway=gateway_spec(gw, cfg.observability.autoscaling),
+                regions=tuple(s.region for s in part.sites),
+                pools=pool_routes(
+                    cfg, part, {r: m.pool_selector for r, m in model_servers.items()}, platform.serving_namespaces
+                ),
+                priority_classes=priority_class_specs(cfg),
+                backend_timeout_seconds=plan.backend_timeout_seconds,
+            ),
+            opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
+        )
+    else:
+        gateway = regional_gateway(resolved, platform, k8s, services, model_servers, cohosted)
+
     # Autoscaling and observability: custom-metrics adapter, one HPA per pool scaling its model server's
     # Deployment (which ignores spec.replicas: the HPA owns the count), the vLLM PodMonitoring, dashboard, alerts.
     obs = cfg.observability
@@ -568,7 +750,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             project=cfg.project,
             environment=cfg.environment,
             namespaces=dict(platform.serving_namespaces),
-            pools=pool_views(cfg, plan),
+            pools=pool_views(cfg, part),
             scale_targets={
                 **{r: m.deployment_name for r, m in model_servers.items()},
                 **{r: c.deployment_name for r, c in cohosted.items()},
@@ -580,6 +762,14 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             project_number=platform.project_number,
             workload_pool=platform.workload_pool,
             tenants=tuple(TenantView(t.id, t.output_tokens_per_minute) for t in cfg.contract.tenants),
+            regions=tuple(RegionView(s.region, s.cluster_name, s.share) for s in part.sites),
+            monitored_pools=(
+                fleet_pool_views(
+                    [pool_views(cfg, part), *(pool_views(rcfg_of(cfg, r), p) for r, p in sorted(part.regions.items()))]
+                )
+                if part.regions
+                else None
+            ),
         ),
         # The dashboard and alert policies need the Monitoring API.
         opts=pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[services])),
@@ -597,32 +787,13 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
 
     return {
         **({"bench": {"job": bench_job.job.metadata.name, "record_uri": bench_job.record_uri}} if bench_job else {}),
-        **(
-            {
-                "fleet": {
-                    "config_membership": fleet[1].ingress.spec.apply(
-                        lambda spec: (
-                            spec.multiclusteringress.config_membership if spec and spec.multiclusteringress else None
-                        )
-                    ),
-                    "regions": {
-                        region: {
-                            "cluster": m.cluster.name,
-                            "gpu_node_pools": {k: p.name for k, p in m.gpu_node_pools.items()},
-                        }
-                        for region, m in sorted(fleet[0].items())
-                    },
-                }
-            }
-            if fleet
-            else {}
-        ),
+        **({"fleet": fleet_outputs(fleet)} if fleet else {}),
         **(
             {
                 "cohosting": {
                     key: {
                         "deployment": cohosted[grp.role].deployment_name,
-                        "pool": gateway.model_pools[grp.role].pool_name,
+                        "pool": naming.pool_name(grp.role),
                         "models": {m.model_name: m.release.release for m in grp.models},
                         "instances": {i.name: {"gpus": list(i.gpus), "port": i.port} for i in grp.server.instances},
                         "update_models": grp.watch,
@@ -639,11 +810,7 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
             "location": platform.gke.location,
             "workload_pool": platform.workload_pool,
         },
-        "gateway": {
-            "address": gateway.address_value,
-            "hostnames": gateway.hostnames,
-            "pools": {role: b.pool_name for role, b in sorted(gateway.pools.items())},
-        },
+        "gateway": gateway_outputs(gateway),
         "gpu_node_pools": {k: p.name for k, p in sorted(platform.gpu_node_pools.items())},
         "weights_bucket": platform.weights_bucket_name,
         "image_registry": platform.registry.prefix,
@@ -664,5 +831,32 @@ def compose(resolved: ResolvedStack, services: ProjectServices) -> dict[str, obj
                 "max_replicas_bound": p.hpa.max_reason,
             }
             for p in observability.pools
+        },
+    }
+
+
+def gateway_outputs(gateway: InferenceGateway | MultiClusterGateway) -> dict[str, object]:
+    """The regional Gateway's reserved address, or a fleet's regions (the multi-cluster Gateway takes an ephemeral
+    address in each: its status lists them)."""
+    pools = {role: b.pool_name for role, b in sorted(gateway.pools.items())}
+    if isinstance(gateway, MultiClusterGateway):
+        return {"class": MC_GATEWAY_CLASS, "hostnames": gateway.hostnames, "pools": pools}
+    return {"address": gateway.address_value, "hostnames": gateway.hostnames, "pools": pools}
+
+
+def fleet_outputs(fleet: FleetComposition) -> dict[str, object]:
+    return {
+        "config_membership": fleet.registration.ingress.spec.apply(
+            lambda spec: spec.multiclusteringress.config_membership if spec and spec.multiclusteringress else None
+        ),
+        "regions": {
+            region: {
+                "cluster": m.cluster.name,
+                "gpu_node_pools": {k: p.name for k, p in m.gpu_node_pools.items()},
+                "model_servers": {r: ms.deployment_name for r, ms in sorted(fleet.model_servers[region].items())},
+                "pools": sorted(fleet.pools[region].pools),
+                "autoscaling": {r: h.metadata.name for r, h in sorted(fleet.autoscaling[region].hpas.items())},
+            }
+            for region, m in sorted(fleet.members.items())
         },
     }

@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from components.project import PLATFORM_SERVICES, ProjectServices
-from infra.config.base import ConfigIssue
 from infra.config.measurement import Measurement
-from infra.config.stack import StackConfig, key_path
+from infra.config.stack import StackConfig
 from infra.planning.cohosting import Recipe
 from infra.planning.plan import StackPlan, TargetPlan
 from infra.rules import Rule, collect
 from infra.targets.base import ResolvedStack, Target
 
 from . import compose, report, rules
-from .config import SECTIONS, TARGET, GkeCoHostedGroup, GkePool, fleet_section
+from .config import SECTIONS, TARGET, GkeCoHostedGroup, GkePool
 from .planning import plan_gke
 
 
@@ -35,22 +34,6 @@ class GkeTarget(Target):
 
     def compose(self, resolved: ResolvedStack, services: ProjectServices) -> dict[str, object]:
         return compose.compose(resolved, services)
-
-    def deploy_refusals(self, resolved: ResolvedStack) -> Sequence[ConfigIssue]:
-        """A ``fleet`` stack is sized (each region for its share, the region-loss check) and its other regions'
-        clusters and fleet registration are composed (components/fleet.py), but the other regions' serving objects
-        and the multi-cluster Gateway are not built yet. Deploying it as it stands would serve from the config
-        cluster's region alone, so nothing of it is registered."""
-        if fleet_section(resolved.config) is None:
-            return ()
-        return (
-            ConfigIssue(
-                key_path(("fleet",)),
-                "a fleet stack is sized by `llm-serving capacity` (every region, region loss) but not deployable yet: "
-                "the other regions' model servers and pickers and the multi-cluster Gateway are not built "
-                "(docs/multiregion.md); nothing was registered",
-            ),
-        )
 
     def report_lines(self, plan: StackPlan) -> Sequence[str]:
         return report.report_lines(plan)

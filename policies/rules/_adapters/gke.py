@@ -24,6 +24,7 @@ from .._common import (
     entry_dict,
     entry_list,
     flag_value,
+    fleet_regions,
     get,
     instance_gpu_shares,
     is_gpu_node_pool,
@@ -217,6 +218,7 @@ def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
     hpas = of_type(resources, HPA)
     deps = sorted((d for d in resources if is_serving_deployment(d)), key=lambda d: d.k8s_name)
     yield from cohost_gpus(deps)
+    members = fleet_regions(deps)
     for pool in pools:
         clients = max(
             (as_int(get(a, "gpuSharingConfig", "maxSharedClientsPerGpu")) or 1 for a in node_pool_accelerators(pool)),
@@ -227,7 +229,7 @@ def shared_gpus(resources: list[Res]) -> Iterator[SharedGpu]:
         slots: list[tuple[float, str]] = []
         judgeable = True
         for d in deps:
-            if pool_for_deployment(d, pools) is not pool:
+            if pool_for_deployment(d, pools, members) is not pool:
                 continue
             u, n = utilization(d), deployment_max_replicas(d, hpas)
             if u is None or n is None:

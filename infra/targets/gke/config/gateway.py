@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from infra.config.base import Strict, check
 
-GatewayClass = Literal["gke-l7-regional-external-managed", "gke-l7-rilb"]
+GatewayClass = Literal["gke-l7-regional-external-managed", "gke-l7-rilb", "gke-l7-cross-regional-internal-managed-mc"]
 FailureMode = Literal["FailOpen", "FailClose"]
 
 
@@ -193,7 +193,8 @@ class GatewayConfig(Strict):
     gateway_class: GatewayClass = Field(
         description=(
             "``gke-l7-regional-external-managed`` (internet-facing regional ALB) or ``gke-l7-rilb`` (internal, VPC "
-            "only)."
+            "only); a ``fleet`` stack's is ``gke-l7-cross-regional-internal-managed-mc`` (internal, every fleet "
+            "region; docs/multiregion.md)."
         )
     )
     hostnames: Annotated[list[Annotated[str, Field(pattern=HOSTNAME_PATTERN)]], Field(min_length=1, max_length=16)] = (

@@ -67,8 +67,9 @@ class NetworkRanges(Strict):
     services: str = Field(description="Secondary range for ClusterIP Services.")
     proxy_only: str = Field(
         description=(
-            "Proxy-only subnet (``REGIONAL_MANAGED_PROXY``) for the regional Gateway's Envoy proxies (GKE Inference Gateway deploy guide); Google "
-            "recommends a /23."
+            "Proxy-only subnet for the Gateway's Envoy proxies: ``REGIONAL_MANAGED_PROXY`` for the regional Gateway "
+            "(GKE Inference Gateway deploy guide), ``GLOBAL_MANAGED_PROXY`` in every region of a fleet (the "
+            "multi-cluster Gateway's cross-regional proxies); Google recommends a /23."
         )
     )
     master: str = Field(

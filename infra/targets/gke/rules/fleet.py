@@ -7,6 +7,7 @@ import ipaddress
 import re
 from collections.abc import Iterator
 
+from components.gateway.multicluster import MC_GATEWAY_CLASS
 from components.gpu_pool import member_node_account_id
 from infra.config.stack import StackConfig
 from infra.planning.plan import StackPlan
@@ -212,3 +213,45 @@ def fleet_node_accounts_are_valid_ids(cfg: StackConfig) -> Iterator[Finding]:
                     f"the GPU nodes of {region} would run as service account {account!r} ({len(account)} characters):"
                     " an id must be 6-30 lowercase letters, digits or hyphens; shorten the cluster name",
                 )
+
+
+@rule(target=TARGET, needs={"fleet", "gateway"})
+def fleet_gateway_is_multi_cluster(cfg: StackConfig) -> Iterator[Finding]:
+    """A fleet is served by the config cluster's multi-cluster Gateway, whose class is the cross-regional internal
+    one (GKE "Set up the GKE multi-cluster Inference Gateway", "Deploy resources to the config cluster"); that class
+    routes to imported pools only, so a single-region stack cannot use it."""
+    gw = gateway_section(cfg)
+    if gw is None:
+        return
+    fleet = fleet_section(cfg) is not None
+    if fleet and gw.gateway_class != MC_GATEWAY_CLASS:
+        yield (
+            ("gateway", "gateway_class"),
+            f"a fleet stack is served by the multi-cluster Gateway: set {MC_GATEWAY_CLASS} (got {gw.gateway_class})",
+        )
+    if not fleet and gw.gateway_class == MC_GATEWAY_CLASS:
+        yield (
+            ("gateway", "gateway_class"),
+            f"{MC_GATEWAY_CLASS} routes to pools imported from a fleet: a stack without `fleet` uses "
+            "gke-l7-regional-external-managed or gke-l7-rilb",
+        )
+
+
+@rule(target=TARGET, needs={"fleet", "contract"})
+def fleet_tenant_budgets_have_no_enforcement_point(cfg: StackConfig) -> Iterator[Finding]:
+    """A tenant's ``requests_per_minute`` is a Cloud Armor throttle on each pool's backend service
+    (components/gateway/tenants.py). Cloud Armor's security policy overview lists the load balancers its policies
+    attach to, and the cross-region internal Application Load Balancer, the multi-cluster Gateway's class, is not
+    among them (docs/multiregion.md); the GKE setup page attaches none to an imported pool. A fleet would serve the
+    budget as if it held while nothing enforces it, so a budgeted tenant is refused. Tenants without budgets (the
+    router's fair share of a saturated queue, per region) are allowed."""
+    if fleet_section(cfg) is None:
+        return
+    for i, t in enumerate(cfg.contract.tenants):
+        if t.requests_per_minute is not None:
+            yield (
+                ("contract", "tenants", i, "requests_per_minute"),
+                f"tenant {t.id!r}: a fleet has no load balancer a Cloud Armor budget is known to attach to (the "
+                "multi-cluster Gateway's cross-region internal load balancer is not among those Cloud Armor lists): "
+                "enforce budgets in the API front and drop requests_per_minute, or serve from one region",
+            )
