@@ -447,6 +447,46 @@ def iap_access(owner: Component, name: str, project: str, region: str, gw: o.Gat
     return members
 
 
+def objective_crds(owner: Component, name: str, gw: o.GatewaySpec) -> k8s.yaml.v2.ConfigGroup | None:
+    """The objective CRDs the picker reads, when the stack installs them. GKE installs only the GA CRDs (GAIE releases
+    and the llm-d GKE guide); the objective API the picker reads is installed here, from the same upstream commit as
+    the pinned picker."""
+    if not gw.epp.install_objective_crds:
+        return None
+    return k8s.yaml.v2.ConfigGroup(f"{name}-objective-crds", files=list(crd_urls()), opts=owner.child_opts())
+
+
+def exported_pool_backends(
+    owner: Component,
+    name: str,
+    gw: o.GatewaySpec,
+    pools: tuple[o.PoolRoute, ...],
+    priority_classes: tuple[o.PriorityClassSpec, ...],
+    backend_timeout_seconds: int,
+    crds: k8s.yaml.v2.ConfigGroup | None,
+    gateway_namespace: pulumi.Input[str] | None = None,
+    name_prefix: str = "",
+) -> dict[str, PoolBackend]:
+    """A fleet cluster's pools, each a :class:`PoolBackend` exported to the config cluster (after the CRDs)."""
+    pool_opts = owner.child_opts(depends_on=[crds] if crds is not None else [])
+    return {
+        p.role: PoolBackend(
+            f"{name}-{p.role}",
+            PoolBackendArgs(
+                pool=p,
+                gateway=gw,
+                backend_timeout_seconds=backend_timeout_seconds,
+                priority_classes=priority_classes,
+                gateway_namespace=gateway_namespace,
+                exported=True,
+                name_prefix=name_prefix,
+            ),
+            opts=pool_opts,
+        )
+        for p in pools
+    }
+
+
 # ---- a fleet's serving-only cluster ---------------------------------------------------------------------------
 
 
@@ -480,28 +520,17 @@ class ExportedPools(Component):
     def __init__(self, name: str, args: ExportedPoolsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, args, opts)
         gw = args.gateway
-        self.crds = None
-        if gw.epp.install_objective_crds:
-            self.crds = k8s.yaml.v2.ConfigGroup(
-                f"{name}-objective-crds", files=list(crd_urls()), opts=self.child_opts()
-            )
-        pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
-        self.pools: dict[str, PoolBackend] = {
-            p.role: PoolBackend(
-                f"{name}-{p.role}",
-                PoolBackendArgs(
-                    pool=p,
-                    gateway=gw,
-                    backend_timeout_seconds=args.backend_timeout_seconds,
-                    priority_classes=args.priority_classes,
-                    gateway_namespace=None,
-                    exported=True,
-                    name_prefix=args.name_prefix,
-                ),
-                opts=pool_opts,
-            )
-            for p in args.pools
-        }
+        self.crds = objective_crds(self, name, gw)
+        self.pools: dict[str, PoolBackend] = exported_pool_backends(
+            self,
+            name,
+            gw,
+            args.pools,
+            args.priority_classes,
+            args.backend_timeout_seconds,
+            self.crds,
+            name_prefix=args.name_prefix,
+        )
         self.register_outputs({"pools": sorted(self.pools)})
 
 
@@ -595,13 +624,7 @@ class InferenceGateway(Component):
             opts=child,
         )
 
-        self.crds = None
-        if gw.epp.install_objective_crds:
-            # GKE installs only the GA CRDs (GAIE releases and the llm-d GKE guide); the objective API the picker reads is installed here,
-            # from the same upstream commit as the pinned picker.
-            self.crds = k8s.yaml.v2.ConfigGroup(
-                f"{name}-objective-crds", files=list(crd_urls()), opts=self.child_opts()
-            )
+        self.crds = objective_crds(self, name, gw)
 
         self.gateway = _cr(
             f"{name}-gateway",

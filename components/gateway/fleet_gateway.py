@@ -18,15 +18,15 @@ from .. import naming
 from ..base import Component
 from . import multicluster as mc
 from . import objects as o
-from .charts import crd_urls
 from .component import (
     SSL_MIN_TLS,
     SSL_PROFILE,
     PoolBackend,
-    PoolBackendArgs,
     _cr,
+    exported_pool_backends,
     gateway_namespace,
     iap_access,
+    objective_crds,
     ssl_policy_name,
 )
 
@@ -76,25 +76,17 @@ class MultiClusterGateway(Component):
         ns: pulumi.Output[str] = self.namespace.metadata.name
         spec = mc.MultiClusterGatewaySpec(args.regions, tuple(gw.hostnames))
 
-        self.crds = None
-        if gw.epp.install_objective_crds:
-            self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-objective-crds", files=list(crd_urls()), opts=child)
-        pool_opts = self.child_opts(depends_on=[self.crds] if self.crds is not None else [])
-        self.pools: dict[str, PoolBackend] = {
-            p.role: PoolBackend(
-                f"{name}-{p.role}",
-                PoolBackendArgs(
-                    pool=p,
-                    gateway=gw,
-                    backend_timeout_seconds=args.backend_timeout_seconds,
-                    priority_classes=args.priority_classes,
-                    gateway_namespace=ns,
-                    exported=True,
-                ),
-                opts=pool_opts,
-            )
-            for p in args.pools
-        }
+        self.crds = objective_crds(self, name, gw)
+        self.pools: dict[str, PoolBackend] = exported_pool_backends(
+            self,
+            name,
+            gw,
+            args.pools,
+            args.priority_classes,
+            args.backend_timeout_seconds,
+            self.crds,
+            gateway_namespace=ns,
+        )
 
         self.gateway = _cr(f"{name}-gateway", mc.multicluster_gateway_object(spec, ns, o.tls_options(gw)), child)
         # TLS 1.2+ as in one region (the same name: a fleet stack has no regional policy), but a global SSL policy: the cross-region internal load balancer's target HTTPS
